@@ -1,0 +1,3 @@
+"""pgdyno: a performance lab for PostgreSQL on Linux."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from pgdyno.cli import run
+
+run()

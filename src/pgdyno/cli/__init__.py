@@ -1,0 +1,79 @@
+"""Command line: `main(args, env)` runs one command in-process and returns an exit status."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import traceback
+from dataclasses import replace
+from collections.abc import Sequence
+from types import FrameType
+
+import click
+
+from pgdyno.cli.app import cli
+from pgdyno.environment import Environment
+from pgdyno.errors import ExitStatus, Interrupted, PgdynoError
+
+
+def _usage_message(exc: click.UsageError) -> str:
+    command = exc.ctx.command_path if exc.ctx else "pgdyno"
+    message = exc.format_message().rstrip(".")
+    message = message[:1].lower() + message[1:]
+    return f"{message}; run '{command} --help' to see what it takes."
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(f"pgdyno received {signal.Signals(signum).name} and stopped.")
+
+
+def main(args: Sequence[str], env: Environment) -> int:
+    """Run the CLI; every failure becomes one sentence on stderr and a non-zero status."""
+    show_traceback = "--traceback" in args
+    previous = signal.getsignal(signal.SIGTERM)
+    handler_set = False
+    try:
+        signal.signal(signal.SIGTERM, _raise_interrupted)
+        handler_set = True
+    except ValueError:  # not the main thread (embedded use): leave signals alone
+        pass
+    try:
+        cli.main(args=list(args), prog_name="pgdyno", standalone_mode=False, obj=replace(env, argv=tuple(args)))
+        return ExitStatus.OK
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.UsageError as exc:
+        _error(env, _usage_message(exc))
+        return ExitStatus.USAGE
+    except (click.Abort, KeyboardInterrupt):
+        _error(env, "interrupted; runs that had finished are saved in the results database.")
+        return ExitStatus.INTERRUPTED
+    except PgdynoError as exc:
+        if show_traceback:
+            traceback.print_exc(file=env.stderr)
+        _error(env, str(exc))
+        return exc.exit_status
+    except click.ClickException as exc:
+        _error(env, exc.format_message())
+        return exc.exit_code
+    except Exception as exc:
+        if show_traceback:
+            traceback.print_exc(file=env.stderr)
+        _error(
+            env,
+            f"internal error ({type(exc).__name__}: {exc}); run again with --traceback and "
+            "report it.",
+        )
+        return ExitStatus.ERROR
+    finally:
+        if handler_set:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _error(env: Environment, message: str) -> None:
+    print(f"pgdyno: error: {message}", file=env.stderr)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main(sys.argv[1:], Environment.from_os()))

@@ -1,0 +1,34 @@
+"""The `pgdyno` command group. Commands only translate options, call the library, render."""
+
+from __future__ import annotations
+
+import click
+
+from pgdyno import __version__
+from pgdyno.cli.bench_cmd import bench
+from pgdyno.cli.pg_cmd import pg
+from pgdyno.cli.runs_cmd import runs
+from pgdyno.cli.sandbox_cmd import sandbox
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "--version", prog_name="pgdyno")
+def cli() -> None:
+    """pgdyno: a performance lab for PostgreSQL on Linux.
+
+    Runs pgbench matrices on a sandbox PostgreSQL it manages (or on an existing server) and keeps
+    every run, with its per-second series, in a results database.
+
+    \b
+    Example:
+      pgdyno bench --workload select-only -c 1,2 -T 10
+      pgdyno runs list
+    """
+
+
+cli.add_command(bench)
+cli.add_command(sandbox)
+cli.add_command(runs)
+cli.add_command(pg)

@@ -1,0 +1,185 @@
+"""`pgdyno bench`: run a pgbench matrix and store every run."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+
+from pgdyno.cli.common import (
+    binaries_options,
+    environment,
+    err,
+    out,
+    pick_binaries,
+    print_json,
+    workdir_options,
+)
+from pgdyno.cli.progress import MatrixProgress
+from pgdyno.errors import PgbenchFailed, UsageError
+from pgdyno.experiment.bench import run_bench
+from pgdyno.experiment.matrix import make_spec
+from pgdyno.experiment.target import Target, sandbox_target, server_target, workdir_lock
+from pgdyno.host.facts import read_host
+from pgdyno.pgbench.command import (
+    PROTOCOLS,
+    Workload,
+    builtin_workload,
+    jobs_for,
+    parse_int_list,
+    script_workload,
+)
+from pgdyno.pgbench.scale import parse_scale_spec
+from pgdyno.postgres.client import split_password
+from pgdyno.postgres.conf import parse_assignments
+from pgdyno.render.terminal import results_table
+from pgdyno.store.results import ResultsStore
+
+
+def _workloads(workload: str | None, scripts: tuple[str, ...]) -> list[Workload]:
+    names = [w.strip() for w in (workload or "").split(",") if w.strip()]
+    if not names and not scripts:
+        names = ["tpcb-like"]
+    found = [builtin_workload(name) for name in names] if not scripts else []
+    if scripts:
+        # Built-ins named alongside script files join the same weighted mix, as in pgbench.
+        found.append(script_workload(list(scripts), names))
+    return found
+
+
+def _command_record(argv: list[str]) -> list[str]:
+    """The argv kept in the results database, with any --dsn password removed."""
+    kept = []
+    for i, arg in enumerate(argv):
+        if i > 0 and argv[i - 1] == "--dsn":
+            arg = split_password(arg)[0]
+        elif arg.startswith("--dsn="):
+            arg = "--dsn=" + split_password(arg.removeprefix("--dsn="))[0]
+        kept.append(arg)
+    return kept
+
+
+@click.command()
+@click.option("-w", "--workload", metavar="LIST",
+              help="Built-in workloads to sweep: tpcb-like, select-only, simple-update "
+              "(comma list, NAME@WEIGHT allowed; default tpcb-like).")  # fmt: skip
+@click.option("-f", "--script", "scripts", multiple=True, metavar="FILE[@W]",
+              help="A custom pgbench script with an optional weight (repeatable; all scripts and "
+              "any --workload built-ins form one weighted mix).")  # fmt: skip
+@click.option("-s", "--scale", default="small", show_default=True, metavar="LIST",
+              help="Dataset size: small (fits in shared_buffers), medium (~50%% of RAM), large "
+              "(~200%% of RAM) or a pgbench scale; comma list to sweep.")  # fmt: skip
+@click.option("-c", "--clients", default="1", show_default=True, metavar="LIST",
+              help="Client counts; a comma list is a sweep, e.g. 1,2,4,8.")  # fmt: skip
+@click.option("-j", "--jobs", default="auto", show_default=True, metavar="POLICY",
+              help="pgbench threads: auto (clients capped at CPUs), clients (jobs = clients, as "
+              "in Vondra's benchmarks) or a number.")  # fmt: skip
+@click.option("-T", "--time", "duration", type=int, default=60, show_default=True,
+              help="Seconds each run lasts.")  # fmt: skip
+@click.option("-M", "--protocol", type=click.Choice(PROTOCOLS), default="simple",
+              show_default=True, help="Query protocol.")  # fmt: skip
+@click.option("-R", "--rate", type=float, help="Target transactions per second (total).")
+@click.option("-L", "--latency-limit", type=float, metavar="MS",
+              help="Count transactions slower than this (ms) as late; with -R, skip them.")  # fmt: skip
+@click.option("--repeats", type=int, default=1, show_default=True, help="Runs per cell.")
+@click.option("--warmup", type=int, default=0, show_default=True, metavar="S",
+              help="Seconds of unmeasured load before each run.")  # fmt: skip
+@click.option("--dsn", metavar="CONNSTR",
+              help="Benchmark an existing server (libpq connection string or URI) instead of the "
+              "sandbox; use '' for the PG* environment variables.")  # fmt: skip
+@click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE",
+              help="A PostgreSQL setting for the sandbox during this bench (repeatable).")  # fmt: skip
+@click.option("--keep-files", is_flag=True, help="Keep pgbench's output and log files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@binaries_options
+@workdir_options
+@click.pass_context
+def bench(  # noqa: PLR0913 - one parameter per option
+    ctx: click.Context,
+    workload: str | None,
+    scripts: tuple[str, ...],
+    scale: str,
+    clients: str,
+    jobs: str,
+    duration: int,
+    protocol: str,
+    rate: float | None,
+    latency_limit: float | None,
+    repeats: int,
+    warmup: int,
+    dsn: str | None,
+    assignments: tuple[str, ...],
+    keep_files: bool,
+    as_json: bool,
+    pg_bin: Path | None,
+    pg_version: int | None,
+    **_: object,
+) -> None:
+    """Run pgbench for every combination of workload, scale and client count.
+
+    The dataset of each scale is generated once and copied before each run, so every run starts
+    from the same data. Each finished run is written to the results database at once.
+
+    \b
+    Examples:
+      pgdyno bench --workload select-only -c 1,2 -T 5
+      pgdyno bench -w tpcb-like,select-only -s small,50 -c 1,2,4,8 --repeats 3 --warmup 10
+      pgdyno bench -f my.sql@3 -w select-only@1 -T 30
+      pgdyno bench --dsn "host=db1 user=bench dbname=postgres" -c 8 -T 120
+    """
+    env = environment(ctx)
+    settings = parse_assignments(assignments)
+    if dsn is not None and settings:
+        raise UsageError("--set applies to the sandbox only; change an existing server yourself.")
+    spec = make_spec(
+        workloads=_workloads(workload, scripts),
+        scales=[parse_scale_spec(s) for s in scale.split(",") if s.strip()],
+        clients=parse_int_list(clients, "-c/--clients"),
+        jobs=jobs,
+        duration_s=duration,
+        protocol=protocol,
+        rate=rate,
+        latency_limit_ms=latency_limit,
+        repeats=repeats,
+        warmup_s=warmup,
+    )
+    host = read_host(env.proc_root, env.sys_root)
+    jobs_for(1, spec.jobs, host.cpu_count)  # validate the policy before anything starts
+    binaries = pick_binaries(env, pg_bin, pg_version)
+    log = err(env).print
+    with ExitStack() as stack:
+        target: Target
+        if dsn is None:
+            stack.enter_context(workdir_lock(env))
+            target = stack.enter_context(sandbox_target(env, binaries, settings, log))
+        else:
+            target = server_target(dsn, binaries)
+        store = stack.enter_context(ResultsStore(env.results_path))
+        progress = stack.enter_context(MatrixProgress(err(env)))
+        outcome = run_bench(
+            spec, target, store, host,
+            command=_command_record(["pgdyno", *env.argv]),
+            run_root=env.runs_dir, env=env.env, progress=progress, log=log,
+            keep_files=keep_files,
+        )  # fmt: skip
+    if as_json:
+        with ResultsStore(env.results_path) as store:
+            print_json(env, [store.get_run(run_id) for run_id, _ in outcome.records])
+        return
+    console = out(env)
+    console.print(results_table(outcome.records))
+    for dataset in outcome.datasets:
+        how = "generated" if dataset.generated else "reused"
+        console.print(
+            f"dataset scale {dataset.scale}: {dataset.size_bytes / 1024**2:,.0f} MiB ({how}, "
+            f"{dataset.prepare_seconds:.1f} s)"
+        )
+    console.print(f"results database: {env.results_path} (session {outcome.session_id})")
+    failed = [str(run_id) for run_id, r in outcome.records if r.status != "ok"]
+    if failed:
+        raise PgbenchFailed(
+            f"{len(failed)} of {len(outcome.records)} runs failed (runs {', '.join(failed)}); "
+            "see `pgdyno runs show ID` for pgbench's error output."
+        )
+

@@ -1,0 +1,44 @@
+"""`pgdyno pg ...`: PostgreSQL binaries."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import click
+
+from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
+from pgdyno.postgres.binaries import available, resolve
+from pgdyno.render.terminal import versions_table
+
+
+@click.group()
+def pg() -> None:
+    """PostgreSQL binaries pgdyno can use.
+
+    \b
+    Example:
+      pgdyno pg versions
+    """
+
+
+@pg.command()
+@click.option("--install", type=int, metavar="N", help="Install major version N (14-18) first.")
+@json_option
+@workdir_options
+@click.pass_context
+def versions(ctx: click.Context, install: int | None, as_json: bool, **_: object) -> None:
+    """List PostgreSQL versions: bundled, cached, system, and installable ones.
+
+    \b
+    Example:
+      pgdyno pg versions
+      pgdyno pg versions --install 16
+    """
+    env = environment(ctx)
+    if install is not None:
+        resolve(None, install, env.cache_dir)
+    rows = available(env.cache_dir)
+    if as_json:
+        print_json(env, [asdict(r) for r in rows])
+    else:
+        out(env).print(versions_table(rows))

@@ -1,0 +1,82 @@
+"""`pgdyno runs ...`: what the results database holds."""
+
+from __future__ import annotations
+
+import click
+
+from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
+from pgdyno.errors import UsageError
+from pgdyno.render.terminal import run_detail, runs_table
+from pgdyno.store.results import ResultsStore
+
+
+@click.group()
+def runs() -> None:
+    """Runs kept in the results database.
+
+    \b
+    Example:
+      pgdyno runs list
+      pgdyno runs show 3 --json
+    """
+
+
+def _open(ctx: click.Context) -> ResultsStore:
+    env = environment(ctx)
+    if not env.results_path.is_file():
+        raise UsageError(
+            f"there is no results database at {env.results_path} yet: run `pgdyno bench` "
+            "first or pass --results FILE."
+        )
+    return ResultsStore(env.results_path)
+
+
+@runs.command("list")
+@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Show at most this many runs (0: all).")  # fmt: skip
+@click.option("--session", type=int, help="Only the runs of this bench session.")
+@json_option
+@workdir_options
+@click.pass_context
+def list_runs(
+    ctx: click.Context, limit: int, session: int | None, as_json: bool, **_: object
+) -> None:
+    """List runs, newest first.
+
+    \b
+    Example:
+      pgdyno runs list --limit 10
+    """
+    env = environment(ctx)
+    with _open(ctx) as store:
+        rows = store.list_runs(limit or None, session)
+    if as_json:
+        print_json(env, rows)
+    else:
+        out(env).print(runs_table(rows))
+        out(env).print(f"results database: {env.results_path}")
+
+
+@runs.command("show")
+@click.argument("run_id", type=int)
+@json_option
+@workdir_options
+@click.pass_context
+def show_run(ctx: click.Context, run_id: int, as_json: bool, **_: object) -> None:
+    """Show one run: summary, environment, per-statement latencies, per-second series.
+
+    \b
+    Example:
+      pgdyno runs show 1
+    """
+    env = environment(ctx)
+    with _open(ctx) as store:
+        run = store.get_run(run_id)
+    if run is None:
+        raise UsageError(f"there is no run {run_id}: see `pgdyno runs list` for the ids.")
+    if as_json:
+        print_json(env, run)
+        return
+    console = out(env)
+    for table in run_detail(run):
+        console.print(table)

@@ -1,0 +1,77 @@
+"""Exception hierarchy: library code raises these; only the CLI turns them into messages.
+
+Every message is one sentence that says what went wrong and what to do about it.
+"""
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1  # a run or an operation failed
+    USAGE = 2  # bad options or input
+    UNAVAILABLE = 3  # something pgdyno needs is missing or unreachable
+    INTERRUPTED = 130
+
+
+class PgdynoError(Exception):
+    """Base of every error pgdyno reports to a user as one sentence."""
+
+    exit_status = ExitStatus.ERROR
+
+
+class UsageError(PgdynoError):
+    """The user asked for something that cannot be done as asked."""
+
+    exit_status = ExitStatus.USAGE
+
+
+class ParseError(PgdynoError):
+    """Output of an external tool could not be understood."""
+
+
+class BinariesError(PgdynoError):
+    """PostgreSQL binaries are missing, broken or cannot be installed."""
+
+    exit_status = ExitStatus.UNAVAILABLE
+
+
+class ClusterError(PgdynoError):
+    """The sandbox cluster could not be created, started or stopped."""
+
+
+class ConnectionFailed(PgdynoError):
+    """A PostgreSQL server could not be reached."""
+
+    exit_status = ExitStatus.UNAVAILABLE
+
+
+class DatasetError(PgdynoError):
+    """A pgbench dataset could not be prepared."""
+
+
+class PgbenchFailed(PgdynoError):
+    """pgbench exited with an error; carries its stderr."""
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
+class StoreError(PgdynoError):
+    """The results database could not be read or written."""
+
+
+class ProcessError(PgdynoError):
+    """An external command failed; carries its stderr."""
+
+    def __init__(self, message: str, stderr: str = "", returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.stderr = stderr
+        self.returncode = returncode
+
+
+class Interrupted(PgdynoError):
+    """The user or the system asked pgdyno to stop (SIGINT / SIGTERM)."""
+
+    exit_status = ExitStatus.INTERRUPTED

@@ -1,0 +1,1 @@
+"""Experiments: the bench matrix, targets and the runner."""

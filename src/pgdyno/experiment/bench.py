@@ -1,0 +1,193 @@
+"""The bench runner: prepare datasets, run every cell of the matrix, store each run at once."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from pgdyno.errors import DatasetError, Interrupted, PgbenchFailed
+from pgdyno.experiment.matrix import BenchSpec, expand
+from pgdyno.experiment.target import Target
+from pgdyno.host.facts import HostFacts, free_disk_bytes
+from pgdyno.pgbench import execute
+from pgdyno.pgbench.command import RunOptions, Workload, run_argv
+from pgdyno.pgbench.dataset import BENCH_DB, Dataset, ensure_dataset, reset_bench_db
+from pgdyno.pgbench.scale import ScaleChoice, choose_scale
+from pgdyno.postgres.client import Client, connect, with_dbname
+from pgdyno.records import RunCell, RunRecord
+from pgdyno.store.results import ResultsStore, now_iso
+
+# Seconds a run costs beyond warm-up and -T (dataset copy, connections), for the ETA.
+RUN_OVERHEAD_S = 3.0
+
+
+class Progress(Protocol):
+    def planned(self, cells: list[RunCell], seconds_per_run: float) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def tick(self, cell: RunCell, elapsed_s: float) -> None: ...
+    def finished(self, cell: RunCell, record: RunRecord, run_id: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    session_id: int
+    records: list[tuple[int, RunRecord]]
+    scales: list[ScaleChoice]
+    datasets: list[Dataset]
+
+
+def resolve_scales(
+    spec: BenchSpec, host: HostFacts, shared_buffers: int, data_path: Path | None
+) -> list[ScaleChoice]:
+    free = free_disk_bytes(data_path) if data_path is not None else None
+    return [choose_scale(s, host.memory_bytes, shared_buffers, free) for s in spec.scales]
+
+
+def run_bench(
+    spec: BenchSpec,
+    target: Target,
+    store: ResultsStore,
+    host: HostFacts,
+    *,
+    command: list[str],
+    run_root: Path,
+    env: Mapping[str, str],
+    progress: Progress,
+    log: Callable[[str], None],
+    keep_files: bool = False,
+) -> BenchOutcome:
+    child_env = target.child_env(env)
+    pgbench = target.binaries.tool("pgbench")
+    pgbench_version = execute.version(pgbench)
+    with connect(target.dsn, target.password) as client:
+        info = client.server_info()
+        if not (info.can_create_db or info.is_superuser):
+            raise DatasetError(
+                "the role in --dsn may not create databases, which pgdyno needs for its dataset "
+                "copies: grant it CREATEDB or benchmark the sandbox."
+            )
+        data_path = target.data_path
+        if data_path is None and info.data_directory and Path(info.data_directory).is_dir():
+            data_path = Path(info.data_directory)
+        scales = resolve_scales(spec, host, info.shared_buffers_bytes, data_path)
+        for choice in scales:
+            if choice.note:
+                log(choice.note)
+        settings = client.non_default_settings()
+        cells = expand(spec, [c.scale for c in scales], host.cpu_count)
+        progress.planned(cells, spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S)
+        session_id = store.begin_session(
+            command,
+            target.label,
+            host.as_dict(),
+            {"version": info.version, "version_num": info.version_num,
+             "binaries": target.binaries.source, "pgbench_version": pgbench_version},
+        )  # fmt: skip
+        base = RunRecord(
+            cell=cells[0], status="ok", started_at="", finished_at="",
+            duration_s=spec.duration_s, protocol=spec.protocol, rate=spec.rate,
+            warmup_s=spec.warmup_s, pg_version=info.version, pgbench_version=pgbench_version,
+            pgbench_argv=(), settings=settings, dataset_bytes=None,
+        )  # fmt: skip
+        runner = _CellRunner(spec, target, client, info.version_num, pgbench, child_env, progress)
+        records: list[tuple[int, RunRecord]] = []
+        datasets: dict[int, Dataset] = {}
+        status = "done"
+        try:
+            for cell in cells:
+                if cell.scale not in datasets:
+                    progress.phase(f"preparing dataset scale {cell.scale}")
+                    datasets[cell.scale] = ensure_dataset(client, pgbench, cell.scale, env=child_env)
+                    runner.dirty = True
+                run_dir = run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
+                record = runner.run(cell, replace(base, cell=cell), datasets[cell.scale], run_dir)
+                run_id = store.add_run(session_id, record)
+                records.append((run_id, record))
+                progress.finished(cell, record, run_id)
+                if record.status == "interrupted":
+                    status = "interrupted"
+                    raise Interrupted("pgdyno was interrupted; the finished runs are saved.")
+                if not keep_files:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+        except BaseException:
+            status = "interrupted" if status == "interrupted" else "failed"
+            raise
+        finally:
+            store.finish_session(session_id, status)
+            if not keep_files:
+                shutil.rmtree(run_root / f"session-{session_id}", ignore_errors=True)
+    return BenchOutcome(session_id, records, scales, list(datasets.values()))
+
+
+class _CellRunner:
+    """Runs one cell: fresh dataset copy when needed, warm-up, measured run."""
+
+    def __init__(
+        self,
+        spec: BenchSpec,
+        target: Target,
+        client: Client,
+        version_num: int,
+        pgbench: Path,
+        env: dict[str, str],
+        progress: Progress,
+    ) -> None:
+        self.spec = spec
+        self.client = client
+        self.version_num = version_num
+        self.pgbench = pgbench
+        self.env = env
+        self.progress = progress
+        self.bench_dsn = with_dbname(target.dsn, BENCH_DB)
+        self.workloads: dict[str, Workload] = {w.name: w for w in spec.workloads}
+        self.dirty = True  # the bench database may differ from the template
+
+    def run(self, cell: RunCell, record: RunRecord, dataset: Dataset, run_dir: Path) -> RunRecord:
+        workload = self.workloads[cell.workload]
+        opts = RunOptions(
+            workload, cell.clients, cell.jobs, self.spec.duration_s, self.spec.protocol,
+            self.spec.rate, self.spec.latency_limit_ms,
+        )  # fmt: skip
+        argv = run_argv(self.pgbench, self.bench_dsn, opts, run_dir / "agg")
+        record = replace(
+            record, started_at=now_iso(), pgbench_argv=tuple(argv),
+            dataset_bytes=dataset.size_bytes,
+        )  # fmt: skip
+        try:
+            if self.dirty:
+                self.progress.phase(f"copying dataset scale {cell.scale}")
+                reset_bench_db(self.client, dataset.template, self.version_num)
+            self.dirty = workload.may_write
+            offset = 0.0
+            if self.spec.warmup_s:
+                self.progress.phase("warming up")
+                warm = replace(opts, duration_s=self.spec.warmup_s)
+                execute.execute(
+                    run_argv(self.pgbench, self.bench_dsn, warm, None),
+                    run_dir=run_dir / "warmup", duration_s=self.spec.warmup_s, env=self.env,
+                    on_tick=lambda t: self.progress.tick(cell, t),
+                )  # fmt: skip
+                offset = float(self.spec.warmup_s)
+            self.progress.phase("running")
+            result = execute.execute(
+                argv, run_dir=run_dir, duration_s=self.spec.duration_s, env=self.env,
+                on_tick=lambda t: self.progress.tick(cell, offset + t),
+            )  # fmt: skip
+        except PgbenchFailed as exc:
+            self.dirty = True
+            return replace(
+                record, status="failed", finished_at=now_iso(), error=str(exc),
+                stderr=exc.stderr[-20000:],
+            )  # fmt: skip
+        except (KeyboardInterrupt, Interrupted):
+            self.dirty = True
+            return replace(
+                record, status="interrupted", finished_at=now_iso(),
+                error="interrupted before the run finished",
+            )  # fmt: skip
+        return replace(
+            record, finished_at=now_iso(), summary=result.summary, seconds=result.seconds
+        )

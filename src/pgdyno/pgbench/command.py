@@ -1,0 +1,165 @@
+"""pgbench command lines, workloads and the jobs policy: pure functions, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgdyno.errors import UsageError
+
+BUILTINS = ("tpcb-like", "simple-update", "select-only")
+READ_ONLY_BUILTINS = frozenset({"select-only"})
+PROTOCOLS = ("simple", "extended", "prepared")
+INIT_STEPS = "dtGvp"  # drop, tables, server-side generate, vacuum, primary keys
+
+
+@dataclass(frozen=True)
+class Script:
+    """One pgbench script: a built-in (`-b name@w`) or a file (`-f path@w`)."""
+
+    name: str
+    weight: int = 1
+    path: Path | None = None
+
+    @property
+    def option(self) -> list[str]:
+        if self.path is not None:
+            return ["-f", f"{self.path}@{self.weight}"]
+        return ["-b", f"{self.name}@{self.weight}"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the clients run: one or more weighted scripts."""
+
+    name: str
+    scripts: tuple[Script, ...]
+
+    @property
+    def may_write(self) -> bool:
+        """False only when every script is a read-only built-in (custom files may write)."""
+        return not all(s.path is None and s.name in READ_ONLY_BUILTINS for s in self.scripts)
+
+
+def _split_weight(spec: str) -> tuple[str, int]:
+    """
+    >>> _split_weight("mix.sql@3")
+    ('mix.sql', 3)
+    >>> _split_weight("select-only")
+    ('select-only', 1)
+    """
+    name, sep, weight = spec.rpartition("@")
+    if not sep:
+        return spec, 1
+    if not weight.isdigit() or int(weight) < 1:
+        raise UsageError(f"{spec!r} has a bad weight: write NAME@N with N a whole number >= 1.")
+    return name, int(weight)
+
+
+def builtin_workload(name: str) -> Workload:
+    """
+    >>> builtin_workload("select-only").may_write
+    False
+    >>> builtin_workload("tpcb").name
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: unknown workload 'tpcb': choose from tpcb-like, simple-update, select-only, or give a script file with --script.
+    """
+    base, weight = _split_weight(name)
+    if base not in BUILTINS:
+        raise UsageError(
+            f"unknown workload {base!r}: choose from {', '.join(BUILTINS)}, or give a script "
+            "file with --script."
+        )
+    return Workload(base, (Script(base, weight),))
+
+
+def script_workload(specs: list[str], builtins: list[str] | None = None) -> Workload:
+    """One workload mixing script files (`FILE[@WEIGHT]`) and optionally built-ins."""
+    scripts = []
+    for spec in specs:
+        path, weight = _split_weight(spec)
+        file = Path(path).expanduser().resolve()
+        if not file.is_file():
+            raise UsageError(f"script file {path} does not exist: give a path to a pgbench script.")
+        scripts.append(Script(file.stem, weight, file))
+    for name in builtins or []:
+        scripts.extend(builtin_workload(name).scripts)
+    label = "+".join(f"{s.name}@{s.weight}" if len(scripts) > 1 else s.name for s in scripts)
+    return Workload(f"custom:{label}", tuple(scripts))
+
+
+def jobs_for(clients: int, policy: str, cpus: int) -> int:
+    """pgbench threads for a client count.
+
+    `auto`: one thread per client up to the CPU count; `clients`: jobs = clients, as in seed 002
+    (Vondra); a number: that many, never more than the clients.
+
+    >>> jobs_for(8, "auto", 2), jobs_for(8, "clients", 2), jobs_for(1, "4", 2)
+    (2, 8, 1)
+    """
+    if policy == "auto":
+        return max(1, min(clients, cpus))
+    if policy == "clients":
+        return clients
+    if policy.isdigit() and int(policy) >= 1:
+        return min(int(policy), clients)
+    raise UsageError(f"--jobs {policy!r} is not valid: use auto, clients or a number >= 1.")
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """`1,2,4` -> [1, 2, 4], for sweeps.
+
+    >>> parse_int_list("1, 2,8", "-c")
+    [1, 2, 8]
+    """
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not a list of whole numbers: write e.g. 1,2,4.")
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{option} {text!r} needs whole numbers >= 1: write e.g. 1,2,4.")
+    return values
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    workload: Workload
+    clients: int
+    jobs: int
+    duration_s: int
+    protocol: str = "simple"
+    rate: float | None = None  # -R, transactions per second in total
+    latency_limit_ms: float | None = None  # -L
+
+
+def run_argv(pgbench: Path, conninfo: str, opts: RunOptions, log_prefix: Path | None) -> list[str]:
+    """The measured run: no vacuum (each run starts from a fresh copy of the dataset),
+    per-statement latencies (-r) and a per-second aggregated log.
+
+    >>> from pathlib import Path
+    >>> o = RunOptions(builtin_workload("select-only"), clients=2, jobs=2, duration_s=5)
+    >>> " ".join(run_argv(Path("pgbench"), "dbname=b", o, Path("/r/agg")))
+    'pgbench -n -b select-only@1 -c 2 -j 2 -T 5 -M simple -r -l --aggregate-interval=1 --log-prefix=/r/agg dbname=b'
+    """
+    argv = [str(pgbench), "-n"]
+    for script in opts.workload.scripts:
+        argv += script.option
+    argv += ["-c", str(opts.clients), "-j", str(opts.jobs), "-T", str(opts.duration_s)]
+    argv += ["-M", opts.protocol]
+    if opts.rate is not None:
+        argv += ["-R", f"{opts.rate:g}"]
+    if opts.latency_limit_ms is not None:
+        argv += ["-L", f"{opts.latency_limit_ms:g}"]
+    if log_prefix is not None:
+        argv += ["-r", "-l", "--aggregate-interval=1", f"--log-prefix={log_prefix}"]
+    argv.append(conninfo)
+    return argv
+
+
+def init_argv(pgbench: Path, conninfo: str, scale: int, steps: str = INIT_STEPS) -> list[str]:
+    """
+    >>> init_argv(Path("pgbench"), "dbname=t", 10)
+    ['pgbench', '-i', '-s', '10', '-I', 'dtGvp', 'dbname=t']
+    """
+    return [str(pgbench), "-i", "-s", str(scale), "-I", steps, conninfo]

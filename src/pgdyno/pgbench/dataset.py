@@ -1,0 +1,122 @@
+"""Prepared pgbench datasets: generated once into a template database, copied for each run.
+
+`pgbench -i` runs once per scale into `pgdyno_tpl_s<scale>`; a comment on that database marks it
+complete. Before a run the bench database is re-created from the template with a file copy, so
+every run starts from the same data state without generating the data again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from psycopg import sql
+
+from pgdyno import process
+from pgdyno.errors import DatasetError, ProcessError
+from pgdyno.pgbench.command import INIT_STEPS, init_argv
+from pgdyno.postgres.client import Client, with_dbname
+from pgdyno.postgres.queries import load
+
+BENCH_DB = "pgdyno_bench"
+MARKER_PREFIX = "pgdyno dataset v1"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    template: str
+    scale: int
+    size_bytes: int
+    generated: bool  # False when an existing template was reused
+    prepare_seconds: float
+
+
+def template_name(scale: int) -> str:
+    """
+    >>> template_name(10)
+    'pgdyno_tpl_s10'
+    """
+    return f"pgdyno_tpl_s{scale}"
+
+
+def marker(scale: int, steps: str = INIT_STEPS) -> str:
+    return f"{MARKER_PREFIX} scale={scale} init={steps} ready"
+
+
+def ready_templates(client: Client) -> dict[str, int]:
+    """Complete templates on the server: name -> size in bytes."""
+    return {
+        name: int(size)
+        for name, note, size in client.rows(load("dataset_templates"))
+        if note and str(note).startswith(MARKER_PREFIX)
+    }
+
+
+def _drop(client: Client, dbname: str) -> None:
+    client.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+
+
+def ensure_dataset(
+    client: Client,
+    pgbench: Path,
+    scale: int,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Dataset:
+    """The template for `scale`, generated only when no complete one exists."""
+    started = time.monotonic()
+    name = template_name(scale)
+    existing = ready_templates(client)
+    if name in existing:
+        return Dataset(name, scale, existing[name], False, time.monotonic() - started)
+    _drop(client, name)  # an incomplete one from an interrupted run
+    client.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        process.run(
+            init_argv(pgbench, with_dbname(client.dsn, name), scale),
+            what=f"pgbench -i -s {scale}",
+            env=env,
+            timeout=None,
+        )
+    except ProcessError as exc:
+        _drop(client, name)
+        if "No space left on device" in exc.stderr:
+            raise DatasetError(
+                f"the disk under the database filled up while generating scale {scale}: free "
+                "some space or choose a smaller --scale."
+            ) from exc
+        raise DatasetError(
+            f"generating the dataset (pgbench -i -s {scale}) failed: {process.last_line(exc.stderr)}"
+        ) from exc
+    client.execute(
+        sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+            sql.Identifier(name), sql.Literal(marker(scale))
+        )
+    )
+    return Dataset(name, scale, client.database_size(name), True, time.monotonic() - started)
+
+
+def reset_bench_db(client: Client, template: str, server_version_num: int) -> None:
+    """Re-create the bench database as a copy of `template` (a file copy, not WAL-logged)."""
+    _drop(client, BENCH_DB)
+    strategy = sql.SQL(" STRATEGY FILE_COPY") if server_version_num >= 150000 else sql.SQL("")
+    try:
+        client.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}{}").format(
+                sql.Identifier(BENCH_DB), sql.Identifier(template), strategy
+            )
+        )
+    except Exception as exc:  # psycopg errors: report in our words
+        raise DatasetError(
+            f"could not copy dataset {template} into {BENCH_DB} ({str(exc).strip()}); "
+            "check free disk space and that nobody is connected to the template."
+        ) from exc
+
+
+def drop_datasets(client: Client) -> list[str]:
+    names = [*ready_templates(client)]
+    for name in [*names, BENCH_DB]:
+        _drop(client, name)
+    return names

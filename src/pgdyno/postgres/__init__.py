@@ -1,0 +1,1 @@
+"""PostgreSQL: binaries, the sandbox cluster, the client connection and settings."""

@@ -1,0 +1,132 @@
+"""The only module that talks to PostgreSQL through a driver (psycopg 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import conninfo as pg_conninfo
+from psycopg import sql
+
+from pgdyno.errors import ConnectionFailed, UsageError
+from pgdyno.postgres.queries import load
+
+CONNECT_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    version_num: int
+    version: str
+    data_directory: str | None
+    shared_buffers_bytes: int
+    is_superuser: bool
+    can_create_db: bool
+
+
+def split_password(dsn: str) -> tuple[str, str | None]:
+    """Take the password out of a connection string, so it is never stored or shown.
+
+    >>> split_password("host=db user=ann password=s3cret dbname=x")
+    ('host=db user=ann dbname=x', 's3cret')
+    >>> split_password("postgresql://ann:pw@db:5433/x")
+    ('host=db port=5433 user=ann dbname=x', 'pw')
+    """
+    try:
+        params = pg_conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise UsageError(f"--dsn is not a valid connection string ({exc}).") from exc
+    password = params.pop("password", None)
+    return pg_conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None}), (
+        str(password) if password is not None else None
+    )
+
+
+def with_dbname(dsn: str, dbname: str) -> str:
+    """
+    >>> with_dbname("host=/tmp port=5 dbname=postgres", "bench")
+    'host=/tmp port=5 dbname=bench'
+    """
+    return pg_conninfo.make_conninfo(dsn, dbname=dbname)
+
+
+def describe(dsn: str) -> str:
+    """Where a connection string points, for messages (never includes a password).
+
+    >>> describe("host=/run/pg port=5433 user=x dbname=db password=no")
+    '/run/pg:5433/db'
+    """
+    params = pg_conninfo.conninfo_to_dict(dsn)
+    host = params.get("host") or "the default socket"
+    port = params.get("port") or "5432"
+    return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
+
+
+class Client:
+    """A connection in autocommit mode (pgdyno runs DDL such as CREATE DATABASE)."""
+
+    def __init__(self, dsn: str, password: str | None = None) -> None:
+        self.dsn = dsn
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
+        if password is not None:
+            kwargs["password"] = password
+        try:
+            self.conn = psycopg.connect(dsn, **kwargs)
+        except psycopg.OperationalError as exc:
+            reason = _first_line(str(exc))
+            raise ConnectionFailed(
+                f"cannot connect to PostgreSQL at {describe(dsn)} ({reason}); check --dsn / PG* "
+                "variables and that the server is running."
+            ) from exc
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def rows(self, query: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.conn.cursor() as cur:
+            cur.execute(query.encode() if isinstance(query, str) else query, params)  # type: ignore[arg-type]
+            return cur.fetchall() if cur.description else []
+
+    def execute(self, statement: sql.Composable | str, params: Mapping[str, Any] | None = None) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute(statement if isinstance(statement, sql.Composable) else statement.encode(), params)
+
+    def server_info(self) -> ServerInfo:
+        row = self.rows(load("server_info"))[0]
+        return ServerInfo(int(row[0]), str(row[1]), row[2], int(row[3]), bool(row[4]), bool(row[5]))
+
+    def non_default_settings(self) -> dict[str, str]:
+        """name -> value with unit ("shared_buffers" -> "16384 8kB") for the run record."""
+        return {
+            name: f"{setting} {unit}" if unit else str(setting)
+            for name, setting, unit, _source in self.rows(load("non_default_settings"))
+        }
+
+    def database_size(self, dbname: str) -> int:
+        return int(self.rows(load("database_size"), {"dbname": dbname})[0][0])
+
+
+@contextmanager
+def connect(dsn: str, password: str | None = None) -> Iterator[Client]:
+    client = Client(dsn, password)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line.removeprefix("connection failed: ").rstrip(".")
+    return "no reason given"

@@ -1,0 +1,335 @@
+"""The sandbox cluster: a PostgreSQL data directory that pgdyno creates, starts and stops.
+
+Layout under `<workdir>/clusters/pg<major>/`:
+
+    cluster.json   what pgdyno knows: binaries, port, OS user, which pgdyno started it
+    data/          the data directory (postgresql.conf includes the two pgdyno files below)
+      pgdyno.base.conf      port, socket directory, local-only listening, logging
+      pgdyno.settings.conf  the settings map of the current start (rewritten on every start)
+    socket/        the Unix socket directory (only this cluster's socket)
+    log/postgresql.log
+
+Authentication: trust on the Unix socket only; TCP is bound to 127.0.0.1 and requires a
+password (none is set), so nothing but local socket clients can log in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from pgdyno import process
+from pgdyno.errors import ClusterError, ProcessError
+from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.conf import render_settings
+from pgdyno.postgres.sandbox_user import hand_over, require_reachable
+from pgdyno.process import RunAs
+
+SUPERUSER = "postgres"
+FIRST_PORT = 54330
+HBA = """\
+# Written by pgdyno: trust on the Unix socket only; TCP needs a password (none is set).
+local   all   all                  trust
+host    all   all   127.0.0.1/32   scram-sha-256
+host    all   all   ::1/128        scram-sha-256
+"""
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    name: str
+    version: str
+    bin_dir: str
+    port: int
+    os_user: str
+    # pid of the pgdyno command that started the cluster for itself and will stop it;
+    # None when it was started on purpose (`pgdyno sandbox start`) or is stopped.
+    owner_pid: int | None = None
+    owner_started: int | None = None  # the owner's start time, to tell a reused pid apart
+
+
+@dataclass(frozen=True)
+class Status:
+    name: str
+    version: str
+    running: bool
+    pid: int | None
+    port: int
+    socket_dir: Path
+    data_dir: Path
+    owner_pid: int | None
+
+
+def cluster_name(major: int) -> str:
+    return f"pg{major}"
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(taken: set[int], first: int = FIRST_PORT) -> int:
+    for port in range(first, first + 2000):
+        if port not in taken and port_is_free(port):
+            return port
+    raise ClusterError(f"no free TCP port between {first} and {first + 1999} on 127.0.0.1.")
+
+
+class Sandbox:
+    """One sandbox cluster. Stateless apart from the files under `root`."""
+
+    def __init__(self, root: Path, run_as: RunAs | None) -> None:
+        self.root = root
+        self.run_as = run_as
+
+    data_dir = property(lambda self: self.root / "data")
+    socket_dir = property(lambda self: self.root / "socket")
+    log_file = property(lambda self: self.root / "log" / "postgresql.log")
+    state_file = property(lambda self: self.root / "cluster.json")
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.state_file.is_file() and (self.data_dir / "PG_VERSION").is_file()
+
+    def state(self) -> ClusterState:
+        try:
+            return ClusterState(**json.loads(self.state_file.read_text()))
+        except (OSError, ValueError, TypeError) as exc:
+            raise ClusterError(
+                f"{self.state_file} is unreadable ({exc}); remove {self.root} or run "
+                "`pgdyno sandbox destroy`."
+            ) from exc
+
+    def _save(self, state: ClusterState) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
+        tmp.replace(self.state_file)
+
+    def binaries(self) -> Binaries:
+        state = self.state()
+        return Binaries(Path(state.bin_dir), state.version, "sandbox")
+
+    def postmaster_pid(self) -> int | None:
+        """The running postmaster of this data directory, checked against /proc."""
+        try:
+            first = (self.data_dir / "postmaster.pid").read_text().splitlines()[0]
+            pid = int(first)
+        except (OSError, ValueError, IndexError):
+            return None
+        if not process.pid_alive(pid):
+            return None
+        cmdline = process.pid_cmdline(pid)
+        if cmdline and not any("postgres" in part or "postmaster" in part for part in cmdline):
+            return None  # pid reused by an unrelated process
+        return pid
+
+    def status(self) -> Status:
+        state = self.state()
+        pid = self.postmaster_pid()
+        return Status(
+            state.name, state.version, pid is not None, pid, state.port, self.socket_dir,
+            self.data_dir, state.owner_pid,
+        )  # fmt: skip
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        return f"host={self.socket_dir} port={self.state().port} user={SUPERUSER} dbname={dbname}"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def init(self, binaries: Binaries, taken_ports: set[int]) -> None:
+        """initdb a new cluster (as the sandbox user when pgdyno runs as root)."""
+        if self.exists():
+            raise ClusterError(f"a sandbox already exists in {self.root}.")
+        shutil.rmtree(self.root, ignore_errors=True)  # leftovers of an interrupted init
+        for path in (self.root, self.socket_dir, self.log_file.parent):
+            path.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o755)
+        self.socket_dir.chmod(0o750)
+        hand_over(self.root, self.run_as)
+        require_reachable(self.root, self.run_as, "work directory")
+        require_reachable(binaries.bin_dir, self.run_as, "PostgreSQL binaries")
+        os_user = self.run_as.name if self.run_as else _current_user()
+        try:
+            process.run(
+                [binaries.tool("initdb"), "-D", self.data_dir, "-U", SUPERUSER, "-E", "UTF8",
+                 "--locale=C", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync",
+                 "--no-instructions"],
+                what="initdb", run_as=self.run_as, cwd=self.root, timeout=300,
+            )  # fmt: skip
+        except ProcessError as exc:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise ClusterError(f"initdb failed: {process.last_line(exc.stderr)}") from exc
+        port = free_port(taken_ports)
+        self._write_base_conf(port)
+        (self.data_dir / "pg_hba.conf").write_text(HBA)
+        with (self.data_dir / "postgresql.conf").open("a") as conf:
+            conf.write(
+                "\n# pgdyno: its own settings come last and win.\n"
+                "include 'pgdyno.base.conf'\ninclude_if_exists 'pgdyno.settings.conf'\n"
+            )
+        self._write_settings({})
+        hand_over(self.data_dir, self.run_as)
+        self._save(
+            ClusterState(self.root.name, binaries.version, str(binaries.bin_dir), port, os_user)
+        )
+
+    def _write_base_conf(self, port: int) -> None:
+        base = {
+            "port": str(port),
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": str(self.socket_dir),
+            "log_checkpoints": "on",
+            "log_line_prefix": "%m [%p] ",
+            "log_timezone": "UTC",
+            "timezone": "UTC",
+        }
+        path = self.data_dir / "pgdyno.base.conf"
+        path.write_text(render_settings(base, "# Written by pgdyno; do not edit."))
+        hand_over(path, self.run_as)
+
+    def _write_settings(self, settings: Mapping[str, str]) -> None:
+        path = self.data_dir / "pgdyno.settings.conf"
+        path.write_text(render_settings(settings, "# The settings of pgdyno's current run."))
+        hand_over(path, self.run_as)
+
+    def start(
+        self,
+        settings: Mapping[str, str],
+        *,
+        owner_pid: int | None,
+        binaries: Binaries | None = None,
+        taken_ports: set[int] = frozenset(),  # type: ignore[assignment]
+    ) -> None:
+        """Start with `settings`. `owner_pid`: the command that will stop it again (or None)."""
+        state = self.state()
+        if binaries is not None and str(binaries.bin_dir) != state.bin_dir:
+            state = replace(state, bin_dir=str(binaries.bin_dir), version=binaries.version)
+        if self.postmaster_pid() is not None:
+            raise ClusterError(f"the sandbox {state.name} is already running.")
+        if not port_is_free(state.port):
+            state = replace(state, port=free_port(taken_ports | {state.port}))
+            self._write_base_conf(state.port)
+        self._write_settings(settings)
+        started = process.start_time(owner_pid) if owner_pid else None
+        self._save(replace(state, owner_pid=owner_pid, owner_started=started))
+        try:
+            process.run(
+                [Path(state.bin_dir) / "pg_ctl", "start", "-D", self.data_dir, "-l",
+                 self.log_file, "-w", "-t", "120", "-s"],
+                what="pg_ctl start", run_as=self.run_as, cwd=self.root, timeout=180,
+            )  # fmt: skip
+        except ProcessError as exc:
+            self._save(replace(state, owner_pid=None, owner_started=None))
+            raise ClusterError(
+                f"the sandbox PostgreSQL did not start: {self.last_log_error()}; "
+                f"see {self.log_file}."
+            ) from exc
+
+    def stop(self) -> bool:
+        """Stop the postmaster (fast shutdown). Returns False when it was not running."""
+        pid = self.postmaster_pid()
+        if pid is None:
+            self._clear_owner()
+            return False
+        state = self.state()
+        try:
+            process.run(
+                [Path(state.bin_dir) / "pg_ctl", "stop", "-D", self.data_dir, "-m", "fast", "-w",
+                 "-t", "120", "-s"],
+                what="pg_ctl stop", run_as=self.run_as, cwd=self.root, timeout=180,
+            )  # fmt: skip
+        except ProcessError:
+            _signal_and_wait(pid)  # binaries gone or pg_ctl stuck: SIGINT is a fast shutdown
+        self._clear_owner()
+        return True
+
+    def _clear_owner(self) -> None:
+        if self.state_file.is_file():
+            self._save(replace(self.state(), owner_pid=None, owner_started=None))
+
+    def destroy(self) -> None:
+        if self.exists():
+            self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def last_log_error(self) -> str:
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return "no server log was written"
+        for line in reversed(lines):
+            if "FATAL" in line or "PANIC" in line or "ERROR" in line:
+                return line.split("  ", 1)[-1].strip()
+        return lines[-1].strip() if lines else "the server log is empty"
+
+
+def _signal_and_wait(pid: int, timeout: float = 60) -> None:
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while process.pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if process.pid_alive(pid):
+        os.kill(pid, signal.SIGQUIT)
+
+
+def _current_user() -> str:
+    import pwd  # noqa: PLC0415
+
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def all_sandboxes(clusters_dir: Path, run_as: RunAs | None) -> list[Sandbox]:
+    if not clusters_dir.is_dir():
+        return []
+    return [
+        Sandbox(path, run_as)
+        for path in sorted(clusters_dir.iterdir())
+        if (path / "cluster.json").is_file()
+    ]
+
+
+def taken_ports(clusters_dir: Path) -> set[int]:
+    ports = set()
+    for box in all_sandboxes(clusters_dir, None):
+        try:
+            ports.add(box.state().port)
+        except ClusterError:
+            continue
+    return ports
+
+
+def recover(clusters_dir: Path, run_as: RunAs | None) -> list[str]:
+    """Stop postmasters that a pgdyno command started for itself and did not live to stop.
+
+    Called at the start of every command that uses a sandbox; returns what it did, for the log.
+    """
+    notes = []
+    for box in all_sandboxes(clusters_dir, run_as):
+        try:
+            state = box.state()
+        except ClusterError:
+            continue
+        if state.owner_pid is None or process.same_process(state.owner_pid, state.owner_started):
+            continue
+        if box.stop():
+            notes.append(
+                f"stopped sandbox {state.name}, left running by an interrupted pgdyno "
+                f"(pid {state.owner_pid})"
+            )
+    return notes

@@ -1,0 +1,1 @@
+SELECT pg_database_size(%(dbname)s)

@@ -1,0 +1,227 @@
+"""The one place that starts external programs.
+
+Argument lists only (never a shell). Children get their own process group and die with pgdyno
+(PR_SET_PDEATHSIG), so a killed pgdyno does not leave a pgbench running; `Child` owns
+terminate -> kill -> reap. Failures become `ProcessError` carrying the program's stderr.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from pgdyno.errors import ProcessError
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """An unprivileged OS user that programs are started as (root drops to it)."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+    @classmethod
+    def lookup(cls, name: str) -> RunAs | None:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            return None
+        return cls(name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: SIGTERM it when pgdyno dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: best effort only
+        pass
+
+
+def _popen_kwargs(
+    run_as: RunAs | None, env: Mapping[str, str] | None, cwd: Path | None
+) -> dict[str, object]:
+    kwargs: dict[str, object] = {"cwd": str(cwd) if cwd else None}
+    child_env = dict(env) if env is not None else dict(os.environ)
+    if run_as is not None and os.geteuid() != run_as.uid:
+        kwargs.update(user=run_as.uid, group=run_as.gid, extra_groups=[])
+        child_env.update(HOME=run_as.home, USER=run_as.name, LOGNAME=run_as.name)
+    kwargs["env"] = child_env
+    return kwargs
+
+
+def run(
+    argv: Sequence[str | Path],
+    *,
+    what: str,
+    run_as: RunAs | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float | None = 600,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run a program to completion and capture its output.
+
+    `what` names the action for error messages ("initdb", "pg_ctl start", ...).
+    """
+    args = [str(a) for a in argv]
+    try:
+        proc = subprocess.run(  # noqa: S603 - argument list, no shell
+            args,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - single-threaded at this point
+            **_popen_kwargs(run_as, env, cwd),  # type: ignore[call-overload]
+        )
+    except FileNotFoundError as exc:
+        raise ProcessError(f"{what} failed because {args[0]} does not exist.") from exc
+    except PermissionError as exc:
+        raise ProcessError(f"{what} failed because {args[0]} is not executable.") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ProcessError(f"{what} did not finish within {timeout:.0f} s.") from exc
+    if check and proc.returncode != 0:
+        raise ProcessError(
+            f"{what} failed (exit code {proc.returncode}): {last_line(proc.stderr or proc.stdout)}",
+            stderr=proc.stderr,
+            returncode=proc.returncode,
+        )
+    return proc
+
+
+def last_line(text: str) -> str:
+    """The most telling line of a program's complaint: the last non-empty one.
+
+    >>> last_line("warning\\nFATAL:  role x does not exist\\n\\n")
+    'FATAL:  role x does not exist'
+    """
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+class Child:
+    """A long-running child (pgbench) in its own process group, always reaped.
+
+    Use as a context manager: leaving the block (normally, by exception or by Ctrl-C)
+    terminates the whole group if it is still running.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        stdout: IO[str],
+        stderr: IO[str],
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        run_as: RunAs | None = None,
+    ) -> None:
+        self.argv = [str(a) for a in argv]
+        try:
+            self.popen = subprocess.Popen(  # noqa: S603 - argument list, no shell
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                text=True,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509
+                **_popen_kwargs(run_as, env, cwd),  # type: ignore[call-overload]
+            )
+        except OSError as exc:
+            raise ProcessError(f"could not start {self.argv[0]}: {exc.strerror}.") from exc
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.popen.wait(timeout)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the group, then SIGKILL after `grace` seconds; always reap."""
+        if self.popen.poll() is not None:
+            return
+        _signal_group(self.popen.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                return
+            time.sleep(0.05)
+        _signal_group(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with this pid exists (zombies excluded)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+def pid_cmdline(pid: int) -> list[str]:
+    """The argv of a running process, or [] when it is gone or unreadable."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def same_process(pid: int, started: int | None) -> bool:
+    """True when `pid` is alive and is the process that was started at `started`."""
+    return pid_alive(pid) and (started is None or start_time(pid) == started)

@@ -1,0 +1,1 @@
+"""Renderers: records in, text out (terminal tables, JSON)."""

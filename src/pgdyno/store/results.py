@@ -1,0 +1,195 @@
+"""The results database (SQLite): sessions, runs, per-second series, per-statement latencies.
+
+Each run is written in its own transaction as soon as it finishes, so a crash loses at most the
+run in progress.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pgdyno.errors import StoreError
+from pgdyno.records import RunRecord
+from pgdyno.store.migrate import migrate
+
+RUN_COLUMNS = (
+    "id", "session_id", "status", "started_at", "finished_at", "workload", "scale", "clients",
+    "jobs", "duration_s", "protocol", "rate", "repeat", "warmup_s", "tps", "latency_avg_ms",
+    "latency_stddev_ms", "transactions", "failed_transactions", "dataset_bytes", "pg_version",
+    "pgbench_version", "error",
+)  # fmt: skip
+JSON_COLUMNS = ("pgbench_argv", "settings", "summary")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _explain(path: Path, exc: sqlite3.Error) -> StoreError:
+    reason = str(exc)
+    if "disk is full" in reason or "disk I/O" in reason:
+        hint = "free some disk space and run again"
+    elif "readonly" in reason or "unable to open" in reason:
+        hint = "check the file's permissions or choose another --results path"
+    else:
+        hint = "choose another --results path if the file is damaged"
+    return StoreError(f"the results database {path} failed ({reason}); {hint}.")
+
+
+class ResultsStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            migrate(self.conn)
+        except sqlite3.Error as exc:
+            raise _explain(path, exc) from exc
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the results database {path} ({exc.strerror}); "
+                "choose another --results path."
+            ) from exc
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> ResultsStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _explain(self.path, exc) from exc
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def begin_session(
+        self, command: list[str], target: str, host: Mapping[str, Any], server: Mapping[str, Any]
+    ) -> int:
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO sessions (started_at, command, target, host, server) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (now_iso(), json.dumps(command), target, json.dumps(host), json.dumps(server)),
+            )
+            return int(cur.lastrowid or 0)
+
+    def finish_session(self, session_id: int, status: str) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE sessions SET finished_at = ?, status = ? WHERE id = ?",
+                (now_iso(), status, session_id),
+            )
+
+    def add_run(self, session_id: int, run: RunRecord) -> int:
+        summary = run.summary
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale,"
+                " clients, jobs, duration_s, protocol, rate, repeat, warmup_s, tps,"
+                " latency_avg_ms, latency_stddev_ms, transactions, failed_transactions,"
+                " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
+                " error, stderr) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                " ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
+                    run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
+                    run.rate, run.cell.repeat, run.warmup_s,
+                    summary.tps if summary else None,
+                    summary.latency_avg_ms if summary else None,
+                    summary.latency_stddev_ms if summary else None,
+                    summary.transactions if summary else None,
+                    summary.failed_transactions if summary else None,
+                    run.dataset_bytes, run.pg_version, run.pgbench_version,
+                    json.dumps(list(run.pgbench_argv)), json.dumps(run.settings),
+                    json.dumps(asdict(summary)) if summary else None, run.error, run.stderr,
+                ),
+            )  # fmt: skip
+            run_id = int(cur.lastrowid or 0)
+            conn.executemany(
+                "INSERT INTO run_seconds VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (run_id, s.t, s.tps, s.latency_avg_ms, s.latency_stddev_ms, s.latency_min_ms,
+                     s.latency_max_ms, s.failures, s.lag_avg_ms, s.skipped)
+                    for s in run.seconds
+                ],
+            )  # fmt: skip
+            if summary:
+                conn.executemany(
+                    "INSERT INTO run_statements VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (run_id, st.script, st.line, st.latency_ms, st.failures, st.retries,
+                         st.command)
+                        for st in summary.statements
+                    ],
+                )  # fmt: skip
+            return run_id
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _query(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        try:
+            return [dict(row) for row in self.conn.execute(query, params).fetchall()]
+        except sqlite3.Error as exc:
+            raise _explain(self.path, exc) from exc
+
+    def list_runs(self, limit: int | None = 50, session_id: int | None = None) -> list[dict[str, Any]]:
+        """Newest first; only the summary columns."""
+        where = "WHERE session_id = ?" if session_id is not None else ""
+        params: tuple[Any, ...] = (session_id,) if session_id is not None else ()
+        rows = self._query(
+            f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY id DESC"  # noqa: S608
+            + (" LIMIT ?" if limit else ""),
+            (*params, limit) if limit else params,
+        )
+        return rows
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            return None
+        run = rows[0]
+        for column in JSON_COLUMNS:
+            if run[column] is not None:
+                run[column] = json.loads(run[column])
+        session = self._query("SELECT * FROM sessions WHERE id = ?", (run["session_id"],))[0]
+        run["host"] = json.loads(session["host"])
+        run["server"] = json.loads(session["server"])
+        run["target"] = session["target"]
+        run["seconds"] = self._query(
+            "SELECT * FROM run_seconds WHERE run_id = ? ORDER BY t", (run_id,)
+        )
+        run["statements"] = self._query(
+            "SELECT script, line, latency_ms, failures, retries, command FROM run_statements"
+            " WHERE run_id = ? ORDER BY script, line",
+            (run_id,),
+        )
+        for second in run["seconds"]:
+            del second["run_id"]
+        return run
+
+    def count_seconds(self, run_id: int) -> int:
+        rows = self._query("SELECT count(*) AS n FROM run_seconds WHERE run_id = ?", (run_id,))
+        return int(rows[0]["n"])
