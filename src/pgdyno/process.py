@@ -7,6 +7,7 @@ terminate -> kill -> reap. Failures become `ProcessError` carrying the program's
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import pwd
@@ -79,13 +80,13 @@ def run(
     """
     args = [str(a) for a in argv]
     try:
-        proc = subprocess.run(  # noqa: S603 - argument list, no shell
+        proc: subprocess.CompletedProcess[str] = subprocess.run(
             args,
             capture_output=True,
             text=True,
             timeout=timeout,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - single-threaded at this point
+            preexec_fn=_die_with_parent,
             **_popen_kwargs(run_as, env, cwd),  # type: ignore[call-overload]
         )
     except FileNotFoundError as exc:
@@ -132,14 +133,14 @@ class Child:
     ) -> None:
         self.argv = [str(a) for a in argv]
         try:
-            self.popen = subprocess.Popen(  # noqa: S603 - argument list, no shell
+            self.popen: subprocess.Popen[str] = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
                 text=True,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509
+                preexec_fn=_die_with_parent,
                 **_popen_kwargs(run_as, env, cwd),  # type: ignore[call-overload]
             )
         except OSError as exc:
@@ -147,13 +148,14 @@ class Child:
 
     @property
     def pid(self) -> int:
-        return self.popen.pid
+        return int(self.popen.pid)
 
     def poll(self) -> int | None:
-        return self.popen.poll()
+        code = self.popen.poll()
+        return None if code is None else int(code)
 
     def wait(self, timeout: float | None = None) -> int:
-        return self.popen.wait(timeout)
+        return int(self.popen.wait(timeout))
 
     def stop(self, grace: float = 5.0) -> None:
         """SIGTERM the group, then SIGKILL after `grace` seconds; always reap."""
@@ -181,10 +183,8 @@ class Child:
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def pid_alive(pid: int) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import signal
 import sys
 import traceback
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from types import FrameType
 
 import click
@@ -38,7 +38,12 @@ def main(args: Sequence[str], env: Environment) -> int:
     except ValueError:  # not the main thread (embedded use): leave signals alone
         pass
     try:
-        cli.main(args=list(args), prog_name="pgdyno", standalone_mode=False, obj=replace(env, argv=tuple(args)))
+        cli.main(
+            args=list(args),
+            prog_name="pgdyno",
+            standalone_mode=False,
+            obj=replace(env, argv=tuple(args)),
+        )
         return ExitStatus.OK
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)

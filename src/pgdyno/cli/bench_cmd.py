@@ -61,42 +61,103 @@ def _command_record(argv: list[str]) -> list[str]:
 
 
 @click.command()
-@click.option("-w", "--workload", metavar="LIST",
-              help="Built-in workloads to sweep: tpcb-like, select-only, simple-update "
-              "(comma list, NAME@WEIGHT allowed; default tpcb-like).")  # fmt: skip
-@click.option("-f", "--script", "scripts", multiple=True, metavar="FILE[@W]",
-              help="A custom pgbench script with an optional weight (repeatable; all scripts and "
-              "any --workload built-ins form one weighted mix).")  # fmt: skip
-@click.option("-s", "--scale", default="small", show_default=True, metavar="LIST",
-              help="Dataset size: small (fits in shared_buffers), medium (~50%% of RAM), large "
-              "(~200%% of RAM) or a pgbench scale; comma list to sweep.")  # fmt: skip
-@click.option("-c", "--clients", default="1", show_default=True, metavar="LIST",
-              help="Client counts; a comma list is a sweep, e.g. 1,2,4,8.")  # fmt: skip
-@click.option("-j", "--jobs", default="auto", show_default=True, metavar="POLICY",
-              help="pgbench threads: auto (clients capped at CPUs), clients (jobs = clients, as "
-              "in Vondra's benchmarks) or a number.")  # fmt: skip
-@click.option("-T", "--time", "duration", type=int, default=60, show_default=True,
-              help="Seconds each run lasts.")  # fmt: skip
-@click.option("-M", "--protocol", type=click.Choice(PROTOCOLS), default="simple",
-              show_default=True, help="Query protocol.")  # fmt: skip
+@click.option(
+    "-w",
+    "--workload",
+    metavar="LIST",
+    help="Built-in workloads to sweep: tpcb-like, select-only, simple-update "
+    "(comma list, NAME@WEIGHT allowed; default tpcb-like).",
+)
+@click.option(
+    "-f",
+    "--script",
+    "scripts",
+    multiple=True,
+    metavar="FILE[@W]",
+    help="A custom pgbench script with an optional weight (repeatable; all scripts and "
+    "any --workload built-ins form one weighted mix).",
+)
+@click.option(
+    "-s",
+    "--scale",
+    default="small",
+    show_default=True,
+    metavar="LIST",
+    help="Dataset size: small (fits in shared_buffers), medium (~50%% of RAM), large "
+    "(~200%% of RAM) or a pgbench scale; comma list to sweep.",
+)
+@click.option(
+    "-c",
+    "--clients",
+    default="1",
+    show_default=True,
+    metavar="LIST",
+    help="Client counts; a comma list is a sweep, e.g. 1,2,4,8.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    default="auto",
+    show_default=True,
+    metavar="POLICY",
+    help="pgbench threads: auto (clients capped at CPUs), clients (jobs = clients, as "
+    "in Vondra's benchmarks) or a number.",
+)
+@click.option(
+    "-T",
+    "--time",
+    "duration",
+    type=int,
+    default=60,
+    show_default=True,
+    help="Seconds each run lasts.",
+)
+@click.option(
+    "-M",
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="simple",
+    show_default=True,
+    help="Query protocol.",
+)
 @click.option("-R", "--rate", type=float, help="Target transactions per second (total).")
-@click.option("-L", "--latency-limit", type=float, metavar="MS",
-              help="Count transactions slower than this (ms) as late; with -R, skip them.")  # fmt: skip
+@click.option(
+    "-L",
+    "--latency-limit",
+    type=float,
+    metavar="MS",
+    help="Count transactions slower than this (ms) as late; with -R, skip them.",
+)
 @click.option("--repeats", type=int, default=1, show_default=True, help="Runs per cell.")
-@click.option("--warmup", type=int, default=0, show_default=True, metavar="S",
-              help="Seconds of unmeasured load before each run.")  # fmt: skip
-@click.option("--dsn", metavar="CONNSTR",
-              help="Benchmark an existing server (libpq connection string or URI) instead of the "
-              "sandbox; use '' for the PG* environment variables.")  # fmt: skip
-@click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE",
-              help="A PostgreSQL setting for the sandbox during this bench (repeatable).")  # fmt: skip
+@click.option(
+    "--warmup",
+    type=int,
+    default=0,
+    show_default=True,
+    metavar="S",
+    help="Seconds of unmeasured load before each run.",
+)
+@click.option(
+    "--dsn",
+    metavar="CONNSTR",
+    help="Benchmark an existing server (libpq connection string or URI) instead of the "
+    "sandbox; use '' for the PG* environment variables.",
+)
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A PostgreSQL setting for the sandbox during this bench (repeatable).",
+)
 @click.option("--keep-files", is_flag=True, help="Keep pgbench's output and log files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @binaries_options
 @workdir_options
 @click.pass_context
-def bench(  # noqa: PLR0913 - one parameter per option
+def bench(
     ctx: click.Context,
+    /,
     workload: str | None,
     scripts: tuple[str, ...],
     scale: str,
@@ -158,11 +219,17 @@ def bench(  # noqa: PLR0913 - one parameter per option
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))
         outcome = run_bench(
-            spec, target, store, host,
+            spec,
+            target,
+            store,
+            host,
             command=_command_record(["pgdyno", *env.argv]),
-            run_root=env.runs_dir, env=env.env, progress=progress, log=log,
+            run_root=env.runs_dir,
+            env=env.env,
+            progress=progress,
+            log=log,
             keep_files=keep_files,
-        )  # fmt: skip
+        )
     if as_json:
         with ResultsStore(env.results_path) as store:
             print_json(env, [store.get_run(run_id) for run_id, _ in outcome.records])
@@ -182,4 +249,3 @@ def bench(  # noqa: PLR0913 - one parameter per option
             f"{len(failed)} of {len(outcome.records)} runs failed (runs {', '.join(failed)}); "
             "see `pgdyno runs show ID` for pgbench's error output."
         )
-

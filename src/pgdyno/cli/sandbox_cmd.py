@@ -38,13 +38,19 @@ def sandbox() -> None:
 
 
 @sandbox.command()
-@click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE",
-              help="A PostgreSQL setting for this start (repeatable).")  # fmt: skip
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A PostgreSQL setting for this start (repeatable).",
+)
 @binaries_options
 @workdir_options
 @click.pass_context
 def start(
     ctx: click.Context,
+    /,
     assignments: tuple[str, ...],
     pg_bin: Path | None,
     pg_version: int | None,
@@ -70,11 +76,11 @@ def start(
         status = box.status()
     out(env).print(
         f"sandbox {status.name} (PostgreSQL {status.version}) running, pid {status.pid}; "
-        f"connect with: psql \"{box.conninfo()}\""
+        f'connect with: psql "{box.conninfo()}"'
     )
 
 
-def _selected(ctx: click.Context, pg_version: int | None) -> list:  # type: ignore[type-arg]
+def _selected(ctx: click.Context, /, pg_version: int | None) -> list:  # type: ignore[type-arg]
     env = environment(ctx)
     run_as = sandbox_user(env.is_root, create=False)
     boxes = all_sandboxes(env.clusters_dir, run_as)
@@ -89,7 +95,7 @@ def _selected(ctx: click.Context, pg_version: int | None) -> list:  # type: igno
 @click.option("--pg-version", type=int, metavar="N", help="Only the sandbox of this major version.")
 @workdir_options
 @click.pass_context
-def stop(ctx: click.Context, pg_version: int | None, **_: object) -> None:
+def stop(ctx: click.Context, /, pg_version: int | None, **_: object) -> None:
     """Stop running sandboxes (all, or one version).
 
     \b
@@ -106,7 +112,7 @@ def stop(ctx: click.Context, pg_version: int | None, **_: object) -> None:
 @json_option
 @workdir_options
 @click.pass_context
-def status(ctx: click.Context, as_json: bool, **_: object) -> None:
+def status(ctx: click.Context, /, as_json: bool, **_: object) -> None:
     """Show each sandbox: version, running or not, port, socket and data directory.
 
     \b
@@ -131,7 +137,7 @@ def status(ctx: click.Context, as_json: bool, **_: object) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @workdir_options
 @click.pass_context
-def destroy(ctx: click.Context, pg_version: int | None, yes: bool, **_: object) -> None:
+def destroy(ctx: click.Context, /, pg_version: int | None, yes: bool, **_: object) -> None:
     """Stop and delete sandboxes with their data (results are kept).
 
     \b

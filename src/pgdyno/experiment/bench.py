@@ -16,6 +16,7 @@ from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, Workload, run_argv
 from pgdyno.pgbench.dataset import BENCH_DB, Dataset, ensure_dataset, reset_bench_db
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
+from pgdyno.postgres.binaries import major_of
 from pgdyno.postgres.client import Client, connect, with_dbname
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.store.results import ResultsStore, now_iso
@@ -92,7 +93,9 @@ def run_bench(
             warmup_s=spec.warmup_s, pg_version=info.version, pgbench_version=pgbench_version,
             pgbench_argv=(), settings=settings, dataset_bytes=None,
         )  # fmt: skip
-        runner = _CellRunner(spec, target, client, info.version_num, pgbench, child_env, progress)
+        runner = _CellRunner(
+            spec, target, client, info.version_num, pgbench, pgbench_version, child_env, progress
+        )
         records: list[tuple[int, RunRecord]] = []
         datasets: dict[int, Dataset] = {}
         status = "done"
@@ -100,7 +103,9 @@ def run_bench(
             for cell in cells:
                 if cell.scale not in datasets:
                     progress.phase(f"preparing dataset scale {cell.scale}")
-                    datasets[cell.scale] = ensure_dataset(client, pgbench, cell.scale, env=child_env)
+                    datasets[cell.scale] = ensure_dataset(
+                        client, pgbench, cell.scale, env=child_env
+                    )
                     runner.dirty = True
                 run_dir = run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
                 record = runner.run(cell, replace(base, cell=cell), datasets[cell.scale], run_dir)
@@ -132,9 +137,11 @@ class _CellRunner:
         client: Client,
         version_num: int,
         pgbench: Path,
+        pgbench_version: str,
         env: dict[str, str],
         progress: Progress,
     ) -> None:
+        self.pgbench_major = major_of(pgbench_version)
         self.spec = spec
         self.client = client
         self.version_num = version_num
@@ -151,7 +158,10 @@ class _CellRunner:
             workload, cell.clients, cell.jobs, self.spec.duration_s, self.spec.protocol,
             self.spec.rate, self.spec.latency_limit_ms,
         )  # fmt: skip
-        argv = run_argv(self.pgbench, self.bench_dsn, opts, run_dir / "agg")
+        argv = run_argv(
+            self.pgbench, self.bench_dsn, opts, run_dir / "agg",
+            pgbench_major=self.pgbench_major, scale=cell.scale,
+        )  # fmt: skip
         record = replace(
             record, started_at=now_iso(), pgbench_argv=tuple(argv),
             dataset_bytes=dataset.size_bytes,
@@ -166,7 +176,7 @@ class _CellRunner:
                 self.progress.phase("warming up")
                 warm = replace(opts, duration_s=self.spec.warmup_s)
                 execute.execute(
-                    run_argv(self.pgbench, self.bench_dsn, warm, None),
+                    run_argv(self.pgbench, self.bench_dsn, warm, None, scale=cell.scale),
                     run_dir=run_dir / "warmup", duration_s=self.spec.warmup_s, env=self.env,
                     on_tick=lambda t: self.progress.tick(cell, t),
                 )  # fmt: skip

@@ -101,6 +101,12 @@ def read_host(proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")) ->
     usable = min([total, *(limit for limit in limits if limit)]) if total else 0
     cpus = len(os.sched_getaffinity(0)) if proc_root == Path("/proc") else os.cpu_count() or 1
     quota = parse_cgroup_cpu_quota(_read(sys_root / "fs/cgroup/cpu.max") or "")
+    if quota is None:  # cgroup v1
+        v1 = [
+            _read(sys_root / "fs/cgroup/cpu" / f) for f in ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        ]
+        if v1[0] and v1[1] and not v1[0].strip().startswith("-"):
+            quota = parse_cgroup_cpu_quota(f"{v1[0].strip()} {v1[1].strip()}")
     if quota is not None:
         cpus = max(1, min(cpus, int(quota)))
     return HostFacts(

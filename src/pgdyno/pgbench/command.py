@@ -60,10 +60,10 @@ def builtin_workload(name: str) -> Workload:
     """
     >>> builtin_workload("select-only").may_write
     False
-    >>> builtin_workload("tpcb").name
+    >>> builtin_workload("tpcb").name  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    pgdyno.errors.UsageError: unknown workload 'tpcb': choose from tpcb-like, simple-update, select-only, or give a script file with --script.
+    pgdyno.errors.UsageError: unknown workload 'tpcb': choose from tpcb-like, ...
     """
     base, weight = _split_weight(name)
     if base not in BUILTINS:
@@ -116,7 +116,9 @@ def parse_int_list(text: str, option: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise UsageError(f"{option} {text!r} is not a list of whole numbers: write e.g. 1,2,4.")
+        raise UsageError(
+            f"{option} {text!r} is not a list of whole numbers: write e.g. 1,2,4."
+        ) from None
     if not values or any(v < 1 for v in values):
         raise UsageError(f"{option} {text!r} needs whole numbers >= 1: write e.g. 1,2,4.")
     return values
@@ -133,18 +135,36 @@ class RunOptions:
     latency_limit_ms: float | None = None  # -L
 
 
-def run_argv(pgbench: Path, conninfo: str, opts: RunOptions, log_prefix: Path | None) -> list[str]:
-    """The measured run: no vacuum (each run starts from a fresh copy of the dataset),
-    per-statement latencies (-r) and a per-second aggregated log.
+def run_argv(
+    pgbench: Path,
+    conninfo: str,
+    opts: RunOptions,
+    log_prefix: Path | None,
+    *,
+    pgbench_major: int = 18,
+    scale: int | None = None,
+) -> list[str]:
+    """The pgbench command line of a run.
+
+    A measured run (`log_prefix` given) adds per-statement latencies (-r), a per-second
+    aggregated log, progress every second (-P 1, which also makes pgbench print the latency
+    standard deviation) and, from PostgreSQL 15, failure counts by kind in the log. No vacuum
+    (-n): every run starts from a fresh copy of a vacuumed dataset. Custom scripts get the
+    dataset's scale as `:scale` (pgbench only detects it for built-ins).
 
     >>> from pathlib import Path
     >>> o = RunOptions(builtin_workload("select-only"), clients=2, jobs=2, duration_s=5)
-    >>> " ".join(run_argv(Path("pgbench"), "dbname=b", o, Path("/r/agg")))
-    'pgbench -n -b select-only@1 -c 2 -j 2 -T 5 -M simple -r -l --aggregate-interval=1 --log-prefix=/r/agg dbname=b'
+    >>> run_argv(Path("pgbench"), "dbname=b", o, Path("/r/agg"))[10:]
+    ['-M', 'simple', '-r', '-P', '1', '-l', '--aggregate-interval=1', '--log-prefix=/r/agg', \
+'--failures-detailed', 'dbname=b']
+    >>> " ".join(run_argv(Path("pgbench"), "dbname=b", o, None, pgbench_major=14))
+    'pgbench -n -b select-only@1 -c 2 -j 2 -T 5 -M simple dbname=b'
     """
     argv = [str(pgbench), "-n"]
     for script in opts.workload.scripts:
         argv += script.option
+    if scale is not None and any(s.path is not None for s in opts.workload.scripts):
+        argv += ["-s", str(scale)]
     argv += ["-c", str(opts.clients), "-j", str(opts.jobs), "-T", str(opts.duration_s)]
     argv += ["-M", opts.protocol]
     if opts.rate is not None:
@@ -152,7 +172,9 @@ def run_argv(pgbench: Path, conninfo: str, opts: RunOptions, log_prefix: Path | 
     if opts.latency_limit_ms is not None:
         argv += ["-L", f"{opts.latency_limit_ms:g}"]
     if log_prefix is not None:
-        argv += ["-r", "-l", "--aggregate-interval=1", f"--log-prefix={log_prefix}"]
+        argv += ["-r", "-P", "1", "-l", "--aggregate-interval=1", f"--log-prefix={log_prefix}"]
+        if pgbench_major >= 15:
+            argv.append("--failures-detailed")
     argv.append(conninfo)
     return argv
 

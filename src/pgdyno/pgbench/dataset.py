@@ -55,7 +55,9 @@ def ready_templates(client: Client) -> dict[str, int]:
 
 
 def _drop(client: Client, dbname: str) -> None:
-    client.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+    client.execute(
+        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
+    )
 
 
 def ensure_dataset(
@@ -87,8 +89,9 @@ def ensure_dataset(
                 f"the disk under the database filled up while generating scale {scale}: free "
                 "some space or choose a smaller --scale."
             ) from exc
+        reason = process.last_line(exc.stderr)
         raise DatasetError(
-            f"generating the dataset (pgbench -i -s {scale}) failed: {process.last_line(exc.stderr)}"
+            f"generating the dataset (pgbench -i -s {scale}) failed: {reason}"
         ) from exc
     client.execute(
         sql.SQL("COMMENT ON DATABASE {} IS {}").format(

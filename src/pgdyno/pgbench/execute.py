@@ -42,9 +42,11 @@ def execute(
     run_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = run_dir / "pgbench.stdout", run_dir / "pgbench.stderr"
     started = time.monotonic()
-    with out_path.open("w") as out, err_path.open("w") as err, process.Child(
-        argv, stdout=out, stderr=err, env=env, cwd=run_dir
-    ) as child:
+    with (
+        out_path.open("w") as out,
+        err_path.open("w") as err,
+        process.Child(argv, stdout=out, stderr=err, env=env, cwd=run_dir) as child,
+    ):
         if on_start:
             on_start(child.pid)
         while child.poll() is None:

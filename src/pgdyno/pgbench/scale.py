@@ -66,13 +66,13 @@ def choose_scale(
 ) -> ScaleChoice:
     """Resolve a preset and cap it by free disk space, saying so when capped.
 
-    >>> choose_scale("large", 24 * GIB, 128 * MIB, 20 * GIB).note
-    'large: scale 3276 (~48.0 GiB) needs ~106.6 GiB of free disk but 20.0 GiB is free: using scale 589 (~8.6 GiB)'
+    >>> print(choose_scale("large", 24 * GIB, 128 * MIB, 20 * GIB).note)  # doctest: +ELLIPSIS
+    large: scale 3276 (~48.0 GiB) needs ~106.6 GiB ... 20.0 GiB is free: using scale 589 (~8.6 GiB)
     >>> choose_scale(10, 24 * GIB, 128 * MIB, 100 * GIB)
     ScaleChoice(scale=10, preset=None, note=None)
     """
     preset = spec if isinstance(spec, str) else None
-    scale = preset_scale(spec, memory_bytes, shared_buffers_bytes) if preset else int(spec)
+    scale = preset_scale(preset, memory_bytes, shared_buffers_bytes) if preset else int(spec)
     if free_disk is None:
         return ScaleChoice(scale, preset)
     needed = int(estimated_bytes(scale) * DISK_FACTOR) + DISK_RESERVE

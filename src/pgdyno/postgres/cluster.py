@@ -94,10 +94,21 @@ class Sandbox:
         self.root = root
         self.run_as = run_as
 
-    data_dir = property(lambda self: self.root / "data")
-    socket_dir = property(lambda self: self.root / "socket")
-    log_file = property(lambda self: self.root / "log" / "postgresql.log")
-    state_file = property(lambda self: self.root / "cluster.json")
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.root / "socket"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "log" / "postgresql.log"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "cluster.json"
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -289,7 +300,7 @@ def _signal_and_wait(pid: int, timeout: float = 60) -> None:
 
 
 def _current_user() -> str:
-    import pwd  # noqa: PLC0415
+    import pwd
 
     return pwd.getpwuid(os.geteuid()).pw_name
 

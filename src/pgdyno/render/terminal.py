@@ -106,9 +106,7 @@ def versions_table(rows: Sequence[Available]) -> Table:
     for name in ("major", "version", "source", "bin dir"):
         table.add_column(name)
     for row in rows:
-        table.add_row(
-            str(row.major), row.version or "-", row.source, str(row.bin_dir or "-")
-        )
+        table.add_row(str(row.major), row.version or "-", row.source, str(row.bin_dir or "-"))
     return table
 
 

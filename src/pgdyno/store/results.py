@@ -155,16 +155,17 @@ class ResultsStore:
         except sqlite3.Error as exc:
             raise _explain(self.path, exc) from exc
 
-    def list_runs(self, limit: int | None = 50, session_id: int | None = None) -> list[dict[str, Any]]:
+    def list_runs(
+        self, limit: int | None = 50, session_id: int | None = None
+    ) -> list[dict[str, Any]]:
         """Newest first; only the summary columns."""
         where = "WHERE session_id = ?" if session_id is not None else ""
         params: tuple[Any, ...] = (session_id,) if session_id is not None else ()
-        rows = self._query(
-            f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY id DESC"  # noqa: S608
+        return self._query(
+            f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY id DESC"
             + (" LIMIT ?" if limit else ""),
             (*params, limit) if limit else params,
         )
-        return rows
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))

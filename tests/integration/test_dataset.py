@@ -1,0 +1,65 @@
+"""Datasets: generated once into a template, copied for each run, same state every time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from psycopg import sql
+
+from conftest import make_env
+from pgdyno import process
+from pgdyno.experiment.target import open_sandbox
+from pgdyno.pgbench.dataset import (
+    BENCH_DB,
+    ensure_dataset,
+    ready_templates,
+    reset_bench_db,
+    template_name,
+)
+from pgdyno.postgres.client import connect, with_dbname
+
+
+def test_generate_once_reuse_and_reset(workdir: Path, cache_dir: Path, binaries):
+    env = make_env(workdir, cache_dir)
+    box = open_sandbox(env, binaries, lambda _m: None)
+    box.start({}, owner_pid=None)
+    pgbench = binaries.tool("pgbench")
+    try:
+        with connect(box.conninfo()) as client:
+            first = ensure_dataset(client, pgbench, 2)
+            assert first.generated and first.template == template_name(2)
+            assert first.size_bytes > 20 * 1024**2  # 200,000 accounts with indexes
+            again = ensure_dataset(client, pgbench, 2)
+            assert not again.generated and again.size_bytes == first.size_bytes
+
+            version = client.server_info().version_num
+            reset_bench_db(client, first.template, version)
+            bench_dsn = with_dbname(box.conninfo(), BENCH_DB)
+            process.run(
+                [pgbench, "-n", "-T", "2", "-c", "2", bench_dsn], what="pgbench", timeout=60
+            )
+            with connect(bench_dsn) as bench:
+                assert bench.rows("SELECT count(*) FROM pgbench_history")[0][0] > 0
+            reset_bench_db(client, first.template, version)
+            with connect(bench_dsn) as bench:
+                assert bench.rows("SELECT count(*) FROM pgbench_history")[0][0] == 0
+                assert bench.rows("SELECT sum(abalance) FROM pgbench_accounts")[0][0] == 0
+                assert bench.rows("SELECT count(*) FROM pgbench_accounts")[0][0] == 200_000
+    finally:
+        box.stop()
+
+
+def test_incomplete_template_is_rebuilt(workdir: Path, cache_dir: Path, binaries):
+    env = make_env(workdir, cache_dir)
+    box = open_sandbox(env, binaries, lambda _m: None)
+    box.start({}, owner_pid=None)
+    try:
+        with connect(box.conninfo()) as client:
+            # What an interrupted `pgbench -i` leaves: the database without pgdyno's marker.
+            client.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(template_name(1))))
+            assert ready_templates(client) == {}
+            dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
+            assert dataset.generated
+            assert template_name(1) in ready_templates(client)
+    finally:
+        box.stop()
