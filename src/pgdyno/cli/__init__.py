@@ -6,6 +6,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from types import FrameType
 
@@ -38,12 +39,14 @@ def main(args: Sequence[str], env: Environment) -> int:
     except ValueError:  # not the main thread (embedded use): leave signals alone
         pass
     try:
-        cli.main(
-            args=list(args),
-            prog_name="pgdyno",
-            standalone_mode=False,
-            obj=replace(env, argv=tuple(args)),
-        )
+        # Click writes help and prompts to sys.stdout: point it at the injected streams.
+        with redirect_stdout(env.stdout), redirect_stderr(env.stderr):
+            cli.main(
+                args=list(args),
+                prog_name="pgdyno",
+                standalone_mode=False,
+                obj=replace(env, argv=tuple(args)),
+            )
         return ExitStatus.OK
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)

@@ -7,6 +7,8 @@ run in progress.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import StoreError
+from pgdyno.process import pid_alive
 from pgdyno.records import RunRecord
 from pgdyno.store.migrate import migrate
 
@@ -49,10 +52,6 @@ class ResultsStore:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(path, isolation_level=None, timeout=30)
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA foreign_keys = ON")
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            migrate(self.conn)
         except sqlite3.Error as exc:
             raise _explain(path, exc) from exc
         except OSError as exc:
@@ -60,6 +59,14 @@ class ResultsStore:
                 f"cannot create the results database {path} ({exc.strerror}); "
                 "choose another --results path."
             ) from exc
+        try:
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            migrate(self.conn)
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise _explain(path, exc) from exc
 
     def close(self) -> None:
         self.conn.close()
@@ -88,13 +95,28 @@ class ResultsStore:
     def begin_session(
         self, command: list[str], target: str, host: Mapping[str, Any], server: Mapping[str, Any]
     ) -> int:
+        hostname = socket.gethostname()
         with self._transaction() as conn:
+            self._close_abandoned(conn, hostname)
             cur = conn.execute(
-                "INSERT INTO sessions (started_at, command, target, host, server) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (now_iso(), json.dumps(command), target, json.dumps(host), json.dumps(server)),
-            )
+                "INSERT INTO sessions (started_at, hostname, pid, command, target, host, server)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (now_iso(), hostname, os.getpid(), json.dumps(command), target,
+                 json.dumps(host), json.dumps(server)),
+            )  # fmt: skip
             return int(cur.lastrowid or 0)
+
+    @staticmethod
+    def _close_abandoned(conn: sqlite3.Connection, hostname: str) -> None:
+        """Sessions of this host still 'running' whose pgdyno is gone were killed."""
+        rows = conn.execute(
+            "SELECT id, pid FROM sessions WHERE status = 'running' AND hostname = ?", (hostname,)
+        ).fetchall()
+        for row in rows:
+            if not pid_alive(int(row["pid"])):
+                conn.execute(
+                    "UPDATE sessions SET status = 'interrupted' WHERE id = ?", (row["id"],)
+                )
 
     def finish_session(self, session_id: int, status: str) -> None:
         with self._transaction() as conn:

@@ -4,6 +4,8 @@ CREATE TABLE sessions (
     started_at    TEXT NOT NULL,            -- ISO 8601, UTC
     finished_at   TEXT,
     status        TEXT NOT NULL DEFAULT 'running',  -- running / done / interrupted / failed
+    hostname      TEXT NOT NULL,            -- where pgdyno ran
+    pid           INTEGER NOT NULL,         -- its process, to spot sessions cut off by a kill
     command       TEXT NOT NULL,            -- JSON: pgdyno argv (no passwords)
     target        TEXT NOT NULL,            -- 'sandbox pg18' or the server, without password
     host          TEXT NOT NULL,            -- JSON: HostFacts

@@ -1,0 +1,100 @@
+"""Dataset preparation: the naive way (pgbench -i before each of 3 runs) against pgdyno's way
+(pgbench -i once into a template, then a file copy before each run), on one sandbox in one
+process. Also compares pgbench's client-side and server-side data generation, which decides
+pgdyno's default init steps.
+
+    python benchmarks/dataset_prep.py [--scale 20] [--rounds 2]
+
+Prints the ratio naive / pgdyno (target: >= 2x). Times are wall-clock on a shared machine:
+read the ratio, not the seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from psycopg import sql
+
+from pgdyno import process
+from pgdyno.environment import Environment, default_cache_dir
+from pgdyno.experiment.target import open_sandbox
+from pgdyno.pgbench.command import init_argv
+from pgdyno.pgbench.dataset import drop_datasets, ensure_dataset, reset_bench_db
+from pgdyno.postgres.binaries import resolve
+from pgdyno.postgres.client import Client, connect, with_dbname
+
+RUNS = 3
+
+
+def naive(client: Client, pgbench: Path, scale: int, steps: str) -> float:
+    """What a shell script does: re-initialise the database before every run."""
+    started = time.perf_counter()
+    for _ in range(RUNS):
+        client.execute(sql.SQL("DROP DATABASE IF EXISTS naive WITH (FORCE)"))
+        client.execute(sql.SQL("CREATE DATABASE naive"))
+        argv = init_argv(pgbench, with_dbname(client.dsn, "naive"), scale, steps)
+        process.run(argv, what="pgbench -i", timeout=None)
+    return time.perf_counter() - started
+
+
+def templated(client: Client, pgbench: Path, scale: int, version_num: int) -> float:
+    """pgdyno: generate once into a template, copy it before each run."""
+    drop_datasets(client)
+    started = time.perf_counter()
+    dataset = ensure_dataset(client, pgbench, scale)
+    for _ in range(RUNS):
+        reset_bench_db(client, dataset.template, version_num)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved naive/pgdyno pairs")
+    args = parser.parse_args()
+    is_root = os.geteuid() == 0
+    workdir = Path(tempfile.mkdtemp(prefix="pgdyno-bench-", dir="/tmp"))
+    workdir.chmod(0o755)
+    cache = default_cache_dir(os.environ, is_root)
+    env = Environment(workdir, cache, workdir / "results.sqlite", dict(os.environ), is_root=is_root)
+    binaries = resolve(None, 18, cache)
+    box = open_sandbox(env, binaries, print)
+    box.start({}, owner_pid=os.getpid())
+    try:
+        pgbench = binaries.tool("pgbench")
+        with connect(box.conninfo()) as client:
+            version_num = client.server_info().version_num
+            client_side = naive(client, pgbench, args.scale, "dtgvp") / RUNS
+            server_side = naive(client, pgbench, args.scale, "dtGvp") / RUNS
+            print(
+                f"pgbench -i -s {args.scale}: client-side generation {client_side:.2f} s, "
+                f"server-side {server_side:.2f} s (server-side is "
+                f"{client_side / server_side:.2f}x as fast)"
+            )
+            ratios = []
+            for round_no in range(1, args.rounds + 1):
+                slow = naive(client, pgbench, args.scale, "dtGvp")
+                fast = templated(client, pgbench, args.scale, version_num)
+                ratios.append(slow / fast)
+                print(
+                    f"round {round_no}: naive 3x pgbench -i {slow:.2f} s, pgdyno template + "
+                    f"3 copies {fast:.2f} s, ratio {slow / fast:.2f}x"
+                )
+        print(
+            f"dataset_prep: scale {args.scale}, {RUNS} runs: pgdyno prepares datasets "
+            f"{statistics.median(ratios):.2f}x as fast as the naive way (median of "
+            f"{len(ratios)}; target >= 2x)"
+        )
+    finally:
+        box.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Every command documents itself with help text and an example."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from pgdyno.cli.app import cli
+
+
+def commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, command in sorted(group.commands.items()):
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from commands(command, (*prefix, name))
+
+
+ALL = list(commands(cli))
+
+
+@pytest.mark.parametrize(("path", "command"), ALL, ids=[" ".join(p) for p, _ in ALL])
+def test_command_has_help_and_example(run_cli, workdir, path, command):
+    result = run_cli(workdir, *path, "--help")
+    assert result.code == 0
+    assert command.help and len(command.help.split()) >= 4
+    assert "Example" in result.stdout
+    assert "pgdyno " in result.stdout.split("Example", 1)[1]
+
+
+def test_version(run_cli, workdir):
+    result = run_cli(workdir, "--version")
+    assert result.code == 0 and "pgdyno" in result.stdout
