@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 from psycopg import sql
 
 from pgdyno import process
@@ -102,16 +103,31 @@ def ensure_dataset(
 
 
 def reset_bench_db(client: Client, template: str, server_version_num: int) -> None:
-    """Re-create the bench database as a copy of `template` (a file copy, not WAL-logged)."""
+    """Re-create the bench database as a copy of `template`.
+
+    A file copy (STRATEGY FILE_COPY, PostgreSQL 15+) is flushed to disk before the run starts,
+    so no write-back of the copy lands inside a measured run. From PostgreSQL 18 the copy is
+    done by the kernel (file_copy_method = clone: copy_file_range, a reflink where the
+    filesystem has them), falling back to a plain copy where that is refused.
+    """
     _drop(client, BENCH_DB)
-    strategy = sql.SQL(" STRATEGY FILE_COPY") if server_version_num >= 150000 else sql.SQL("")
+    create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+        sql.Identifier(BENCH_DB), sql.Identifier(template)
+    )
+    if server_version_num >= 150000:
+        create = create + sql.SQL(" STRATEGY FILE_COPY")
     try:
-        client.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {}{}").format(
-                sql.Identifier(BENCH_DB), sql.Identifier(template), strategy
-            )
-        )
-    except Exception as exc:  # psycopg errors: report in our words
+        if server_version_num >= 180000:
+            try:
+                client.execute(sql.SQL("SET file_copy_method = clone"))
+                client.execute(create)
+                return
+            except psycopg.Error:
+                _drop(client, BENCH_DB)
+            finally:
+                client.execute(sql.SQL("RESET file_copy_method"))
+        client.execute(create)
+    except psycopg.Error as exc:
         raise DatasetError(
             f"could not copy dataset {template} into {BENCH_DB} ({str(exc).strip()}); "
             "check free disk space and that nobody is connected to the template."
