@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="interleaved naive/pgdyno pairs")
     parser.add_argument("--runs", type=int, default=RUNS, help="runs the dataset is prepared for")
     args = parser.parse_args()
-    global RUNS  # noqa: PLW0603 - a script-level knob
+    global RUNS
     RUNS = args.runs
     is_root = os.geteuid() == 0
     workdir = Path(tempfile.mkdtemp(prefix="pgdyno-bench-", dir="/tmp"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,4 +71,4 @@ def test_install_another_major_version_and_bench_on_it(run_cli, cache_dir: Path)
         assert "--failures-detailed" in run["pgbench_argv"]
     finally:
         remove_workdir(workdir)
-    assert os.path.isdir(cached[0]["bin_dir"])
+    assert Path(cached[0]["bin_dir"]).is_dir()  # the cache outlives the work directory

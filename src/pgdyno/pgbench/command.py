@@ -10,7 +10,9 @@ from pgdyno.errors import UsageError
 BUILTINS = ("tpcb-like", "simple-update", "select-only")
 READ_ONLY_BUILTINS = frozenset({"select-only"})
 PROTOCOLS = ("simple", "extended", "prepared")
-INIT_STEPS = "dtgvp"  # drop, tables, client-side generate (faster here: see benchmarks), vacuum, primary keys
+# pgbench -i steps: drop, tables, client-side generate, vacuum, primary keys. Client-side
+# generation measured faster than server-side ("G") on these machines: benchmarks/dataset_prep.py.
+INIT_STEPS = "dtgvp"
 
 
 @dataclass(frozen=True)

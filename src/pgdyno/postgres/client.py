@@ -115,7 +115,7 @@ class Client:
             cur.execute(query.encode(), params)
             return cur.fetchall() if cur.description else []
 
-    def execute(self, statement: sql.Composed) -> None:
+    def execute(self, statement: sql.SQL | sql.Composed) -> None:
         with self.conn.cursor() as cur:
             cur.execute(statement)
 
