@@ -30,3 +30,12 @@ def test_command_has_help_and_example(run_cli, workdir, path, command):
 def test_version(run_cli, workdir):
     result = run_cli(workdir, "--version")
     assert result.code == 0 and "pgdyno" in result.stdout
+
+
+def test_cli_reference_is_in_sync():
+    from pathlib import Path
+
+    from pgdyno.cli.reference import render
+
+    doc = Path(__file__).parent.parent.parent / "docs" / "cli.md"
+    assert doc.read_text() == render(), "run: python -m pgdyno.cli.reference > docs/cli.md"
