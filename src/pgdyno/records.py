@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pgdyno.pgbench.logs import Second
 from pgdyno.pgbench.output import Summary
@@ -39,4 +39,3 @@ class RunRecord:
     seconds: tuple[Second, ...] = ()
     error: str | None = None
     stderr: str | None = None
-    extra: dict[str, object] = field(default_factory=dict)

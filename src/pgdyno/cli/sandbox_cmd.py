@@ -19,7 +19,7 @@ from pgdyno.cli.common import (
 )
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import open_sandbox, workdir_lock
-from pgdyno.postgres.cluster import all_sandboxes, cluster_name, recover, taken_ports
+from pgdyno.postgres.cluster import Sandbox, all_sandboxes, cluster_name, recover, taken_ports
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.render.terminal import sandbox_table
@@ -80,7 +80,7 @@ def start(
     )
 
 
-def _selected(ctx: click.Context, /, pg_version: int | None) -> list:  # type: ignore[type-arg]
+def _selected(ctx: click.Context, pg_version: int | None) -> list[Sandbox]:
     env = environment(ctx)
     run_as = sandbox_user(env.is_root, create=False)
     boxes = all_sandboxes(env.clusters_dir, run_as)

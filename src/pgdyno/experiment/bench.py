@@ -117,8 +117,11 @@ def run_bench(
                     raise Interrupted("pgdyno was interrupted; the finished runs are saved.")
                 if not keep_files:
                     shutil.rmtree(run_dir, ignore_errors=True)
+        except (KeyboardInterrupt, Interrupted):
+            status = "interrupted"
+            raise
         except BaseException:
-            status = "interrupted" if status == "interrupted" else "failed"
+            status = "failed"
             raise
         finally:
             store.finish_session(session_id, status)

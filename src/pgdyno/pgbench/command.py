@@ -184,6 +184,6 @@ def run_argv(
 def init_argv(pgbench: Path, conninfo: str, scale: int, steps: str = INIT_STEPS) -> list[str]:
     """
     >>> init_argv(Path("pgbench"), "dbname=t", 10)
-    ['pgbench', '-i', '-s', '10', '-I', 'dtGvp', 'dbname=t']
+    ['pgbench', '-i', '-s', '10', '-I', 'dtgvp', 'dbname=t']
     """
     return [str(pgbench), "-i", "-s", str(scale), "-I", steps, conninfo]

@@ -33,7 +33,6 @@ def execute(
     duration_s: float,
     env: Mapping[str, str] | None = None,
     on_tick: Callable[[float], None] | None = None,
-    on_start: Callable[[int], None] | None = None,
 ) -> PgbenchResult:
     """Run pgbench to completion; `on_tick(elapsed_s)` is called a few times a second.
 
@@ -47,8 +46,6 @@ def execute(
         err_path.open("w") as err,
         process.Child(argv, stdout=out, stderr=err, env=env, cwd=run_dir) as child,
     ):
-        if on_start:
-            on_start(child.pid)
         while child.poll() is None:
             elapsed = time.monotonic() - started
             if elapsed > duration_s + GRACE_S:
