@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pgdyno.pgbench.logs import Second
 from pgdyno.pgbench.output import Summary
 
 
@@ -18,6 +17,42 @@ class RunCell:
     clients: int
     jobs: int
     repeat: int  # 1-based
+
+
+@dataclass(frozen=True, slots=True)
+class SecondRow:
+    """One second of a run: pgbench's throughput and latency, on the wall clock."""
+
+    t: int  # epoch second the interval starts
+    tps: float
+    latency_avg_ms: float | None = None
+    latency_stddev_ms: float | None = None
+    latency_min_ms: float | None = None
+    latency_max_ms: float | None = None
+    failures: int = 0
+    lag_avg_ms: float | None = None
+    skipped: int = 0
+    latency_p50_ms: float | None = None
+    latency_p90_ms: float | None = None
+    latency_p99_ms: float | None = None
+    latency_p999_ms: float | None = None
+    logged: int | None = None  # transactions behind the percentiles (sampled logs: fewer)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    t: float  # epoch seconds
+    kind: str  # checkpoint_start, checkpoint_complete, ...
+    detail: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    p999_ms: float | None
+    max_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -36,6 +71,12 @@ class RunRecord:
     settings: dict[str, str]
     dataset_bytes: int | None
     summary: Summary | None = None
-    seconds: tuple[Second, ...] = ()
+    seconds: tuple[SecondRow, ...] = ()
     error: str | None = None
     stderr: str | None = None
+    latency: Percentiles | None = None  # over the measured window
+    latency_source: str | None = None
+    samples: tuple[tuple[int, str, float], ...] = ()  # (t, metric, value)
+    events: tuple[Event, ...] = ()
+    health: dict[str, object] = field(default_factory=dict)
+    devices: dict[str, object] = field(default_factory=dict)

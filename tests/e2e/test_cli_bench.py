@@ -76,8 +76,9 @@ def test_runs_list_and_show(run_cli, shared_workdir: Path):
     assert "tpcb-like" in table.stdout
     shown = run_cli(shared_workdir, "runs", "show", str(run["id"]))
     assert shown.code == 0
-    assert "per-statement latency" in shown.stdout and "per second" in shown.stdout
+    assert "per-statement latency" in shown.stdout and "stability" in shown.stdout
     assert "UPDATE pgbench_accounts" in shown.stdout
+    assert "p50 / p90 / p99 / p99.9 / max" in shown.stdout
 
 
 def test_failing_run_is_recorded_and_the_sweep_goes_on(run_cli, shared_workdir: Path, tmp_path):

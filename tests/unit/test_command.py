@@ -33,24 +33,19 @@ def test_run_argv_has_everything_a_run_records():
     assert argv[argv.index("-R") + 1] == "500"
     assert argv[argv.index("-L") + 1] == "50"
     assert argv[argv.index("-M") + 1] == "prepared"
-    assert {
-        "-r",
-        "-l",
-        "--aggregate-interval=1",
-        "--log-prefix=/r/agg",
-        "--failures-detailed",
-    } <= set(argv)
+    assert {"-r", "-l", "--log-prefix=/r/agg"} <= set(argv)
+    assert not any(a.startswith("--sampling-rate") for a in argv)  # full log by default
     assert argv[argv.index("-P") + 1] == "1"
     assert "-s" not in argv  # built-ins read the scale from the dataset
     assert argv[-1] == "host=/s port=1 dbname=b"
 
 
-def test_pgbench_14_has_no_failure_detail_and_scripts_get_the_scale(tmp_path: Path):
+def test_sampled_log_and_scripts_get_the_scale(tmp_path: Path):
     script = tmp_path / "q.sql"
     script.write_text("SELECT 1;\n")
     opts = RunOptions(script_workload([str(script)]), clients=1, jobs=1, duration_s=1)
-    argv = run_argv(Path("pgbench"), "dbname=b", opts, Path("/r/agg"), pgbench_major=14, scale=7)
-    assert "--failures-detailed" not in argv
+    argv = run_argv(Path("pgbench"), "dbname=b", opts, Path("/r/tx"), sampling_rate=0.05, scale=7)
+    assert "--sampling-rate=0.05" in argv
     assert argv[argv.index("-s") + 1] == "7"
 
 

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from pgdyno.collect.timeline import run_percentiles, second_rows
 from pgdyno.errors import StoreError
-from pgdyno.pgbench.logs import merge_intervals, parse_aggregate_log, per_second
 from pgdyno.pgbench.output import parse_summary
-from pgdyno.records import RunCell, RunRecord
+from pgdyno.pgbench.progress import parse_progress
+from pgdyno.pgbench.txlog import summarize
+from pgdyno.records import Event, RunCell, RunRecord
 from pgdyno.store.migrate import latest_version, migrate
 from pgdyno.store.results import ResultsStore
 
@@ -19,17 +21,20 @@ PGBENCH = Path(__file__).parent.parent / "data" / "pgbench" / "pg18"
 
 def recorded_run() -> RunRecord:
     summary = parse_summary((PGBENCH / "tpcb_r.stdout").read_text())
-    streams = [
-        list(parse_aggregate_log(path.read_text().splitlines()))
-        for path in sorted(PGBENCH.glob("tpcb_r.agg.*.log"))
-    ]
+    per_second, total = summarize([PGBENCH / "txlog.log"])
+    progress = parse_progress((PGBENCH / "progress.stderr").read_text())
+    started = float(per_second[0].t or 0)
     return RunRecord(
         cell=RunCell(0, 2, "tpcb-like", 2, 2, 1), status="ok",
         started_at="2026-11-21T12:00:00Z", finished_at="2026-11-21T12:00:03Z", duration_s=3,
         protocol="simple", rate=None, warmup_s=0, pg_version="18.6", pgbench_version="18.6",
         pgbench_argv=("pgbench", "-c", "2"), settings={"work_mem": "4096 kB"},
         dataset_bytes=30_000_000, summary=summary,
-        seconds=tuple(per_second(merge_intervals(streams))),
+        seconds=tuple(second_rows(progress, per_second, started)),
+        latency=run_percentiles(total), latency_source="every transaction",
+        samples=((int(started), "cpu.user_pct", 12.5), (int(started) + 1, "cpu.user_pct", 14.0)),
+        events=(Event(started + 0.5, "checkpoint_start", {"reason": "time"}),),
+        health={"tps_cv_pct": 3.0, "warnings": []},
     )  # fmt: skip
 
 
@@ -65,7 +70,40 @@ def test_run_round_trip(tmp_path: Path):
     assert len(got["seconds"]) == len(run.seconds) > 0
     assert got["seconds"][0]["tps"] == run.seconds[0].tps
     assert got["settings"] == {"work_mem": "4096 kB"} and got["host"] == {"cpu_count": 2}
+    assert got["latency_p99_ms"] == run.latency.p99_ms and got["latency_source"]
+    assert got["seconds"][0]["latency_p50_ms"] == run.seconds[0].latency_p50_ms
+    assert got["events"][0]["detail"] == {"reason": "time"}
+    assert got["health"]["tps_cv_pct"] == 3.0
     assert listed[0]["id"] == run_id
+    with ResultsStore(tmp_path / "r.sqlite") as store:
+        assert store.samples(run_id)["cpu.user_pct"] == {
+            run.samples[0][0]: 12.5,
+            run.samples[1][0]: 14.0,
+        }
+
+
+def test_schema_1_database_is_migrated_without_loss(tmp_path: Path):
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=1)
+    conn.execute(
+        "INSERT INTO sessions (started_at, hostname, pid, command, target, host, server)"
+        " VALUES ('2026-01-01', 'h', 1, '[]', 'sandbox pg18', '{}', '{}')"
+    )
+    conn.execute(
+        "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale, clients,"
+        " jobs, duration_s, protocol, repeat, warmup_s, tps, pg_version, pgbench_version,"
+        " pgbench_argv, settings) VALUES (1, 'ok', 'a', 'b', 'tpcb-like', 1, 1, 1, 10, 'simple',"
+        " 1, 0, 123.5, '18.6', '18.6', '[]', '{}')"
+    )
+    conn.execute(
+        "INSERT INTO run_seconds (run_id, t, tps, failures, skipped) VALUES (1, 5, 9, 0, 0)"
+    )
+    conn.close()
+    with ResultsStore(path) as store:
+        run = store.get_run(1)
+    assert run is not None and run["tps"] == 123.5 and run["seconds"][0]["tps"] == 9
+    assert run["latency_source"] == "aggregated log" and run["latency_p99_ms"] is None
 
 
 def test_unwritable_location_is_one_sentence(tmp_path: Path):

@@ -150,7 +150,28 @@ def _command_record(argv: list[str]) -> list[str]:
     metavar="NAME=VALUE",
     help="A PostgreSQL setting for the sandbox during this bench (repeatable).",
 )
-@click.option("--keep-files", is_flag=True, help="Keep pgbench's output and log files.")
+@click.option(
+    "--latency-log",
+    default="auto",
+    show_default=True,
+    metavar="MODE",
+    help="Per-transaction latency log behind the percentiles: auto (sampled to about 2,000 "
+    "transactions a second, sized from the warm-up or the last similar run), full, or a "
+    "sampling rate such as 0.1.",
+)
+@click.option(
+    "--trim",
+    type=int,
+    metavar="S",
+    help="Seconds at the start of each run left out when judging steady state (default: 10%% "
+    "of -T up to 30 s, or 0 after --warmup).",
+)
+@click.option(
+    "--keep-logs",
+    "keep_files",
+    is_flag=True,
+    help="Keep pgbench's output and transaction logs (deleted once processed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @binaries_options
 @workdir_options
@@ -169,6 +190,8 @@ def bench(
     latency_limit: float | None,
     repeats: int,
     warmup: int,
+    latency_log: str,
+    trim: int | None,
     dsn: str | None,
     assignments: tuple[str, ...],
     keep_files: bool,
@@ -204,6 +227,8 @@ def bench(
         latency_limit_ms=latency_limit,
         repeats=repeats,
         warmup_s=warmup,
+        trim_s=trim,
+        latency_log=latency_log,
     )
     host = read_host(env.proc_root, env.sys_root)
     jobs_for(1, spec.jobs, host.cpu_count)  # validate the policy before anything starts
@@ -229,6 +254,8 @@ def bench(
             progress=progress,
             log=log,
             keep_files=keep_files,
+            proc_root=env.proc_root,
+            sys_root=env.sys_root,
         )
     if as_json:
         with ResultsStore(env.results_path) as store:

@@ -7,6 +7,7 @@ import click
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
 from pgdyno.errors import UsageError
 from pgdyno.render.terminal import run_detail, runs_table
+from pgdyno.render.timeline import compact_table, timeline_csv
 from pgdyno.store.results import ResultsStore
 
 
@@ -64,24 +65,44 @@ def list_runs(
 
 @runs.command("show")
 @click.argument("run_id", type=int)
+@click.option(
+    "--timeline",
+    is_flag=True,
+    help="Show the per-second timeline: TPS, latency percentiles, CPU, disk, memory, "
+    "checkpoints, WAL.",
+)
+@click.option(
+    "--csv", "as_csv", is_flag=True, help="Print every per-second series of the run as CSV."
+)
 @json_option
 @workdir_options
 @click.pass_context
-def show_run(ctx: click.Context, /, run_id: int, as_json: bool, **_: object) -> None:
-    """Show one run: summary, environment, per-statement latencies, per-second series.
+def show_run(
+    ctx: click.Context, /, run_id: int, timeline: bool, as_csv: bool, as_json: bool, **_: object
+) -> None:
+    """Show one run: summary, health, environment, per-statement latencies, timeline.
 
     \b
-    Example:
+    Examples:
       pgdyno runs show 1
+      pgdyno runs show 1 --timeline
+      pgdyno runs show 1 --csv > run1.csv
     """
     env = environment(ctx)
     with _open(ctx) as store:
         run = store.get_run(run_id)
-    if run is None:
-        raise UsageError(f"there is no run {run_id}: see `pgdyno runs list` for the ids.")
+        if run is None:
+            raise UsageError(f"there is no run {run_id}: see `pgdyno runs list` for the ids.")
+    samples = run["samples"]
+    if as_csv:
+        env.stdout.write(timeline_csv(run, samples))
+        return
     if as_json:
         print_json(env, run)
         return
     console = out(env)
+    if timeline:
+        console.print(compact_table(run, samples))
+        return
     for table in run_detail(run):
         console.print(table)

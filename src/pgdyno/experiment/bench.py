@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from pgdyno.collect.timeline import sampling_rate
 from pgdyno.errors import DatasetError, Interrupted, PgbenchFailed
 from pgdyno.experiment.matrix import BenchSpec, expand
+from pgdyno.experiment.measure import Collect, measure
 from pgdyno.experiment.target import Target
 from pgdyno.host.facts import HostFacts, free_disk_bytes
+from pgdyno.host.layout import device_names, locate_devices
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, Workload, run_argv
 from pgdyno.pgbench.dataset import BENCH_DB, Dataset, ensure_dataset, reset_bench_db
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
-from pgdyno.postgres.binaries import major_of
 from pgdyno.postgres.client import Client, connect, with_dbname
 from pgdyno.records import RunCell, RunRecord
+from pgdyno.stats.steady import default_trim
 from pgdyno.store.results import ResultsStore, now_iso
 
 # Seconds a run costs beyond warm-up and -T (dataset copy, connections), for the ETA.
@@ -59,11 +63,14 @@ def run_bench(
     progress: Progress,
     log: Callable[[str], None],
     keep_files: bool = False,
+    proc_root: Path = Path("/proc"),
+    sys_root: Path = Path("/sys"),
 ) -> BenchOutcome:
     child_env = target.child_env(env)
     pgbench = target.binaries.tool("pgbench")
     pgbench_version = execute.version(pgbench)
-    with connect(target.dsn, target.password) as client:
+    with ExitStack() as stack:
+        client = stack.enter_context(connect(target.dsn, target.password))
         info = client.server_info()
         if not (info.can_create_db or info.is_superuser):
             raise DatasetError(
@@ -93,9 +100,34 @@ def run_bench(
             warmup_s=spec.warmup_s, pg_version=info.version, pgbench_version=pgbench_version,
             pgbench_argv=(), settings=settings, dataset_bytes=None,
         )  # fmt: skip
-        runner = _CellRunner(
-            spec, target, client, info.version_num, pgbench, pgbench_version, child_env, progress
+        devices = locate_devices(data_path, proc_root, sys_root)
+        if not devices:
+            log(
+                "disk metrics cover every device: the server's data directory is not on this "
+                "host or is hidden from this role (it needs pg_read_all_settings)"
+            )
+        if target.server_log is None:
+            log("checkpoint events not collected: the server log of an existing server is not "
+                "read by pgdyno")  # fmt: skip
+        stats_client = stack.enter_context(connect(target.dsn, target.password))
+        collect = Collect(
+            proc_root=proc_root,
+            devices=device_names(devices),
+            stats_client=stats_client,
+            version_num=info.version_num,
+            bench_db=BENCH_DB,
+            server_log=target.server_log,
+            cpus=host.cpu_count,
+            keep_logs=keep_files,
         )
+        base = replace(base, devices=devices)
+
+        def expected_tps(cell: RunCell) -> float | None:
+            return store.recent_tps(
+                cell.workload, cell.scale, cell.clients, info.version, target.label
+            )
+
+        runner = _CellRunner(spec, target, client, collect, child_env, progress, log, expected_tps)
         records: list[tuple[int, RunRecord]] = []
         datasets: dict[int, Dataset] = {}
         status = "done"
@@ -138,22 +170,31 @@ class _CellRunner:
         spec: BenchSpec,
         target: Target,
         client: Client,
-        version_num: int,
-        pgbench: Path,
-        pgbench_version: str,
+        collect: Collect,
         env: dict[str, str],
         progress: Progress,
+        log: Callable[[str], None],
+        expected_tps: Callable[[RunCell], float | None],
     ) -> None:
-        self.pgbench_major = major_of(pgbench_version)
         self.spec = spec
         self.client = client
-        self.version_num = version_num
-        self.pgbench = pgbench
+        self.collect = collect
+        self.pgbench = target.binaries.tool("pgbench")
         self.env = env
         self.progress = progress
+        self.log = log
+        self.expected_tps = expected_tps
         self.bench_dsn = with_dbname(target.dsn, BENCH_DB)
         self.workloads: dict[str, Workload] = {w.name: w for w in spec.workloads}
         self.dirty = True  # the bench database may differ from the template
+
+    def _sampling_rate(self, cell: RunCell, warmup_tps: float | None) -> float:
+        mode = self.spec.latency_log
+        if mode == "full":
+            return 1.0
+        if mode != "auto":
+            return float(mode)
+        return sampling_rate(warmup_tps or self.expected_tps(cell))
 
     def run(self, cell: RunCell, record: RunRecord, dataset: Dataset, run_dir: Path) -> RunRecord:
         workload = self.workloads[cell.workload]
@@ -161,33 +202,37 @@ class _CellRunner:
             workload, cell.clients, cell.jobs, self.spec.duration_s, self.spec.protocol,
             self.spec.rate, self.spec.latency_limit_ms,
         )  # fmt: skip
-        argv = run_argv(
-            self.pgbench, self.bench_dsn, opts, run_dir / "agg",
-            pgbench_major=self.pgbench_major, scale=cell.scale,
-        )  # fmt: skip
-        record = replace(
-            record, started_at=now_iso(), pgbench_argv=tuple(argv),
-            dataset_bytes=dataset.size_bytes,
-        )  # fmt: skip
+        record = replace(record, started_at=now_iso(), dataset_bytes=dataset.size_bytes)
         try:
             if self.dirty:
                 self.progress.phase(f"copying dataset scale {cell.scale}")
-                reset_bench_db(self.client, dataset.template, self.version_num)
+                reset_bench_db(self.client, dataset.template, self.collect.version_num)
             self.dirty = workload.may_write
-            offset = 0.0
+            offset, warmup_tps = 0.0, None
             if self.spec.warmup_s:
                 self.progress.phase("warming up")
                 warm = replace(opts, duration_s=self.spec.warmup_s)
-                execute.execute(
+                warmed = execute.execute(
                     run_argv(self.pgbench, self.bench_dsn, warm, None, scale=cell.scale),
                     run_dir=run_dir / "warmup", duration_s=self.spec.warmup_s, env=self.env,
                     on_tick=lambda t: self.progress.tick(cell, t),
                 )  # fmt: skip
-                offset = float(self.spec.warmup_s)
+                offset, warmup_tps = float(self.spec.warmup_s), warmed.summary.tps
+            rate = self._sampling_rate(cell, warmup_tps)
+            record = replace(
+                record,
+                pgbench_argv=tuple(
+                    run_argv(self.pgbench, self.bench_dsn, opts, run_dir / "tx",
+                             sampling_rate=rate, scale=cell.scale)
+                ),
+            )  # fmt: skip
             self.progress.phase("running")
-            result = execute.execute(
-                argv, run_dir=run_dir, duration_s=self.spec.duration_s, env=self.env,
-                on_tick=lambda t: self.progress.tick(cell, offset + t),
+            measured = measure(
+                self.pgbench, self.bench_dsn, opts, scale=cell.scale, sampling_rate=rate,
+                trim_s=self.spec.trim_s if self.spec.trim_s is not None
+                else default_trim(self.spec.duration_s, self.spec.warmup_s),
+                collect=self.collect, run_dir=run_dir, env=self.env,
+                on_tick=lambda t: self.progress.tick(cell, offset + t), log=self.log,
             )  # fmt: skip
         except PgbenchFailed as exc:
             self.dirty = True
@@ -202,5 +247,8 @@ class _CellRunner:
                 error="interrupted before the run finished",
             )  # fmt: skip
         return replace(
-            record, finished_at=now_iso(), summary=result.summary, seconds=result.seconds
-        )
+            record, finished_at=now_iso(), summary=measured.summary, seconds=measured.seconds,
+            latency=measured.latency, latency_source=measured.latency_source,
+            samples=measured.samples, events=measured.events,
+            health=measured.health.as_dict(),
+        )  # fmt: skip

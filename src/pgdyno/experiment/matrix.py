@@ -26,6 +26,9 @@ class BenchSpec(BaseModel):
     latency_limit_ms: Annotated[float, Field(gt=0)] | None = None
     repeats: Annotated[int, Field(ge=1, le=1000)] = 1
     warmup_s: Annotated[int, Field(ge=0, le=86400)] = 0
+    trim_s: Annotated[int, Field(ge=0, le=86400)] | None = None  # None: default_trim()
+    # auto (sample to ~2000 logged transactions a second), full, or a rate in (0, 1]
+    latency_log: Annotated[str, Field(pattern=r"^(auto|full|0?\.\d+|1(\.0*)?)$")] = "auto"
 
 
 _OPTION = {
@@ -36,6 +39,8 @@ _OPTION = {
     "latency_limit_ms": "-L/--latency-limit",
     "clients": "-c/--clients",
     "protocol": "-M/--protocol",
+    "trim_s": "--trim",
+    "latency_log": "--latency-log",
 }
 
 

@@ -24,6 +24,7 @@ class Target:
     password: str | None
     binaries: Binaries  # pgbench comes from here
     data_path: Path | None  # where the server keeps its data, when it is on this host
+    server_log: Path | None = None  # the sandbox's log file (checkpoint events)
 
     def child_env(self, base: Mapping[str, str]) -> dict[str, str]:
         """Environment for pgbench: the password travels here, never on the command line."""
@@ -99,6 +100,7 @@ def sandbox_target(
             password=None,
             binaries=box.binaries(),
             data_path=box.data_dir,
+            server_log=box.log_file,
         )
     finally:
         if started_here:

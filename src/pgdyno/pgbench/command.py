@@ -143,24 +143,22 @@ def run_argv(
     opts: RunOptions,
     log_prefix: Path | None,
     *,
-    pgbench_major: int = 18,
+    sampling_rate: float = 1.0,
     scale: int | None = None,
 ) -> list[str]:
     """The pgbench command line of a run.
 
-    A measured run (`log_prefix` given) adds per-statement latencies (-r), a per-second
-    aggregated log, progress every second (-P 1, which also makes pgbench print the latency
-    standard deviation) and, from PostgreSQL 15, failure counts by kind in the log. No vacuum
-    (-n): every run starts from a fresh copy of a vacuumed dataset. Custom scripts get the
-    dataset's scale as `:scale` (pgbench only detects it for built-ins).
+    A measured run (`log_prefix` given) adds per-statement latencies (-r), pgbench's own
+    per-second report (-P 1, which also makes it print the latency standard deviation) and
+    the per-transaction log (-l), sampled when `sampling_rate` < 1. No vacuum (-n): every run
+    starts from a fresh copy of a vacuumed dataset. Custom scripts get the dataset's scale as
+    `:scale` (pgbench only detects it for built-ins).
 
     >>> from pathlib import Path
     >>> o = RunOptions(builtin_workload("select-only"), clients=2, jobs=2, duration_s=5)
-    >>> run_argv(Path("pgbench"), "dbname=b", o, Path("/r/agg"))[10:]
-    ['-M', 'simple', '-r', '-P', '1', '-l', '--aggregate-interval=1', '--log-prefix=/r/agg', \
-'--failures-detailed', 'dbname=b']
-    >>> " ".join(run_argv(Path("pgbench"), "dbname=b", o, None, pgbench_major=14))
-    'pgbench -n -b select-only@1 -c 2 -j 2 -T 5 -M simple dbname=b'
+    >>> run_argv(Path("pgbench"), "dbname=b", o, Path("/r/tx"), sampling_rate=0.1)[10:]
+    ['-M', 'simple', '-r', '-P', '1', '-l', '--log-prefix=/r/tx', '--sampling-rate=0.1', \
+'dbname=b']
     """
     argv = [str(pgbench), "-n"]
     for script in opts.workload.scripts:
@@ -174,9 +172,9 @@ def run_argv(
     if opts.latency_limit_ms is not None:
         argv += ["-L", f"{opts.latency_limit_ms:g}"]
     if log_prefix is not None:
-        argv += ["-r", "-P", "1", "-l", "--aggregate-interval=1", f"--log-prefix={log_prefix}"]
-        if pgbench_major >= 15:
-            argv.append("--failures-detailed")
+        argv += ["-r", "-P", "1", "-l", f"--log-prefix={log_prefix}"]
+        if sampling_rate < 1.0:
+            argv.append(f"--sampling-rate={sampling_rate:g}")
     argv.append(conninfo)
     return argv
 

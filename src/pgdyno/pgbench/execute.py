@@ -9,7 +9,6 @@ from pathlib import Path
 
 from pgdyno import process
 from pgdyno.errors import ParseError, PgbenchFailed
-from pgdyno.pgbench.logs import Second, merge_intervals, parse_aggregate_log, per_second
 from pgdyno.pgbench.output import Summary, parse_summary
 from pgdyno.postgres.binaries import parse_version_output
 
@@ -21,9 +20,9 @@ POLL_S = 0.2
 @dataclass(frozen=True)
 class PgbenchResult:
     summary: Summary
-    seconds: tuple[Second, ...]
     stdout: str
-    stderr: str
+    stderr: str  # holds the -P progress lines
+    started_at: float  # epoch seconds when pgbench was started
 
 
 def execute(
@@ -33,6 +32,7 @@ def execute(
     duration_s: float,
     env: Mapping[str, str] | None = None,
     on_tick: Callable[[float], None] | None = None,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> PgbenchResult:
     """Run pgbench to completion; `on_tick(elapsed_s)` is called a few times a second.
 
@@ -41,11 +41,14 @@ def execute(
     run_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = run_dir / "pgbench.stdout", run_dir / "pgbench.stderr"
     started = time.monotonic()
+    started_at = time.time()
     with (
         out_path.open("w") as out,
         err_path.open("w") as err,
         process.Child(argv, stdout=out, stderr=err, env=env, cwd=run_dir) as child,
     ):
+        if on_spawn:
+            on_spawn(child.pid)
         while child.poll() is None:
             elapsed = time.monotonic() - started
             if elapsed > duration_s + GRACE_S:
@@ -66,14 +69,9 @@ def execute(
         )
     try:
         summary = parse_summary(stdout)
-        streams = []
-        for path in sorted(run_dir.glob("agg.*")):
-            with path.open() as lines:
-                streams.append(list(parse_aggregate_log(lines)))
-        seconds = tuple(per_second(merge_intervals(streams)))
     except ParseError as exc:
         raise PgbenchFailed(f"pgbench's output could not be read: {exc}", stderr) from exc
-    return PgbenchResult(summary, seconds, stdout, stderr)
+    return PgbenchResult(summary, stdout, stderr, started_at)
 
 
 def version(pgbench: Path) -> str:

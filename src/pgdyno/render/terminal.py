@@ -65,12 +65,18 @@ def run_detail(run: dict[str, Any]) -> list[Table]:
         ("TPS", fmt(run["tps"])),
         ("latency avg / stddev ms", f"{fmt(run['latency_avg_ms'], 3)} / "
                                     f"{fmt(run['latency_stddev_ms'], 3)}"),
+        ("latency p50 / p90 / p99 / p99.9 / max ms",
+         " / ".join(fmt(run.get(f"latency_{p}_ms"), 3)
+                    for p in ("p50", "p90", "p99", "p999", "max"))
+         + (f"  ({run['latency_source']})" if run.get("latency_source") else "")),
         ("transactions / failed", f"{run['transactions']} / {run['failed_transactions']}"),
         ("dataset", f"{(run['dataset_bytes'] or 0) / 1024**2:,.0f} MiB"),
         ("PostgreSQL / pgbench", f"{run['pg_version']} / {run['pgbench_version']}"),
         ("host", f"{host['kernel']}, {host['cpu_model']} x{host['cpu_count']}, "
                  f"{host['memory_bytes'] / 1024**3:.1f} GiB"),
         ("pgbench", " ".join(run["pgbench_argv"])),
+        *_health_rows(run.get("health") or {}),
+        *_device_rows(run.get("devices") or {}),
         ("settings", ", ".join(f"{k}={v}" for k, v in sorted(run["settings"].items()))),
     ]  # fmt: skip
     for name, value in rows:
@@ -87,18 +93,32 @@ def run_detail(run: dict[str, Any]) -> list[Table]:
                 "-" if failures is None else str(failures), row["command"],
             )  # fmt: skip
         tables.append(st)
-    if run["seconds"]:
-        sec = Table(title="per second (pgbench aggregated log)", title_justify="left")
-        for name in ("s", "TPS", "lat avg ms", "lat max ms", "failures"):
-            sec.add_column(name, justify="right")
-        t0 = run["seconds"][0]["t"]
-        for row in run["seconds"]:
-            sec.add_row(
-                str(row["t"] - t0), fmt(row["tps"]), fmt(row["latency_avg_ms"], 3),
-                fmt(row["latency_max_ms"], 3), str(row["failures"]),
-            )  # fmt: skip
-        tables.append(sec)
     return tables
+
+
+def _health_rows(health: dict[str, Any]) -> list[tuple[str, str]]:
+    if not health:
+        return []
+    cpu = health.get("client_cpu_pct")
+    rows = [
+        ("stability", f"TPS CV {fmt(health.get('tps_cv_pct'))}%, trend "
+                      f"{fmt(health.get('tps_trend_pct'))}% over {health.get('measured_s')} s "
+                      f"(first {health.get('trimmed_s')} s trimmed)"),
+        ("pgbench CPU", "-" if cpu is None else
+         f"{cpu:.0f}% of {fmt(health.get('client_capacity_pct'), 0)}% available"),
+    ]  # fmt: skip
+    rows += [("warning", str(w)) for w in health.get("warnings", [])]
+    return rows
+
+
+def _device_rows(devices: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    for role in ("data", "wal"):
+        device = devices.get(role)
+        if isinstance(device, dict):
+            rows.append((f"{role} device", f"{device.get('name')} ({device.get('fstype')}, "
+                         f"{device.get('mount_point')}) for {device.get('path')}"))  # fmt: skip
+    return rows
 
 
 def versions_table(rows: Sequence[Available]) -> Table:

@@ -35,8 +35,10 @@ def current_version(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
-def migrate(conn: sqlite3.Connection) -> list[int]:
-    """Bring the schema up to date; each migration in its own transaction. Returns what ran."""
+def migrate(conn: sqlite3.Connection, target: int | None = None) -> list[int]:
+    """Bring the schema up to date (or to `target`), each migration in its own transaction.
+
+    Returns the versions applied."""
     have = current_version(conn)
     if have > latest_version():
         raise StoreError(
@@ -45,7 +47,7 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
         )
     applied = []
     for version, name, script in migrations():
-        if version <= have:
+        if version <= have or (target is not None and version > target):
             continue
         now = datetime.now(UTC).isoformat(timespec="seconds")
         # executescript commits first; BEGIN/COMMIT inside keeps each migration atomic.

@@ -26,9 +26,15 @@ RUN_COLUMNS = (
     "id", "session_id", "status", "started_at", "finished_at", "workload", "scale", "clients",
     "jobs", "duration_s", "protocol", "rate", "repeat", "warmup_s", "tps", "latency_avg_ms",
     "latency_stddev_ms", "transactions", "failed_transactions", "dataset_bytes", "pg_version",
-    "pgbench_version", "error",
+    "pgbench_version", "error", "latency_p50_ms", "latency_p99_ms", "latency_max_ms",
+    "latency_source",
 )  # fmt: skip
-JSON_COLUMNS = ("pgbench_argv", "settings", "summary")
+JSON_COLUMNS = ("pgbench_argv", "settings", "summary", "health", "devices")
+SECOND_COLUMNS = (
+    "t", "tps", "latency_avg_ms", "latency_stddev_ms", "latency_min_ms", "latency_max_ms",
+    "failures", "lag_avg_ms", "skipped", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms",
+    "latency_p999_ms", "logged",
+)  # fmt: skip
 
 
 def now_iso() -> str:
@@ -128,13 +134,16 @@ class ResultsStore:
     def add_run(self, session_id: int, run: RunRecord) -> int:
         summary = run.summary
         with self._transaction() as conn:
+            lat = run.latency
             cur = conn.execute(
                 "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale,"
                 " clients, jobs, duration_s, protocol, rate, repeat, warmup_s, tps,"
                 " latency_avg_ms, latency_stddev_ms, transactions, failed_transactions,"
                 " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
-                " error, stderr) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?, ?, ?, ?, ?, ?, ?)",
+                " error, stderr, latency_p50_ms, latency_p90_ms, latency_p99_ms,"
+                " latency_p999_ms, latency_max_ms, latency_source, health, devices)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
@@ -147,17 +156,26 @@ class ResultsStore:
                     run.dataset_bytes, run.pg_version, run.pgbench_version,
                     json.dumps(list(run.pgbench_argv)), json.dumps(run.settings),
                     json.dumps(asdict(summary)) if summary else None, run.error, run.stderr,
+                    lat.p50_ms if lat else None, lat.p90_ms if lat else None,
+                    lat.p99_ms if lat else None, lat.p999_ms if lat else None,
+                    lat.max_ms if lat else None, run.latency_source,
+                    json.dumps(run.health), json.dumps(run.devices),
                 ),
             )  # fmt: skip
             run_id = int(cur.lastrowid or 0)
             conn.executemany(
-                "INSERT INTO run_seconds VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (run_id, s.t, s.tps, s.latency_avg_ms, s.latency_stddev_ms, s.latency_min_ms,
-                     s.latency_max_ms, s.failures, s.lag_avg_ms, s.skipped)
-                    for s in run.seconds
-                ],
-            )  # fmt: skip
+                f"INSERT INTO run_seconds (run_id, {', '.join(SECOND_COLUMNS)}) VALUES "
+                f"(?, {', '.join('?' for _ in SECOND_COLUMNS)})",
+                [(run_id, *(getattr(s, c) for c in SECOND_COLUMNS)) for s in run.seconds],
+            )
+            conn.executemany(
+                "INSERT INTO run_samples (run_id, metric, t, value) VALUES (?, ?, ?, ?)",
+                [(run_id, metric, t, value) for t, metric, value in run.samples],
+            )
+            conn.executemany(
+                "INSERT INTO run_events (run_id, t, kind, detail) VALUES (?, ?, ?, ?)",
+                [(run_id, e.t, e.kind, json.dumps(e.detail)) for e in run.events],
+            )
             if summary:
                 conn.executemany(
                     "INSERT INTO run_statements VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -211,7 +229,36 @@ class ResultsStore:
         )
         for second in run["seconds"]:
             del second["run_id"]
+        run["samples"] = self.samples(run_id)
+        run["events"] = [
+            {**event, "detail": json.loads(event["detail"])}
+            for event in self._query(
+                "SELECT t, kind, detail FROM run_events WHERE run_id = ? ORDER BY t", (run_id,)
+            )
+        ]
         return run
+
+    def samples(self, run_id: int) -> dict[str, dict[int, float]]:
+        """metric -> {epoch second -> value} for one run."""
+        series: dict[str, dict[int, float]] = {}
+        for row in self._query(
+            "SELECT metric, t, value FROM run_samples WHERE run_id = ? ORDER BY metric, t",
+            (run_id,),
+        ):
+            series.setdefault(row["metric"], {})[row["t"]] = row["value"]
+        return series
+
+    def recent_tps(
+        self, workload: str, scale: int, clients: int, pg_version: str, target: str
+    ) -> float | None:
+        """TPS of the latest successful run like this one, to size the latency log's sample."""
+        rows = self._query(
+            "SELECT r.tps FROM runs r JOIN sessions s ON s.id = r.session_id"
+            " WHERE r.status = 'ok' AND r.workload = ? AND r.scale = ? AND r.clients = ?"
+            " AND r.pg_version = ? AND s.target = ? ORDER BY r.id DESC LIMIT 1",
+            (workload, scale, clients, pg_version, target),
+        )
+        return float(rows[0]["tps"]) if rows and rows[0]["tps"] is not None else None
 
     def count_seconds(self, run_id: int) -> int:
         rows = self._query("SELECT count(*) AS n FROM run_seconds WHERE run_id = ?", (run_id,))

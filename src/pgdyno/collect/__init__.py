@@ -1,0 +1,1 @@
+"""Collectors of the run timeline: OS and PostgreSQL samplers."""

@@ -1,0 +1,190 @@
+"""PostgreSQL's cumulative statistics, sampled for the run timeline.
+
+`PgStatsSampler.snapshot()` reads the counters of a few pg_stat_* views into one flat dict
+(``"pgstat_wal.wal_bytes"``); `pg_sample()` turns two snapshots into the metrics of the interval
+between them. The views changed between versions, so each query has one `.sql` file per version
+range, and the files give a column the same name wherever it means the same thing:
+
+* pg_stat_bgwriter held the checkpointer's counters up to 16; 17 moved them to
+  pg_stat_checkpointer (named ``num_timed``, ``buffers_written``, ... as there) and dropped
+  ``buffers_backend``, which pg_stat_io (16+) replaces.
+* pg_stat_wal lost ``wal_write``, ``wal_sync`` and their times in 18 (pg_stat_io, object
+  ``wal``, has them).
+* pg_stat_io counts blocks of ``op_bytes`` on 16 and 17, bytes on 18.
+
+Every view read here is readable by any role, so a plain login role gets everything; a query
+that fails anyway (a view revoked from PUBLIC, a server that lacks a column) is left out for the
+rest of the run with one log line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+import psycopg
+
+from pgdyno.postgres.client import Client
+from pgdyno.postgres.queries import load
+
+__all__ = ["PgStatsSampler", "pg_sample", "queries_for"]
+
+
+def queries_for(version_num: int) -> list[str]:
+    """The query files to read on a server of this version (`server_version_num`).
+
+    >>> queries_for(140000)
+    ['pgstat_bgwriter_pre170000', 'pgstat_checkpointer_pre170000', 'pgstat_wal_pre180000', \
+'pgstat_database']
+    >>> queries_for(180001)[-1]
+    'pgstat_io_post180000'
+    """
+    queries = []
+    if version_num >= 170000:
+        queries.append("pgstat_bgwriter_post170000")
+        queries.append("pgstat_checkpointer_post170000")
+    else:
+        queries.append("pgstat_bgwriter_pre170000")
+        queries.append("pgstat_checkpointer_pre170000")
+    if version_num >= 180000:
+        queries.append("pgstat_wal_post180000")
+    else:
+        queries.append("pgstat_wal_pre180000")
+    queries.append("pgstat_database")
+    if version_num >= 180000:
+        queries.append("pgstat_io_post180000")
+    elif version_num >= 160000:
+        queries.append("pgstat_io_post160000")
+    return queries
+
+
+_VERSION_SUFFIX = re.compile(r"_(pre|post)[0-9]{6}$")
+
+
+def key_prefix(query: str) -> str:
+    """The name a query's columns are filed under, the same on every version.
+
+    >>> key_prefix("pgstat_wal_post180000"), key_prefix("pgstat_database")
+    ('pgstat_wal', 'pgstat_database')
+    """
+    return _VERSION_SUFFIX.sub("", query)
+
+
+class PgStatsSampler:
+    """Reads the statistics views of one server through `client`."""
+
+    def __init__(
+        self, client: Client, version_num: int, dbname: str, log: Callable[[str], None]
+    ) -> None:
+        self.client = client
+        self.dbname = dbname
+        self.log = log
+        self.queries = queries_for(version_num)
+
+    def snapshot(self) -> dict[str, float]:
+        """Every cumulative counter now, as ``{"<query>.<column>": value}``.
+
+        A query that fails with a database error (no privilege, no such view or column) is
+        switched off with one log line; connection errors are raised.
+        """
+        values: dict[str, float] = {}
+        for query in list(self.queries):
+            try:
+                row = self._read(query)
+            except psycopg.OperationalError:
+                raise  # the connection is gone: nothing else would work either
+            except psycopg.Error as exc:
+                self.queries.remove(query)
+                self.log(
+                    f"PostgreSQL statistics: {key_prefix(query)} not collected ({_reason(exc)})"
+                )
+                continue
+            prefix = key_prefix(query)
+            for column, value in row.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    values[f"{prefix}.{column}"] = float(value)
+        return values
+
+    def _read(self, query: str) -> dict[str, object]:
+        """The query's one row as column -> value (empty when it returns no row)."""
+        # Client.rows gives no column names: the row comes back as one JSON object instead.
+        text = load(query).strip().rstrip(";")
+        rows = self.client.rows(
+            f"SELECT to_jsonb(q) FROM (\n{text}\n) AS q", {"dbname": self.dbname}
+        )
+        if not rows or not isinstance(rows[0][0], dict):
+            return {}
+        return dict(rows[0][0])
+
+
+def _reason(exc: psycopg.Error) -> str:
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
+# -- metrics of an interval -------------------------------------------------------------------
+
+# metric -> the counter it comes from; the first one present in both snapshots is used.
+_COUNTS: dict[str, tuple[str, ...]] = {
+    "pg.checkpoints_timed": ("pgstat_checkpointer.num_timed",),
+    "pg.checkpoints_requested": ("pgstat_checkpointer.num_requested",),
+    "pg.wal_buffers_full": ("pgstat_wal.wal_buffers_full",),
+    "pg.temp_files": ("pgstat_database.temp_files",),
+    "pg.deadlocks": ("pgstat_database.deadlocks",),
+}
+_RATES: dict[str, tuple[str, ...]] = {
+    "pg.buffers_checkpoint_per_s": ("pgstat_checkpointer.buffers_written",),
+    "pg.buffers_bgwriter_per_s": ("pgstat_bgwriter.buffers_clean",),
+    # pg_stat_io (16+) counts every backend's writes; buffers_backend (up to 16) only those
+    # the checkpointer hears of.
+    "pg.buffers_backend_per_s": ("pgstat_io.backend_buffers", "pgstat_bgwriter.buffers_backend"),
+    "pg.buffers_alloc_per_s": ("pgstat_bgwriter.buffers_alloc",),
+    "pg.wal_bytes_per_s": ("pgstat_wal.wal_bytes",),
+    "pg.wal_records_per_s": ("pgstat_wal.wal_records",),
+    "pg.wal_fpi_per_s": ("pgstat_wal.wal_fpi",),
+    "pg.blks_hit_per_s": ("pgstat_database.blks_hit",),
+    "pg.blks_read_per_s": ("pgstat_database.blks_read",),
+    "pg.temp_bytes_per_s": ("pgstat_database.temp_bytes",),
+    "pg.xact_commit_per_s": ("pgstat_database.xact_commit",),
+    "pg.xact_rollback_per_s": ("pgstat_database.xact_rollback",),
+}
+
+
+def _delta(
+    prev: Mapping[str, float], cur: Mapping[str, float], keys: tuple[str, ...]
+) -> float | None:
+    """How much the first counter present in both snapshots grew; None if it went backwards
+    (statistics reset, database re-created) or is missing."""
+    for key in keys:
+        if key in prev and key in cur:
+            change = cur[key] - prev[key]
+            return change if change >= 0 else None
+    return None
+
+
+def pg_sample(prev: dict[str, float], cur: dict[str, float], seconds: float) -> dict[str, float]:
+    """The metrics of the `seconds` between two snapshots: counts and per-second rates.
+
+    A metric is left out when its counter is missing from either snapshot or went backwards;
+    rates are left out when `seconds` is not positive.
+
+    >>> pg_sample({"pgstat_wal.wal_bytes": 100.0}, {"pgstat_wal.wal_bytes": 300.0}, 2.0)
+    {'pg.wal_bytes_per_s': 100.0}
+    """
+    out: dict[str, float] = {}
+    for metric, keys in _COUNTS.items():
+        change = _delta(prev, cur, keys)
+        if change is not None:
+            out[metric] = change
+    if seconds > 0:
+        for metric, keys in _RATES.items():
+            change = _delta(prev, cur, keys)
+            if change is not None:
+                out[metric] = change / seconds
+    hit = _delta(prev, cur, ("pgstat_database.blks_hit",))
+    read = _delta(prev, cur, ("pgstat_database.blks_read",))
+    if hit is not None and read is not None and hit + read > 0:
+        out["pg.cache_hit_pct"] = 100.0 * hit / (hit + read)
+    return out

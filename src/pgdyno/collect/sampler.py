@@ -1,0 +1,149 @@
+"""The timeline sampler: a thread that reads OS and PostgreSQL counters once a second.
+
+Ticks fall on wall-clock second boundaries, so that every series shares the clock of
+pgbench's per-transaction log: the values of the tick at second t+1 describe the interval
+[t, t+1) and are stored under the epoch second t. A source that fails is switched off with one
+log line; the others go on.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
+from pgdyno.collect.procfs import ProcSnapshot, os_sample, read_snapshot
+from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
+from pgdyno.records import Event
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_ticks(pid: int, proc_root: Path = Path("/proc")) -> int | None:
+    """utime + stime of a process (all its threads), in clock ticks."""
+    try:
+        fields = (proc_root / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def checkpoint_event(event: CheckpointEvent) -> Event:
+    detail = {k: v for k, v in asdict(event).items() if k not in ("at", "phase") and v is not None}
+    return Event(event.at, f"checkpoint_{event.phase}", detail)
+
+
+@dataclass
+class Timeline:
+    samples: list[tuple[int, str, float]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    client_cpu_ticks: int = 0
+    client_seconds: float = 0.0
+
+    @property
+    def client_cpu_pct(self) -> float | None:
+        """pgbench's CPU use over the run, in % of one core."""
+        if self.client_seconds <= 0:
+            return None
+        return 100.0 * self.client_cpu_ticks / CLOCK_TICKS / self.client_seconds
+
+
+class TimelineSampler:
+    def __init__(
+        self,
+        *,
+        log: Callable[[str], None],
+        proc_root: Path = Path("/proc"),
+        devices: Sequence[str] | None = None,
+        pg: PgStatsSampler | None = None,
+        server_log: LogTail | None = None,
+        interval_s: float = 1.0,
+    ) -> None:
+        self.log = log
+        self.proc_root = proc_root
+        self.devices = devices
+        self.pg = pg
+        self.server_log = server_log
+        self.interval_s = interval_s
+        self.timeline = Timeline()
+        self._pid: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="pgdyno-sampler", daemon=True)
+        self._failed: set[str] = set()
+
+    def watch_pid(self, pid: int) -> None:
+        """Also measure this process's CPU use (the load generator)."""
+        self._pid = pid
+
+    def start(self) -> None:
+        if self.server_log is not None:
+            self.server_log.start()
+        self._thread.start()
+
+    def stop(self) -> Timeline:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self.server_log is not None:
+            events = self._guard("server log", self.server_log.read_events) or []
+            self.timeline.events.extend(checkpoint_event(e) for e in events)
+        return self.timeline
+
+    def _guard[T](self, source: str, read: Callable[[], T]) -> T | None:
+        if source in self._failed:
+            return None
+        try:
+            return read()
+        except Exception as exc:  # a collector must never end a benchmark run
+            self._failed.add(source)
+            self.log(f"{source} sampling stopped: {exc}")
+            return None
+
+    def _loop(self) -> None:
+        prev_os: ProcSnapshot | None = None
+        prev_pg: dict[str, float] | None = None
+        prev_cpu: tuple[int, int] | None = None  # (pid, ticks)
+        prev_tick: float | None = None
+        while True:
+            now = time.time()
+            next_tick = (math.floor(now / self.interval_s) + 1) * self.interval_s
+            if self._stop.wait(next_tick - now):
+                return
+            tick = time.time()
+            cur_os = self._guard("OS", lambda: read_snapshot(self.proc_root))
+            cur_pg = self._guard("PostgreSQL", self.pg.snapshot) if self.pg else None
+            pid = self._pid
+            ticks = process_cpu_ticks(pid, self.proc_root) if pid else None
+            if prev_tick is not None:
+                self._record(prev_tick, tick, prev_os, cur_os, prev_pg, cur_pg)
+                if prev_cpu is not None and ticks is not None and prev_cpu[0] == pid:
+                    used = ticks - prev_cpu[1]
+                    seconds = tick - prev_tick
+                    self.timeline.samples.append(
+                        (round(prev_tick), "client.cpu_pct", 100.0 * used / CLOCK_TICKS / seconds)
+                    )
+                    self.timeline.client_cpu_ticks += used
+                    self.timeline.client_seconds += seconds
+            prev_os, prev_pg, prev_tick = cur_os, cur_pg, tick
+            prev_cpu = (pid, ticks) if pid and ticks is not None else None
+
+    def _record(
+        self,
+        prev_tick: float,
+        tick: float,
+        prev_os: ProcSnapshot | None,
+        cur_os: ProcSnapshot | None,
+        prev_pg: dict[str, float] | None,
+        cur_pg: dict[str, float] | None,
+    ) -> None:
+        values: dict[str, float] = {}
+        if prev_os is not None and cur_os is not None:
+            values.update(os_sample(prev_os, cur_os, self.devices))
+        if prev_pg is not None and cur_pg is not None:
+            values.update(pg_sample(prev_pg, cur_pg, tick - prev_tick))
+        t = round(prev_tick)
+        self.timeline.samples.extend((t, name, float(v)) for name, v in values.items())

@@ -1,0 +1,108 @@
+"""One measured pgbench run with everything collected beside it, on one clock."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgdyno.collect.pgstats import PgStatsSampler
+from pgdyno.collect.sampler import TimelineSampler
+from pgdyno.collect.timeline import latency_source, run_percentiles, second_rows
+from pgdyno.pgbench import execute
+from pgdyno.pgbench.command import RunOptions, run_argv
+from pgdyno.pgbench.output import Summary
+from pgdyno.pgbench.progress import parse_progress
+from pgdyno.pgbench.txlog import summarize
+from pgdyno.postgres.client import Client
+from pgdyno.postgres.serverlog import LogTail
+from pgdyno.records import Event, Percentiles, SecondRow
+from pgdyno.stats.steady import Health, assess
+
+
+@dataclass(frozen=True)
+class Collect:
+    """What to collect beside pgbench, fixed for a whole bench session."""
+
+    proc_root: Path
+    devices: Sequence[str] | None  # block devices to sample; None: all
+    stats_client: Client | None  # a connection of its own for the PostgreSQL sampler
+    version_num: int
+    bench_db: str
+    server_log: Path | None  # the sandbox's log, for checkpoint events
+    cpus: int
+    keep_logs: bool = False
+
+
+@dataclass(frozen=True)
+class Measured:
+    summary: Summary
+    seconds: tuple[SecondRow, ...]
+    latency: Percentiles | None
+    latency_source: str
+    samples: tuple[tuple[int, str, float], ...]
+    events: tuple[Event, ...]
+    health: Health
+
+
+def measure(
+    pgbench: Path,
+    dsn: str,
+    opts: RunOptions,
+    *,
+    scale: int,
+    sampling_rate: float,
+    trim_s: int,
+    collect: Collect,
+    run_dir: Path,
+    env: Mapping[str, str],
+    on_tick: Callable[[float], None],
+    log: Callable[[str], None],
+) -> Measured:
+    argv = run_argv(pgbench, dsn, opts, run_dir / "tx", sampling_rate=sampling_rate, scale=scale)
+    pg = None
+    if collect.stats_client is not None:
+        pg = PgStatsSampler(collect.stats_client, collect.version_num, collect.bench_db, log)
+    sampler = TimelineSampler(
+        log=log,
+        proc_root=collect.proc_root,
+        devices=collect.devices,
+        pg=pg,
+        server_log=LogTail(collect.server_log) if collect.server_log else None,
+    )
+    sampler.start()
+    try:
+        result = execute.execute(
+            argv, run_dir=run_dir, duration_s=opts.duration_s, env=env, on_tick=on_tick,
+            on_spawn=sampler.watch_pid,
+        )  # fmt: skip
+    finally:
+        timeline = sampler.stop()
+    logs = sorted(run_dir.glob("tx.*"))
+    per_second, total = summarize(logs, sampling_rate)
+    if not collect.keep_logs:
+        for path in logs:
+            path.unlink(missing_ok=True)
+    rows = second_rows(parse_progress(result.stderr), per_second, result.started_at)
+    lags = [r.lag_avg_ms for r in rows if r.lag_avg_ms is not None]
+    health = assess(
+        [r.tps for r in rows], trim_s,
+        client_cpu_pct=timeline.client_cpu_pct, jobs=opts.jobs, cpus=collect.cpus,
+        lag_avg_ms=sum(lags) / len(lags) if lags else None,
+        skipped=result.summary.skipped_transactions or 0, rate=opts.rate,
+    )  # fmt: skip
+    return Measured(
+        summary=result.summary,
+        seconds=tuple(rows),
+        latency=run_percentiles(total) if total.logged else None,
+        latency_source=latency_source(sampling_rate),
+        samples=tuple(timeline.samples),
+        events=tuple(timeline.events),
+        health=health,
+    )
+
+
+def remove_run_dir(run_dir: Path, keep: bool) -> None:
+    if not keep:
+        shutil.rmtree(run_dir, ignore_errors=True)

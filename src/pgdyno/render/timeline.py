@@ -1,0 +1,113 @@
+"""A run's timeline as rows: the compact terminal view and the full CSV export (pure)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from typing import Any
+
+from rich.table import Table
+
+from pgdyno.render.terminal import fmt
+
+# (header, source, digits): source is a run_seconds column or a sample metric; {data} stands
+# for the device under the data directory.
+COMPACT: tuple[tuple[str, str, int], ...] = (
+    ("TPS", "tps", 0),
+    ("p50 ms", "latency_p50_ms", 2),
+    ("p99 ms", "latency_p99_ms", 2),
+    ("max ms", "latency_max_ms", 1),
+    ("usr%", "cpu.user_pct", 0),
+    ("sys%", "cpu.system_pct", 0),
+    ("wait%", "cpu.iowait_pct", 0),
+    ("rMB/s", "disk.{data}.read_mbps", 1),
+    ("wMB/s", "disk.{data}.write_mbps", 1),
+    ("util%", "disk.{data}.util_pct", 0),
+    ("dirty MB", "mem.dirty_mb", 0),
+    ("wback MB", "mem.writeback_mb", 0),
+    ("ckpt buf/s", "pg.buffers_checkpoint_per_s", 0),
+    ("bgw buf/s", "pg.buffers_bgwriter_per_s", 0),
+    ("bknd buf/s", "pg.buffers_backend_per_s", 0),
+    ("WAL MB/s", "pg.wal_mb_per_s", 1),
+)
+
+
+def data_device(run: Mapping[str, Any]) -> str | None:
+    devices = run.get("devices") or {}
+    data = devices.get("data") if isinstance(devices, dict) else None
+    return data.get("name") if isinstance(data, dict) else None
+
+
+def _series(
+    run: Mapping[str, Any], samples: Mapping[str, Mapping[int, float]]
+) -> dict[str, dict[int, float]]:
+    """Every per-second value of a run by name, run_seconds columns and samples alike."""
+    series: dict[str, dict[int, float]] = {name: dict(values) for name, values in samples.items()}
+    for row in run["seconds"]:
+        for name, value in row.items():
+            if name != "t" and value is not None:
+                series.setdefault(name, {})[row["t"]] = value
+    wal = series.get("pg.wal_bytes_per_s")
+    if wal:
+        series["pg.wal_mb_per_s"] = {t: v / 1e6 for t, v in wal.items()}
+    return series
+
+
+def _seconds(series: Mapping[str, Mapping[int, float]]) -> list[int]:
+    return sorted({t for values in series.values() for t in values})
+
+
+def _event_marks(run: Mapping[str, Any]) -> dict[int, str]:
+    marks: dict[int, str] = {}
+    for event in run.get("events", []):
+        mark = {"checkpoint_start": "C>", "checkpoint_complete": "<C"}.get(event["kind"], "*")
+        t = int(event["t"])
+        marks[t] = (marks.get(t, "") + " " + mark).strip()
+    return marks
+
+
+def compact_table(run: Mapping[str, Any], samples: Mapping[str, Mapping[int, float]]) -> Table:
+    series = _series(run, samples)
+    device = data_device(run) or "?"
+    columns = [(h, src.replace("{data}", device), d) for h, src, d in COMPACT]
+    columns = [c for c in columns if c[1] in series]
+    table = Table(
+        title=f"run {run['id']} timeline (data device {device}; C> checkpoint start, <C complete)",
+        title_justify="left",
+    )
+    table.add_column("s", justify="right")
+    for header, _, _ in columns:
+        table.add_column(header, justify="right")
+    table.add_column("events")
+    marks = _event_marks(run)
+    seconds = _seconds(series)
+    t0 = seconds[0] if seconds else 0
+    for t in seconds:
+        table.add_row(
+            str(t - t0),
+            *(fmt(series[src].get(t), digits) for _, src, digits in columns),
+            marks.get(t, ""),
+        )
+    return table
+
+
+def timeline_csv(run: Mapping[str, Any], samples: Mapping[str, Mapping[int, float]]) -> str:
+    """Every series of a run, one row per second: t (epoch), elapsed, then one column each."""
+    series = _series(run, samples)
+    names = sorted(series)
+    marks = _event_marks(run)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["t", "elapsed_s", *names, "events"])
+    seconds = _seconds(series)
+    t0 = seconds[0] if seconds else 0
+    for t in seconds:
+        writer.writerow(
+            [t, t - t0, *(_csv_value(series[n].get(t)) for n in names), marks.get(t, "")]
+        )
+    return buffer.getvalue()
+
+
+def _csv_value(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"

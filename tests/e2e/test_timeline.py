@@ -1,0 +1,95 @@
+"""The run timeline on a real sandbox: every series on one clock, checkpoints, health."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from psycopg import sql
+
+from conftest import make_env
+from pgdyno.experiment.target import open_sandbox
+from pgdyno.postgres.client import connect
+
+
+def test_tpcb_run_has_a_full_timeline(run_cli, shared_workdir: Path):
+    result = run_cli(
+        shared_workdir, "bench", "--pg-version", "18", "-w", "tpcb-like", "-c", "2", "-T", "12",
+        "--set", "checkpoint_timeout=30s", "--set", "max_wal_size=32MB", "--json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    run = json.loads(result.stdout)[0]
+    seconds = run["seconds"]
+    assert len(seconds) >= 10
+    interior = seconds[1:-1]
+    for row in interior:
+        assert row["tps"] > 0
+        assert row["latency_p50_ms"] <= row["latency_p99_ms"] <= row["latency_max_ms"]
+        # Independent check: the transaction log's count for the second agrees with pgbench's
+        # own -P 1 figure, within what the two slightly different boundaries explain.
+        assert abs(row["logged"] - row["tps"]) <= 0.25 * row["tps"]
+    assert run["latency_source"] == "every transaction"  # first run: no earlier TPS to size from
+    assert run["latency_p50_ms"] <= run["latency_p99_ms"] <= run["latency_max_ms"]
+
+    samples = run["samples"]
+    data = run["devices"]["data"]["name"]
+    for metric in (
+        "cpu.user_pct", "cpu.system_pct", "cpu.iowait_pct", "cpu.idle_pct",
+        f"disk.{data}.write_mbps", f"disk.{data}.read_mbps", "mem.dirty_mb",
+        "mem.writeback_mb", "pg.buffers_checkpoint_per_s", "pg.buffers_bgwriter_per_s",
+        "pg.buffers_backend_per_s", "pg.wal_bytes_per_s", "client.cpu_pct",
+    ):  # fmt: skip
+        assert metric in samples, metric
+        assert len(samples[metric]) >= 10, metric
+    ticks = {int(t) for t in samples["cpu.user_pct"]}
+    overlap = ticks & {row["t"] for row in seconds}
+    assert len(overlap) >= len(seconds) - 2  # one clock for pgbench and the samplers
+    assert sum(samples["pg.wal_bytes_per_s"].values()) > 1e6
+    kinds = {e["kind"] for e in run["events"]}
+    assert {"checkpoint_start", "checkpoint_complete"} <= kinds
+    complete = next(e for e in run["events"] if e["kind"] == "checkpoint_complete")
+    assert complete["detail"]["buffers"] >= 0 and complete["detail"]["total_s"] >= 0
+    health = run["health"]
+    assert health["measured_s"] >= 8 and health["tps_cv_pct"] is not None
+    assert health["client_cpu_pct"] is not None and health["client_cpu_pct"] > 0
+
+    table = run_cli(shared_workdir, "runs", "show", str(run["id"]), "--timeline")
+    assert table.code == 0 and "p99 ms" in table.stdout and "C>" in table.stdout
+    exported = run_cli(shared_workdir, "runs", "show", str(run["id"]), "--csv")
+    rows = list(csv.DictReader(io.StringIO(exported.stdout)))
+    assert len(rows) >= len(seconds)
+    assert {"tps", "latency_p99_ms", "cpu.iowait_pct", "pg.wal_bytes_per_s"} <= set(rows[0])
+
+
+def test_second_run_samples_its_latency_log(run_cli, shared_workdir: Path):
+    """Sized from the first run's TPS: select-only here logs only a sample."""
+    args = ["bench", "--pg-version", "18", "-w", "select-only", "-c", "2", "-T", "3", "--json"]
+    assert run_cli(shared_workdir, *args).code == 0
+    run = json.loads(run_cli(shared_workdir, *args).stdout)[0]
+    if run["tps"] > 3000:
+        assert run["latency_source"].startswith("sampled: ")
+        assert any(a.startswith("--sampling-rate=") for a in run["pgbench_argv"])
+    assert run["latency_p99_ms"] is not None
+
+
+def test_unprivileged_role_on_an_existing_server(run_cli, workdir: Path, cache_dir, binaries):
+    """No superuser, no pg_monitor: a run is still produced, with a note of what is missing."""
+    assert run_cli(workdir, "sandbox", "start", "--pg-version", "18").code == 0
+    try:
+        box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
+        with connect(box.conninfo()) as admin:
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS bencher"))
+            admin.execute(sql.SQL("CREATE ROLE bencher LOGIN CREATEDB"))
+        dsn = box.conninfo().replace("user=postgres", "user=bencher")
+        result = run_cli(workdir, "bench", "--pg-version", "18", "--dsn", dsn,
+                         "-w", "select-only", "-T", "2", "--json")  # fmt: skip
+        assert result.code == 0, result.stderr
+        run = json.loads(result.stdout)[0]
+        assert run["status"] == "ok" and run["tps"] > 0
+        assert run["latency_p99_ms"] is not None
+        assert "cpu.user_pct" in run["samples"]
+        assert "not collected" in result.stderr  # says what a plain role cannot see
+    finally:
+        assert run_cli(workdir, "sandbox", "stop").code == 0
