@@ -7,7 +7,7 @@ range, and the files give a column the same name wherever it means the same thin
 
 * pg_stat_bgwriter held the checkpointer's counters up to 16; 17 moved them to
   pg_stat_checkpointer (named ``num_timed``, ``buffers_written``, ... as there) and dropped
-  ``buffers_backend``, which pg_stat_io (16+) replaces.
+  ``buffers_backend``; pg_stat_io (16+) has the writes of each process type.
 * pg_stat_wal lost ``wal_write``, ``wal_sync`` and their times in 18 (pg_stat_io, object
   ``wal``, has them).
 * pg_stat_io counts blocks of ``op_bytes`` on 16 and 17, bytes on 18.
@@ -33,9 +33,8 @@ __all__ = ["PgStatsSampler", "pg_sample", "queries_for"]
 def queries_for(version_num: int) -> list[str]:
     """The query files to read on a server of this version (`server_version_num`).
 
-    >>> queries_for(140000)
-    ['pgstat_bgwriter_pre170000', 'pgstat_checkpointer_pre170000', 'pgstat_wal_pre180000', \
-'pgstat_database']
+    >>> queries_for(150000)[-2:]
+    ['pgstat_wal_pre180000', 'pgstat_database']
     >>> queries_for(180001)[-1]
     'pgstat_io_post180000'
     """
@@ -109,9 +108,8 @@ class PgStatsSampler:
         """The query's one row as column -> value (empty when it returns no row)."""
         # Client.rows gives no column names: the row comes back as one JSON object instead.
         text = load(query).strip().rstrip(";")
-        rows = self.client.rows(
-            f"SELECT to_jsonb(q) FROM (\n{text}\n) AS q", {"dbname": self.dbname}
-        )
+        params = {"dbname": self.dbname} if "%(dbname)s" in text else None
+        rows = self.client.rows(f"SELECT to_jsonb(q) FROM (\n{text}\n) AS q", params)
         if not rows or not isinstance(rows[0][0], dict):
             return {}
         return dict(rows[0][0])
@@ -137,8 +135,7 @@ _COUNTS: dict[str, tuple[str, ...]] = {
 _RATES: dict[str, tuple[str, ...]] = {
     "pg.buffers_checkpoint_per_s": ("pgstat_checkpointer.buffers_written",),
     "pg.buffers_bgwriter_per_s": ("pgstat_bgwriter.buffers_clean",),
-    # pg_stat_io (16+) counts every backend's writes; buffers_backend (up to 16) only those
-    # the checkpointer hears of.
+    # pg_stat_io (16+) first: buffers_backend (up to 16) counts relation extensions as writes.
     "pg.buffers_backend_per_s": ("pgstat_io.backend_buffers", "pgstat_bgwriter.buffers_backend"),
     "pg.buffers_alloc_per_s": ("pgstat_bgwriter.buffers_alloc",),
     "pg.wal_bytes_per_s": ("pgstat_wal.wal_bytes",),

@@ -1,0 +1,129 @@
+"""The statistics sampler and the server log tail against a real sandbox (PostgreSQL 18)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import make_env
+from pgdyno import process
+from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
+from pgdyno.experiment.target import open_sandbox
+from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.cluster import Sandbox
+from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
+
+PREFIXES = ("pgstat_bgwriter.", "pgstat_checkpointer.", "pgstat_wal.", "pgstat_database.",
+            "pgstat_io.")  # fmt: skip
+DENIED = "PostgreSQL statistics: pgstat_io not collected (permission denied for view pg_stat_io)"
+
+
+@pytest.fixture
+def box(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
+    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
+    sandbox.start({}, owner_pid=None)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def sampler(client: Client, notes: list[str]) -> PgStatsSampler:
+    version = client.server_info().version_num
+    assert version >= 180000
+    return PgStatsSampler(client, version, "bench", notes.append)
+
+
+def watcher_dsn(box: Sandbox) -> str:
+    """A plain login role on the Unix socket (trusted there, like every role)."""
+    return f"host={box.socket_dir} port={box.state().port} user=watcher dbname=postgres"
+
+
+def test_snapshot_keys_and_a_write_load(box: Sandbox, binaries: Binaries):
+    pgbench = binaries.tool("pgbench")
+    with connect(box.conninfo()) as client:
+        client.rows("CREATE DATABASE bench")
+        process.run([pgbench, "-i", "-q", "-s", "1", box.conninfo("bench")], what="pgbench -i")
+        notes: list[str] = []
+        stats = sampler(client, notes)
+        before = stats.snapshot()
+        started = time.monotonic()
+        process.run(
+            [pgbench, "-n", "-c", "2", "-T", "2", box.conninfo("bench")], what="pgbench", timeout=60
+        )
+        after = stats.snapshot()
+        deadline = time.monotonic() + 5  # backends flush their counters at most once a second
+        while after["pgstat_database.xact_commit"] == before["pgstat_database.xact_commit"]:
+            assert time.monotonic() < deadline, "the run's commits never showed"
+            time.sleep(0.2)
+            after = stats.snapshot()
+        seconds = time.monotonic() - started
+    assert notes == []
+    assert set(before) == set(after)
+    assert len(before) == 36 and all(key.startswith(PREFIXES) for key in before)
+    for key in ("pgstat_wal.wal_bytes", "pgstat_database.blks_hit", "pgstat_database.xact_commit"):
+        assert after[key] > before[key], key
+    sample = pg_sample(before, after, seconds)
+    assert sample["pg.wal_bytes_per_s"] > 0
+    assert sample["pg.xact_commit_per_s"] > 0
+    assert 0 < sample["pg.cache_hit_pct"] <= 100
+    assert all(value >= 0 for value in sample.values())
+
+
+def test_a_checkpoint_is_seen_by_the_log_tail(box: Sandbox):
+    tail = LogTail(box.log_file)
+    tail.start()
+    began = time.time()
+    with connect(box.conninfo()) as client:
+        client.rows("CHECKPOINT")
+    ended = time.time()
+    found: list[CheckpointEvent] = []
+    deadline = time.monotonic() + 10
+    while len(found) < 2 and time.monotonic() < deadline:
+        found += tail.read_events()
+        time.sleep(0.05)
+    start, complete = found
+    assert (start.phase, complete.phase) == ("start", "complete")
+    assert start.kind == complete.kind == "checkpoint"
+    assert start.reason.startswith("immediate force wait") and complete.reason == start.reason
+    assert began - 1 <= start.at <= complete.at <= ended + 1
+    assert complete.buffers is not None and complete.total_s is not None
+    assert complete.slru_buffers is not None and complete.lsn is not None  # the 18 format
+    assert tail.read_events() == []
+
+
+def test_a_role_without_pg_monitor_gets_every_query(box: Sandbox):
+    with connect(box.conninfo()) as admin:
+        admin.rows("CREATE ROLE watcher LOGIN")
+        admin.rows("CREATE DATABASE bench")
+        everything = sampler(admin, []).snapshot()
+    with connect(watcher_dsn(box)) as client:
+        assert client.rows(
+            "SELECT rolsuper, pg_has_role('watcher', 'pg_monitor', 'MEMBER') "
+            "FROM pg_roles WHERE rolname = current_user"
+        ) == [(False, False)]
+        notes: list[str] = []
+        values = sampler(client, notes).snapshot()
+    # pg_stat_bgwriter, _checkpointer, _wal, _io and _database are readable by PUBLIC.
+    assert notes == []
+    assert set(values) == set(everything)
+
+
+def test_a_view_revoked_from_public_is_switched_off_with_one_line(box: Sandbox):
+    with connect(box.conninfo()) as admin:
+        admin.rows("CREATE ROLE watcher LOGIN")
+        admin.rows("CREATE DATABASE bench")
+        admin.rows("REVOKE SELECT ON pg_stat_io FROM PUBLIC")
+        everything = sampler(admin, []).snapshot()
+    with connect(watcher_dsn(box)) as client:
+        notes: list[str] = []
+        stats = sampler(client, notes)
+        first = stats.snapshot()
+        second = stats.snapshot()
+    assert notes == [DENIED]
+    assert set(first) == set(second) == {k for k in everything if not k.startswith("pgstat_io.")}
+    assert any(k.startswith("pgstat_io.") for k in everything)
