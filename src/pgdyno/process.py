@@ -139,7 +139,10 @@ class Child:
                 stdout=stdout,
                 stderr=stderr,
                 text=True,
-                start_new_session=True,
+                # Its own process group (to signal it whole), but pgdyno's session: a new
+                # session would put pgbench in a scheduler autogroup of its own, which measured
+                # ~5% fewer TPS where sched_autogroup_enabled=1 (the seed 000 effect).
+                process_group=0,
                 preexec_fn=_die_with_parent,
                 **_popen_kwargs(run_as, env, cwd),  # type: ignore[call-overload]
             )

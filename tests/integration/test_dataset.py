@@ -12,6 +12,8 @@ from pgdyno.experiment.target import open_sandbox
 from pgdyno.pgbench.dataset import (
     BENCH_DB,
     ensure_dataset,
+    is_pristine,
+    mark_in_use,
     ready_templates,
     reset_bench_db,
     template_name,
@@ -34,6 +36,9 @@ def test_generate_once_reuse_and_reset(workdir: Path, cache_dir: Path, binaries)
 
             version = client.server_info().version_num
             reset_bench_db(client, first.template, version)
+            assert is_pristine(client, first.template)
+            mark_in_use(client)  # what the runner does before a writing run
+            assert not is_pristine(client, first.template)
             bench_dsn = with_dbname(box.conninfo(), BENCH_DB)
             process.run(
                 [pgbench, "-n", "-T", "2", "-c", "2", bench_dsn], what="pgbench", timeout=60

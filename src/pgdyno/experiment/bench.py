@@ -18,7 +18,14 @@ from pgdyno.host.facts import HostFacts, free_disk_bytes
 from pgdyno.host.layout import device_names, locate_devices
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, Workload, run_argv
-from pgdyno.pgbench.dataset import BENCH_DB, Dataset, ensure_dataset, reset_bench_db
+from pgdyno.pgbench.dataset import (
+    BENCH_DB,
+    Dataset,
+    ensure_dataset,
+    is_pristine,
+    mark_in_use,
+    reset_bench_db,
+)
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
 from pgdyno.postgres.client import Client, connect, with_dbname
 from pgdyno.records import RunCell, RunRecord
@@ -138,7 +145,6 @@ def run_bench(
                     datasets[cell.scale] = ensure_dataset(
                         client, pgbench, cell.scale, env=child_env
                     )
-                    runner.dirty = True
                 run_dir = run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
                 record = runner.run(cell, replace(base, cell=cell), datasets[cell.scale], run_dir)
                 run_id = store.add_run(session_id, record)
@@ -186,7 +192,6 @@ class _CellRunner:
         self.expected_tps = expected_tps
         self.bench_dsn = with_dbname(target.dsn, BENCH_DB)
         self.workloads: dict[str, Workload] = {w.name: w for w in spec.workloads}
-        self.dirty = True  # the bench database may differ from the template
 
     def _sampling_rate(self, cell: RunCell, warmup_tps: float | None) -> float:
         mode = self.spec.latency_log
@@ -204,10 +209,11 @@ class _CellRunner:
         )  # fmt: skip
         record = replace(record, started_at=now_iso(), dataset_bytes=dataset.size_bytes)
         try:
-            if self.dirty:
+            if not is_pristine(self.client, dataset.template):
                 self.progress.phase(f"copying dataset scale {cell.scale}")
                 reset_bench_db(self.client, dataset.template, self.collect.version_num)
-            self.dirty = workload.may_write
+            if workload.may_write:
+                mark_in_use(self.client)
             offset, warmup_tps = 0.0, None
             if self.spec.warmup_s:
                 self.progress.phase("warming up")
@@ -235,13 +241,11 @@ class _CellRunner:
                 on_tick=lambda t: self.progress.tick(cell, offset + t), log=self.log,
             )  # fmt: skip
         except PgbenchFailed as exc:
-            self.dirty = True
             return replace(
                 record, status="failed", finished_at=now_iso(), error=str(exc),
                 stderr=exc.stderr[-20000:],
             )  # fmt: skip
         except (KeyboardInterrupt, Interrupted):
-            self.dirty = True
             return replace(
                 record, status="interrupted", finished_at=now_iso(),
                 error="interrupted before the run finished",

@@ -24,6 +24,10 @@ from pgdyno.postgres.queries import load
 
 BENCH_DB = "pgdyno_bench"
 MARKER_PREFIX = "pgdyno dataset v1"
+# The bench database's comment says whether it is still an untouched copy of a template, so
+# read-only runs (also in later sessions) can reuse it, warm, instead of copying again.
+PRISTINE = "pgdyno bench: pristine copy of {template}"
+IN_USE = "pgdyno bench: changed by a writing run"
 
 
 @dataclass(frozen=True)
@@ -95,11 +99,7 @@ def ensure_dataset(
         raise DatasetError(
             f"generating the dataset (pgbench -i -s {scale}) failed: {reason}"
         ) from exc
-    client.execute(
-        sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-            sql.Identifier(name), sql.Literal(marker(scale))
-        )
-    )
+    _comment(client, name, marker(scale))
     _checkpoint(client)
     return Dataset(name, scale, client.database_size(name), True, time.monotonic() - started)
 
@@ -131,17 +131,39 @@ def reset_bench_db(client: Client, template: str, server_version_num: int) -> No
             try:
                 client.execute(sql.SQL("SET file_copy_method = clone"))
                 client.execute(create)
+                _comment(client, BENCH_DB, PRISTINE.format(template=template))
                 return
             except psycopg.Error:
                 _drop(client, BENCH_DB)
             finally:
                 client.execute(sql.SQL("RESET file_copy_method"))
         client.execute(create)
+        _comment(client, BENCH_DB, PRISTINE.format(template=template))
     except psycopg.Error as exc:
         raise DatasetError(
             f"could not copy dataset {template} into {BENCH_DB} ({str(exc).strip()}); "
             "check free disk space and that nobody is connected to the template."
         ) from exc
+
+
+def _comment(client: Client, dbname: str, text: str) -> None:
+    client.execute(
+        sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(dbname), sql.Literal(text))
+    )
+
+
+def is_pristine(client: Client, template: str) -> bool:
+    """True when the bench database is an untouched copy of `template`."""
+    rows = client.rows(
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %(db)s",
+        {"db": BENCH_DB},
+    )
+    return bool(rows) and rows[0][0] == PRISTINE.format(template=template)
+
+
+def mark_in_use(client: Client) -> None:
+    """Called before a run that may write: the copy is no longer pristine."""
+    _comment(client, BENCH_DB, IN_USE)
 
 
 def drop_datasets(client: Client) -> list[str]:

@@ -14,7 +14,9 @@ from pgdyno.postgres.binaries import parse_version_output
 
 # pgbench needs time beyond -T to connect and to finish in-flight transactions.
 GRACE_S = 120
-POLL_S = 0.2
+# How often pgdyno wakes up while pgbench runs (progress bar, time-out): rarely, to stay
+# out of the way of the load generator and the server.
+POLL_S = 0.5
 
 
 @dataclass(frozen=True)
