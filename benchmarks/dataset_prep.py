@@ -13,21 +13,16 @@ read the ratio, not the seconds.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 from psycopg import sql
+from throwaway import throwaway_sandbox
 
 from pgdyno import process
-from pgdyno.environment import Environment, default_cache_dir
-from pgdyno.experiment.target import open_sandbox
 from pgdyno.pgbench.command import INIT_STEPS, init_argv
 from pgdyno.pgbench.dataset import drop_datasets, ensure_dataset, reset_bench_db
-from pgdyno.postgres.binaries import resolve
 from pgdyno.postgres.client import Client, connect, with_dbname
 
 RUNS = 3  # the figure; --runs changes it
@@ -77,15 +72,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=RUNS, help="runs the dataset is prepared for")
     args = parser.parse_args()
     runs = args.runs
-    is_root = os.geteuid() == 0
-    workdir = Path(tempfile.mkdtemp(prefix="pgdyno-bench-", dir="/tmp"))
-    workdir.chmod(0o755)
-    cache = default_cache_dir(os.environ, is_root)
-    env = Environment(workdir, cache, workdir / "results.sqlite", dict(os.environ), is_root=is_root)
-    binaries = resolve(None, 18, cache)
-    box = open_sandbox(env, binaries, print)
-    box.start({}, owner_pid=os.getpid())
-    try:
+    with throwaway_sandbox("pgdyno-bench-") as (_workdir, binaries, box):
         pgbench = binaries.tool("pgbench")
         with connect(box.conninfo()) as client:
             version_num = client.server_info().version_num
@@ -115,9 +102,6 @@ def main() -> None:
             f"and {statistics.median(reads):.2f}x for read-only ones (median of {len(writes)} "
             "rounds; target >= 2x)"
         )
-    finally:
-        box.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

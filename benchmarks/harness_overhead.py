@@ -13,18 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from pgdyno.environment import Environment, default_cache_dir
-from pgdyno.experiment.target import open_sandbox
+from throwaway import throwaway_sandbox
+
 from pgdyno.pgbench.dataset import BENCH_DB
 from pgdyno.pgbench.output import parse_summary
-from pgdyno.postgres.binaries import resolve
 
 
 def pgdyno_tps(workdir: Path, clients: int, seconds: int, latency_log: str) -> float:
@@ -65,15 +62,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
-    is_root = os.geteuid() == 0
-    workdir = Path(tempfile.mkdtemp(prefix="pgdyno-overhead-", dir="/tmp"))
-    workdir.chmod(0o755)
-    cache = default_cache_dir(os.environ, is_root)
-    env = Environment(workdir, cache, workdir / "results.sqlite", dict(os.environ), is_root=is_root)
-    binaries = resolve(None, 18, cache)
-    box = open_sandbox(env, binaries, print)
-    box.start({}, owner_pid=None)  # kept running across the pgdyno commands below
-    try:
+    with throwaway_sandbox("pgdyno-overhead-") as (workdir, binaries, box):
         dsn = box.conninfo(BENCH_DB)
         pgbench = binaries.tool("pgbench")
         # Untimed: builds the dataset and gives pgdyno a TPS to size its latency sample from.
@@ -86,9 +75,6 @@ def main() -> None:
         print(f"harness_overhead: pgdyno/bare pgbench TPS ratio {default:.3f} with default "
               f"collection (target >= 0.97), {full:.3f} with full per-transaction logging "
               f"(median of {args.pairs} interleaved pairs each)")  # fmt: skip
-    finally:
-        box.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

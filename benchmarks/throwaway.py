@@ -1,0 +1,33 @@
+"""A throwaway sandbox for benchmark scripts: its own work directory, always cleaned up."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pgdyno.environment import Environment, default_cache_dir
+from pgdyno.experiment.target import open_sandbox
+from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.postgres.cluster import Sandbox
+
+
+@contextmanager
+def throwaway_sandbox(prefix: str) -> Iterator[tuple[Path, Binaries, Sandbox]]:
+    """A started PostgreSQL 18 sandbox in a fresh /tmp work directory; stopped and removed."""
+    is_root = os.geteuid() == 0
+    workdir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    workdir.chmod(0o755)  # the sandbox user must reach it
+    cache = default_cache_dir(os.environ, is_root)
+    env = Environment(workdir, cache, workdir / "results.sqlite", dict(os.environ), is_root=is_root)
+    binaries = resolve(None, 18, cache)
+    box = open_sandbox(env, binaries, print)
+    box.start({}, owner_pid=None)  # pgdyno commands run inside must find it running
+    try:
+        yield workdir, binaries, box
+    finally:
+        box.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
