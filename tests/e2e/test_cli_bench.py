@@ -31,7 +31,10 @@ def test_readme_demo_prints_a_tps_table_and_stores_series(run_cli, shared_workdi
     assert len(rows) == 4  # tpcb-like and select-only at 1 and 2 clients
     assert "results database: " in result.stdout
     with sqlite3.connect(shared_workdir / "results.sqlite") as db:
-        runs = db.execute("SELECT id, status, tps, duration_s FROM runs").fetchall()
+        runs = db.execute(
+            "SELECT id, status, tps, duration_s FROM runs"
+            " WHERE session_id = (SELECT max(id) FROM sessions)"
+        ).fetchall()
         assert len(runs) == 4 and all(status == "ok" and tps > 0 for _, status, tps, _ in runs)
         for run_id, _, _, duration in runs:
             seconds = db.execute(

@@ -58,7 +58,7 @@ class MatrixProgress:
     def phase(self, text: str) -> None:
         if self.task is not None:
             self.bar.update(self.task, description=text)
-        if not self.live and text.startswith("preparing"):
+        if not self.live and text.startswith("dataset"):
             self.console.print(text)
 
     def tick(self, cell: RunCell, elapsed_s: float) -> None:

@@ -36,7 +36,7 @@ from pgdyno.store.results import ResultsStore, now_iso
 RUN_OVERHEAD_S = 3.0
 
 
-class Progress(Protocol):
+class ProgressReporter(Protocol):
     def planned(self, cells: list[RunCell], seconds_per_run: float) -> None: ...
     def phase(self, text: str) -> None: ...
     def tick(self, cell: RunCell, elapsed_s: float) -> None: ...
@@ -67,7 +67,7 @@ def run_bench(
     command: list[str],
     run_root: Path,
     env: Mapping[str, str],
-    progress: Progress,
+    progress: ProgressReporter,
     log: Callable[[str], None],
     keep_files: bool = False,
     proc_root: Path = Path("/proc"),
@@ -141,7 +141,7 @@ def run_bench(
         try:
             for cell in cells:
                 if cell.scale not in datasets:
-                    progress.phase(f"preparing dataset scale {cell.scale}")
+                    progress.phase(f"dataset scale {cell.scale}: reusing or generating it")
                     datasets[cell.scale] = ensure_dataset(
                         client, pgbench, cell.scale, env=child_env
                     )
@@ -178,7 +178,7 @@ class _CellRunner:
         client: Client,
         collect: Collect,
         env: dict[str, str],
-        progress: Progress,
+        progress: ProgressReporter,
         log: Callable[[str], None],
         expected_tps: Callable[[RunCell], float | None],
     ) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,8 +100,3 @@ def measure(
         events=tuple(timeline.events),
         health=health,
     )
-
-
-def remove_run_dir(run_dir: Path, keep: bool) -> None:
-    if not keep:
-        shutil.rmtree(run_dir, ignore_errors=True)
