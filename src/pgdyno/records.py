@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from pgdyno.pgbench.output import Summary
 
+Sample = tuple[int, str, float]  # (epoch second, metric, value): one point of a series
+
 
 @dataclass(frozen=True)
 class RunCell:
@@ -76,7 +78,7 @@ class RunRecord:
     stderr: str | None = None
     latency: Percentiles | None = None  # over the measured window
     latency_source: str | None = None
-    samples: tuple[tuple[int, str, float], ...] = ()  # (t, metric, value)
+    samples: tuple[Sample, ...] = ()
     events: tuple[Event, ...] = ()
     health: dict[str, object] = field(default_factory=dict)
     devices: dict[str, object] = field(default_factory=dict)

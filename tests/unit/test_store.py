@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,6 @@ import pytest
 from pgdyno.collect.timeline import run_percentiles, second_rows
 from pgdyno.errors import StoreError
 from pgdyno.pgbench.output import parse_summary
-from pgdyno.pgbench.progress import parse_progress
 from pgdyno.pgbench.txlog import summarize
 from pgdyno.records import Event, RunCell, RunRecord
 from pgdyno.store.migrate import latest_version, migrate
@@ -21,8 +21,8 @@ PGBENCH = Path(__file__).parent.parent / "data" / "pgbench" / "pg18"
 
 def recorded_run() -> RunRecord:
     summary = parse_summary((PGBENCH / "tpcb_r.stdout").read_text())
-    per_second, total = summarize([PGBENCH / "txlog.log"])
-    progress = parse_progress((PGBENCH / "progress.stderr").read_text())
+    (second,), total = summarize([PGBENCH / "txlog.log"])  # one second of recorded log
+    per_second = [replace(second, t=(second.t or 0) + i) for i in range(4)]
     started = float(per_second[0].t or 0)
     return RunRecord(
         cell=RunCell(0, 2, "tpcb-like", 2, 2, 1), status="ok",
@@ -30,7 +30,7 @@ def recorded_run() -> RunRecord:
         protocol="simple", rate=None, warmup_s=0, pg_version="18.6", pgbench_version="18.6",
         pgbench_argv=("pgbench", "-c", "2"), settings={"work_mem": "4096 kB"},
         dataset_bytes=30_000_000, summary=summary,
-        seconds=tuple(second_rows(progress, per_second, started)),
+        seconds=tuple(second_rows(per_second, total, total.transactions)),  # 2 whole seconds
         latency=run_percentiles(total), latency_source="every transaction",
         samples=((int(started), "cpu.user_pct", 12.5), (int(started) + 1, "cpu.user_pct", 14.0)),
         events=(Event(started + 0.5, "checkpoint_start", {"reason": "time"}),),

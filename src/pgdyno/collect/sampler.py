@@ -20,7 +20,7 @@ from pathlib import Path
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.procfs import ProcSnapshot, os_sample, read_snapshot
 from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
-from pgdyno.records import Event
+from pgdyno.records import Event, Sample
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -41,7 +41,7 @@ def checkpoint_event(event: CheckpointEvent) -> Event:
 
 @dataclass
 class Timeline:
-    samples: list[tuple[int, str, float]] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     client_cpu_ticks: int = 0
     client_seconds: float = 0.0

@@ -1,4 +1,4 @@
-"""Put pgbench's per-second output on the wall clock shared by every other series (pure)."""
+"""pgbench's per-second figures on the wall clock shared by every other series (pure)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pgdyno.pgbench.progress import Progress
 from pgdyno.pgbench.txlog import LatencySummary
-from pgdyno.records import Percentiles, SecondRow
+from pgdyno.records import Percentiles, Sample, SecondRow
 
 
 def progress_second(started_at: float, elapsed_s: float) -> int:
@@ -18,36 +18,54 @@ def progress_second(started_at: float, elapsed_s: float) -> int:
     return round(started_at + elapsed_s - 1.0)
 
 
-def second_rows(
-    progress: Sequence[Progress], latencies: Sequence[LatencySummary], started_at: float
-) -> list[SecondRow]:
-    """Throughput from pgbench's own -P 1 report, percentiles and max from its transaction log.
+PROGRESS_METRIC = "pgbench.progress_tps"
 
-    `started_at` is the epoch time pgbench was started.
+
+def progress_samples(progress: Sequence[Progress], started_at: float) -> list[Sample]:
+    """pgbench's own -P 1 throughput, kept beside the timeline as a cross-check.
+
+    Its intervals run from pgbench's start, not from the top of a second, so each is filed
+    under the epoch second it overlaps most (`started_at` is when pgbench was started).
     """
-    by_second = {s.t: s for s in latencies if s.t is not None}
-    rows = []
-    for p in progress:
-        t = progress_second(started_at, p.elapsed_s)
-        lat = by_second.get(t)
-        rows.append(
-            SecondRow(
-                t=t,
-                tps=p.tps,
-                latency_avg_ms=p.latency_avg_ms,
-                latency_stddev_ms=p.latency_stddev_ms,
-                latency_max_ms=lat.max_ms if lat else None,
-                failures=p.failed or 0,
-                lag_avg_ms=p.lag_ms,
-                skipped=p.skipped or 0,
-                latency_p50_ms=lat.p50_ms if lat else None,
-                latency_p90_ms=lat.p90_ms if lat else None,
-                latency_p99_ms=lat.p99_ms if lat else None,
-                latency_p999_ms=lat.p999_ms if lat else None,
-                logged=lat.logged if lat else None,
-            )
+    return [(progress_second(started_at, p.elapsed_s), PROGRESS_METRIC, p.tps) for p in progress]
+
+
+def second_rows(
+    latencies: Sequence[LatencySummary], total: LatencySummary, transactions: int
+) -> list[SecondRow]:
+    """One row per whole wall-clock second, counted from pgbench's transaction log.
+
+    The log stamps each transaction with its completion time, so its seconds are the same
+    epoch seconds the samplers use. The first and last seconds are cut by the start and end of
+    the run and are left out. From a sampled log, counts are scaled so that they add up to
+    `transactions`, pgbench's exact count for the whole run.
+
+    >>> def sec(t, n): return LatencySummary(t, n, n, 1, 2, 3, 4, 5, 0, 0, None, None, 1.5, 0.5)
+    >>> seconds = [sec(9, 40), sec(10, 100), sec(11, 110), sec(12, 7)]
+    >>> rows = second_rows(seconds, sec(None, 257), 514)
+    >>> [(r.t, r.tps, r.latency_p99_ms, r.logged) for r in rows]
+    [(10, 200.0, 3, 100), (11, 220.0, 3, 110)]
+    """
+    factor = transactions / total.transactions if total.transactions else 1.0
+    return [
+        SecondRow(
+            t=s.t,
+            tps=s.transactions * factor,
+            latency_avg_ms=s.avg_ms,
+            latency_min_ms=s.min_ms,
+            latency_max_ms=s.max_ms,
+            failures=round(s.failed * factor),
+            lag_avg_ms=s.lag_avg_ms,
+            skipped=round(s.skipped * factor),
+            latency_p50_ms=s.p50_ms,
+            latency_p90_ms=s.p90_ms,
+            latency_p99_ms=s.p99_ms,
+            latency_p999_ms=s.p999_ms,
+            logged=s.logged,
         )
-    return rows
+        for s in latencies[1:-1]
+        if s.t is not None
+    ]
 
 
 def run_percentiles(total: LatencySummary) -> Percentiles:

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.sampler import TimelineSampler
-from pgdyno.collect.timeline import latency_source, run_percentiles, second_rows
+from pgdyno.collect.timeline import (
+    latency_source,
+    progress_samples,
+    run_percentiles,
+    second_rows,
+)
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, run_argv
 from pgdyno.pgbench.output import Summary
@@ -16,7 +21,7 @@ from pgdyno.pgbench.progress import parse_progress
 from pgdyno.pgbench.txlog import summarize
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.serverlog import LogTail
-from pgdyno.records import Event, Percentiles, SecondRow
+from pgdyno.records import Event, Percentiles, Sample, SecondRow
 from pgdyno.stats.steady import Health, assess
 
 
@@ -40,7 +45,7 @@ class Measured:
     seconds: tuple[SecondRow, ...]
     latency: Percentiles | None
     latency_source: str
-    samples: tuple[tuple[int, str, float], ...]
+    samples: tuple[Sample, ...]
     events: tuple[Event, ...]
     health: Health
 
@@ -83,7 +88,8 @@ def measure(
     if not collect.keep_logs:
         for path in logs:
             path.unlink(missing_ok=True)
-    rows = second_rows(parse_progress(result.stderr), per_second, result.started_at)
+    rows = second_rows(per_second, total, result.summary.transactions or total.transactions)
+    progress = progress_samples(parse_progress(result.stderr), result.started_at)
     lags = [r.lag_avg_ms for r in rows if r.lag_avg_ms is not None]
     health = assess(
         [r.tps for r in rows], trim_s,
@@ -96,7 +102,7 @@ def measure(
         seconds=tuple(rows),
         latency=run_percentiles(total) if total.logged else None,
         latency_source=latency_source(sampling_rate),
-        samples=tuple(timeline.samples),
+        samples=(*timeline.samples, *progress),
         events=tuple(timeline.events),
         health=health,
     )

@@ -89,6 +89,8 @@ class LatencySummary:
     skipped: int
     lag_avg_ms: float | None  # schedule lag of successful transactions, when logged (-R)
     lag_max_ms: float | None
+    avg_ms: float | None = None  # exact mean of the logged successful latencies
+    min_ms: float | None = None
 
 
 def _whole(token: str, name: str, signed: bool = False) -> int:
@@ -374,6 +376,8 @@ def _summary(
         skipped=_estimate(tally.skipped, sampling_rate),
         lag_avg_ms=tally.lag_sum / tally.lag_n / 1000.0 if tally.lag_n else None,
         lag_max_ms=_ms(tally.lag_max),
+        avg_ms=_ms(histogram.mean),
+        min_ms=_ms(histogram.min),
     )
 
 

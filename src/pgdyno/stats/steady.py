@@ -90,9 +90,9 @@ def assess(
 ) -> Health:
     """Judge one run: stable, trending, client-bound, falling behind its rate?
 
-    The last second is dropped too: pgbench's last interval is cut short by the end of -T.
+    `tps_per_second` holds whole seconds only; the first `trim_s` are warm-up.
     """
-    window = list(tps_per_second[trim_s:-1]) if len(tps_per_second) > trim_s + 1 else []
+    window = list(tps_per_second[trim_s:])
     mean = sum(window) / len(window) if window else None
     cv = cv_pct(window)
     trend = trend_pct(window)
