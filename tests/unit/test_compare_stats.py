@@ -170,8 +170,10 @@ def test_compare_change_is_the_ratio_of_geometric_means() -> None:
     assert c.ci_low_pct is not None and c.ci_high_pct is not None
     lo, hi = math.log1p(c.ci_low_pct / 100), math.log1p(c.ci_high_pct / 100)
     assert (lo + hi) / 2 == pytest.approx(math.log(2))
-    # By hand: log sd of each side ln(4)/sqrt(2), se = ln(4)/sqrt(2), df = 2, t = 4.3026527.
-    assert (hi - lo) / 2 == pytest.approx(4.3026527 * math.log(4) / math.sqrt(2))
+    # By hand: log sd of each side ln(4)/sqrt(2), se = ln(4)/sqrt(2), df = 2, and the
+    # 97.5% interval's t(0.9875, 2) = 6.2053...
+    assert (hi - lo) / 2 == pytest.approx(t_quantile(0.9875, 2) * math.log(4) / math.sqrt(2))
+    assert t_quantile(0.9875, 2) == pytest.approx(6.2053, abs=1e-3)
     assert c.verdict == SAME
 
 
@@ -269,7 +271,7 @@ def test_repeats_needed_is_the_smallest_n_meeting_the_t_criterion() -> None:
     n = repeats_needed(sd, effect, min_effect_pct=0.0)
 
     def width(k: int) -> float:
-        return (t_quantile(0.975, 2 * k - 2) + t_quantile(0.9, 2 * k - 2)) * sd * math.sqrt(2 / k)
+        return (t_quantile(0.9875, 2 * k - 2) + t_quantile(0.9, 2 * k - 2)) * sd * math.sqrt(2 / k)
 
     assert width(n) <= math.log(1.05) < width(n - 1)
 
