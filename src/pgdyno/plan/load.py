@@ -7,6 +7,7 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
 from pydantic import BaseModel, ValidationError
 
 from pgdyno.errors import UsageError
@@ -62,7 +63,9 @@ def load_plan(file: Path) -> Plan:
             raise UsageError(f"{file} is larger than 1 MiB: give a plan file (TOML).")
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UsageError(f"plan file {file} does not exist: give the path of a TOML plan.") from None
+        raise UsageError(
+            f"plan file {file} does not exist: give the path of a TOML plan."
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"plan file {file} could not be read ({exc}): check the path.") from None
     try:
