@@ -116,7 +116,9 @@ def cumulative(sets: list[SetSpec]) -> list[SetSpec]:
                 update={
                     "pg": {**before.pg, **step.pg},
                     "sysctl": {**before.sysctl, **step.sysctl},
-                    "block": BlockSpec(**{**before.block_settings, **step.block_settings}),
+                    "block": BlockSpec.model_validate(
+                        {**before.block_settings, **step.block_settings}
+                    ),
                 }
             )
             if step.pg_version is None and step.pg_bin is None:
