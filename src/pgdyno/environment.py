@@ -104,5 +104,10 @@ class Environment:
         return self.data_dir / "clusters"
 
     @property
+    def journal_path(self) -> Path:
+        """Host settings changed by pgdyno, with their old values: what `rollback` restores."""
+        return self.data_dir / "host-journal.jsonl"
+
+    @property
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"

@@ -82,3 +82,5 @@ class RunRecord:
     events: tuple[Event, ...] = ()
     health: dict[str, object] = field(default_factory=dict)
     devices: dict[str, object] = field(default_factory=dict)
+    comparison_id: int | None = None  # set when the run belongs to `pgdyno compare`
+    set_name: str | None = None

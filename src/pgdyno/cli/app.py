@@ -6,6 +6,7 @@ import click
 
 from pgdyno import __version__
 from pgdyno.cli.bench_cmd import bench
+from pgdyno.cli.compare_cmd import compare, plan, rollback
 from pgdyno.cli.pg_cmd import pg
 from pgdyno.cli.runs_cmd import runs
 from pgdyno.cli.sandbox_cmd import sandbox
@@ -32,3 +33,6 @@ cli.add_command(bench)
 cli.add_command(sandbox)
 cli.add_command(runs)
 cli.add_command(pg)
+cli.add_command(compare)
+cli.add_command(plan)
+cli.add_command(rollback)

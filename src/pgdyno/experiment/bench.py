@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -27,7 +27,7 @@ from pgdyno.pgbench.dataset import (
     reset_bench_db,
 )
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
-from pgdyno.postgres.client import Client, connect, with_dbname
+from pgdyno.postgres.client import Client, ServerInfo, connect, with_dbname
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.steady import default_trim
 from pgdyno.store.results import ResultsStore, now_iso
@@ -58,21 +58,36 @@ def resolve_scales(
     return [choose_scale(s, host.memory_bytes, shared_buffers, free) for s in spec.scales]
 
 
-def run_bench(
+@dataclass
+class Connected:
+    """A target ready to run cells: connections, what to collect, the record every run starts
+    from. Made by :func:`connected`; used by `bench` once and by `compare` once per set."""
+
+    target: Target
+    client: Client
+    info: ServerInfo
+    data_path: Path | None
+    base: RunRecord
+    runner: _CellRunner
+    pgbench: Path
+    env: dict[str, str]
+    datasets: dict[int, Dataset] = field(default_factory=dict)
+
+
+@contextmanager
+def connected(
     spec: BenchSpec,
     target: Target,
     store: ResultsStore,
     host: HostFacts,
     *,
-    command: list[str],
-    run_root: Path,
     env: Mapping[str, str],
     progress: ProgressReporter,
     log: Callable[[str], None],
     keep_files: bool = False,
     proc_root: Path = Path("/proc"),
     sys_root: Path = Path("/sys"),
-) -> BenchOutcome:
+) -> Iterator[Connected]:
     child_env = target.child_env(env)
     pgbench = target.binaries.tool("pgbench")
     pgbench_version = execute.version(pgbench)
@@ -87,26 +102,6 @@ def run_bench(
         data_path = target.data_path
         if data_path is None and info.data_directory and Path(info.data_directory).is_dir():
             data_path = Path(info.data_directory)
-        scales = resolve_scales(spec, host, info.shared_buffers_bytes, data_path)
-        for choice in scales:
-            if choice.note:
-                log(choice.note)
-        settings = client.non_default_settings()
-        cells = expand(spec, [c.scale for c in scales], host.cpu_count)
-        progress.planned(cells, spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S)
-        session_id = store.begin_session(
-            command,
-            target.label,
-            host.as_dict(),
-            {"version": info.version, "version_num": info.version_num,
-             "binaries": target.binaries.source, "pgbench_version": pgbench_version},
-        )  # fmt: skip
-        base = RunRecord(
-            cell=cells[0], status="ok", started_at="", finished_at="",
-            duration_s=spec.duration_s, protocol=spec.protocol, rate=spec.rate,
-            warmup_s=spec.warmup_s, pg_version=info.version, pgbench_version=pgbench_version,
-            pgbench_argv=(), settings=settings, dataset_bytes=None,
-        )  # fmt: skip
         devices = locate_devices(data_path, proc_root, sys_root)
         if not devices:
             log(
@@ -127,7 +122,13 @@ def run_bench(
             cpus=host.cpu_count,
             keep_logs=keep_files,
         )
-        base = replace(base, devices=devices)
+        base = RunRecord(
+            cell=RunCell(0, 0, "", 0, 0, 0), status="ok", started_at="", finished_at="",
+            duration_s=spec.duration_s, protocol=spec.protocol, rate=spec.rate,
+            warmup_s=spec.warmup_s, pg_version=info.version, pgbench_version=pgbench_version,
+            pgbench_argv=(), settings=client.non_default_settings(), dataset_bytes=None,
+            devices=devices,
+        )  # fmt: skip
 
         def expected_tps(cell: RunCell) -> float | None:
             return store.recent_tps(
@@ -135,37 +136,112 @@ def run_bench(
             )
 
         runner = _CellRunner(spec, target, client, collect, child_env, progress, log, expected_tps)
-        records: list[tuple[int, RunRecord]] = []
-        datasets: dict[int, Dataset] = {}
-        status = "done"
-        try:
-            for cell in cells:
-                if cell.scale not in datasets:
-                    progress.phase(f"dataset scale {cell.scale}: reusing or generating it")
-                    datasets[cell.scale] = ensure_dataset(
-                        client, pgbench, cell.scale, env=child_env
-                    )
-                run_dir = run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
-                record = runner.run(cell, replace(base, cell=cell), datasets[cell.scale], run_dir)
-                run_id = store.add_run(session_id, record)
-                records.append((run_id, record))
-                progress.finished(cell, record, run_id)
-                if record.status == "interrupted":
-                    status = "interrupted"
-                    raise Interrupted("pgdyno was interrupted; the finished runs are saved.")
-                if not keep_files:
-                    shutil.rmtree(run_dir, ignore_errors=True)
-        except (KeyboardInterrupt, Interrupted):
-            status = "interrupted"
-            raise
-        except BaseException:
-            status = "failed"
-            raise
-        finally:
-            store.finish_session(session_id, status)
-            if not keep_files:
-                shutil.rmtree(run_root / f"session-{session_id}", ignore_errors=True)
-    return BenchOutcome(session_id, records, scales, list(datasets.values()))
+        yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)
+
+
+def run_cells(
+    ready: Connected,
+    cells: list[RunCell],
+    *,
+    store: ResultsStore,
+    session_id: int,
+    run_root: Path,
+    progress: ProgressReporter,
+    keep_files: bool = False,
+    **record_fields: object,
+) -> list[tuple[int, RunRecord]]:
+    """Run and store each cell in turn; `record_fields` go into every record (set_name, ...).
+
+    Raises Interrupted after storing the run that was cut short.
+    """
+    records: list[tuple[int, RunRecord]] = []
+    base = replace(ready.base, **record_fields)  # type: ignore[arg-type]
+    for cell in cells:
+        if cell.scale not in ready.datasets:
+            progress.phase(f"dataset scale {cell.scale}: reusing or generating it")
+            ready.datasets[cell.scale] = ensure_dataset(
+                ready.client, ready.pgbench, cell.scale, env=ready.env
+            )
+        run_dir = run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
+        record = ready.runner.run(
+            cell, replace(base, cell=cell), ready.datasets[cell.scale], run_dir
+        )
+        run_id = store.add_run(session_id, record)
+        records.append((run_id, record))
+        progress.finished(cell, record, run_id)
+        if record.status == "interrupted":
+            raise Interrupted("pgdyno was interrupted; the finished runs are saved.")
+        if not keep_files:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return records
+
+
+@contextmanager
+def recorded_session(
+    store: ResultsStore,
+    command: list[str],
+    target: str,
+    host: HostFacts,
+    server: Mapping[str, object],
+    *,
+    run_root: Path,
+    keep_files: bool,
+) -> Iterator[int]:
+    """A session row that ends as done, interrupted or failed however the block ends."""
+    session_id = store.begin_session(command, target, host.as_dict(), server)
+    status = "done"
+    try:
+        yield session_id
+    except (KeyboardInterrupt, Interrupted):
+        status = "interrupted"
+        raise
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        store.finish_session(session_id, status)
+        if not keep_files:
+            shutil.rmtree(run_root / f"session-{session_id}", ignore_errors=True)
+
+
+def run_bench(
+    spec: BenchSpec,
+    target: Target,
+    store: ResultsStore,
+    host: HostFacts,
+    *,
+    command: list[str],
+    run_root: Path,
+    env: Mapping[str, str],
+    progress: ProgressReporter,
+    log: Callable[[str], None],
+    keep_files: bool = False,
+    proc_root: Path = Path("/proc"),
+    sys_root: Path = Path("/sys"),
+) -> BenchOutcome:
+    with connected(
+        spec, target, store, host, env=env, progress=progress, log=log,
+        keep_files=keep_files, proc_root=proc_root, sys_root=sys_root,
+    ) as ready:  # fmt: skip
+        info = ready.info
+        scales = resolve_scales(spec, host, info.shared_buffers_bytes, ready.data_path)
+        for choice in scales:
+            if choice.note:
+                log(choice.note)
+        cells = expand(spec, [c.scale for c in scales], host.cpu_count)
+        progress.planned(cells, spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S)
+        server = {
+            "version": info.version, "version_num": info.version_num,
+            "binaries": target.binaries.source, "pgbench_version": ready.base.pgbench_version,
+        }  # fmt: skip
+        with recorded_session(
+            store, command, target.label, host, server, run_root=run_root, keep_files=keep_files
+        ) as session_id:
+            records = run_cells(
+                ready, cells, store=store, session_id=session_id, run_root=run_root,
+                progress=progress, keep_files=keep_files,
+            )  # fmt: skip
+    return BenchOutcome(session_id, records, scales, list(ready.datasets.values()))
 
 
 class _CellRunner:

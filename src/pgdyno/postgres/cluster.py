@@ -249,6 +249,18 @@ class Sandbox:
                 f"see {self.log_file}."
             ) from exc
 
+    def reload(self, settings: Mapping[str, str]) -> None:
+        """Replace the run's settings and have the running postmaster re-read them.
+
+        Only for settings that do not need a restart: the caller checks their context.
+        """
+        state = self.state()
+        self._write_settings(settings)
+        process.run(
+            [Path(state.bin_dir) / "pg_ctl", "reload", "-D", self.data_dir, "-s"],
+            what="pg_ctl reload", run_as=self.run_as, cwd=self.root, timeout=60,
+        )  # fmt: skip
+
     def stop(self) -> bool:
         """Stop the postmaster (fast shutdown). Returns False when it was not running."""
         pid = self.postmaster_pid()

@@ -84,7 +84,7 @@ class ResultsStore:
         self.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
@@ -102,7 +102,7 @@ class ResultsStore:
         self, command: list[str], target: str, host: Mapping[str, Any], server: Mapping[str, Any]
     ) -> int:
         hostname = socket.gethostname()
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             self._close_abandoned(conn, hostname)
             cur = conn.execute(
                 "INSERT INTO sessions (started_at, hostname, pid, command, target, host, server)"
@@ -125,7 +125,7 @@ class ResultsStore:
                 )
 
     def finish_session(self, session_id: int, status: str) -> None:
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             conn.execute(
                 "UPDATE sessions SET finished_at = ?, status = ? WHERE id = ?",
                 (now_iso(), status, session_id),
@@ -133,7 +133,7 @@ class ResultsStore:
 
     def add_run(self, session_id: int, run: RunRecord) -> int:
         summary = run.summary
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             lat = run.latency
             cur = conn.execute(
                 "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale,"
@@ -141,9 +141,10 @@ class ResultsStore:
                 " latency_avg_ms, latency_stddev_ms, transactions, failed_transactions,"
                 " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
                 " error, stderr, latency_p50_ms, latency_p90_ms, latency_p99_ms,"
-                " latency_p999_ms, latency_max_ms, latency_source, health, devices)"
+                " latency_p999_ms, latency_max_ms, latency_source, health, devices,"
+                " comparison_id, set_name)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
@@ -159,7 +160,8 @@ class ResultsStore:
                     lat.p50_ms if lat else None, lat.p90_ms if lat else None,
                     lat.p99_ms if lat else None, lat.p999_ms if lat else None,
                     lat.max_ms if lat else None, run.latency_source,
-                    json.dumps(run.health), json.dumps(run.devices),
+                    json.dumps(run.health), json.dumps(run.devices), run.comparison_id,
+                    run.set_name,
                 ),
             )  # fmt: skip
             run_id = int(cur.lastrowid or 0)
@@ -189,7 +191,7 @@ class ResultsStore:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _query(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    def query(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         try:
             return [dict(row) for row in self.conn.execute(query, params).fetchall()]
         except sqlite3.Error as exc:
@@ -201,28 +203,28 @@ class ResultsStore:
         """Newest first; only the summary columns."""
         where = "WHERE session_id = ?" if session_id is not None else ""
         params: tuple[Any, ...] = (session_id,) if session_id is not None else ()
-        return self._query(
+        return self.query(
             f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY id DESC"
             + (" LIMIT ?" if limit else ""),
             (*params, limit) if limit else params,
         )
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
-        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        rows = self.query("SELECT * FROM runs WHERE id = ?", (run_id,))
         if not rows:
             return None
         run = rows[0]
         for column in JSON_COLUMNS:
             if run[column] is not None:
                 run[column] = json.loads(run[column])
-        session = self._query("SELECT * FROM sessions WHERE id = ?", (run["session_id"],))[0]
+        session = self.query("SELECT * FROM sessions WHERE id = ?", (run["session_id"],))[0]
         run["host"] = json.loads(session["host"])
         run["server"] = json.loads(session["server"])
         run["target"] = session["target"]
-        run["seconds"] = self._query(
+        run["seconds"] = self.query(
             "SELECT * FROM run_seconds WHERE run_id = ? ORDER BY t", (run_id,)
         )
-        run["statements"] = self._query(
+        run["statements"] = self.query(
             "SELECT script, line, latency_ms, failures, retries, command FROM run_statements"
             " WHERE run_id = ? ORDER BY script, line",
             (run_id,),
@@ -232,7 +234,7 @@ class ResultsStore:
         run["samples"] = self.samples(run_id)
         run["events"] = [
             {**event, "detail": json.loads(event["detail"])}
-            for event in self._query(
+            for event in self.query(
                 "SELECT t, kind, detail FROM run_events WHERE run_id = ? ORDER BY t", (run_id,)
             )
         ]
@@ -241,7 +243,7 @@ class ResultsStore:
     def samples(self, run_id: int) -> dict[str, dict[int, float]]:
         """metric -> {epoch second -> value} for one run."""
         series: dict[str, dict[int, float]] = {}
-        for row in self._query(
+        for row in self.query(
             "SELECT metric, t, value FROM run_samples WHERE run_id = ? ORDER BY metric, t",
             (run_id,),
         ):
@@ -252,7 +254,7 @@ class ResultsStore:
         self, workload: str, scale: int, clients: int, pg_version: str, target: str
     ) -> float | None:
         """TPS of the latest successful run like this one, to size the latency log's sample."""
-        rows = self._query(
+        rows = self.query(
             "SELECT r.tps FROM runs r JOIN sessions s ON s.id = r.session_id"
             " WHERE r.status = 'ok' AND r.workload = ? AND r.scale = ? AND r.clients = ?"
             " AND r.pg_version = ? AND s.target = ? ORDER BY r.id DESC LIMIT 1",
@@ -261,5 +263,5 @@ class ResultsStore:
         return float(rows[0]["tps"]) if rows and rows[0]["tps"] is not None else None
 
     def count_seconds(self, run_id: int) -> int:
-        rows = self._query("SELECT count(*) AS n FROM run_seconds WHERE run_id = ?", (run_id,))
+        rows = self.query("SELECT count(*) AS n FROM run_seconds WHERE run_id = ?", (run_id,))
         return int(rows[0]["n"])

@@ -1,0 +1,199 @@
+"""`pgdyno compare`, `pgdyno plan check` and `pgdyno rollback`."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from pgdyno.cli.common import environment, err, json_option, out, print_json, workdir_options
+from pgdyno.cli.progress import MatrixProgress
+from pgdyno.environment import Environment
+from pgdyno.errors import PgbenchFailed, PgdynoError, UsageError
+from pgdyno.experiment.compare import run_compare, settings_meta_loader
+from pgdyno.experiment.matrix import BenchSpec, make_spec
+from pgdyno.experiment.target import workdir_lock
+from pgdyno.experiment.verdicts import Analysis, analyse
+from pgdyno.host.devices import device_for_path
+from pgdyno.host.facts import HostFacts, read_host
+from pgdyno.host.journal import rollback as rollback_changes
+from pgdyno.pgbench.command import builtin_workload, jobs_for
+from pgdyno.pgbench.scale import parse_scale_spec
+from pgdyno.plan.check import CheckedSet, check_plan
+from pgdyno.plan.load import Plan, load_plan
+from pgdyno.render.compare import ladder_tables, verdict_table
+from pgdyno.store.comparisons import Comparisons
+from pgdyno.store.results import ResultsStore
+
+PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+
+
+def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
+    """The plan's matrix as bench options; a bad value is reported at its line."""
+    m = plan.spec.matrix
+    try:
+        workloads = [builtin_workload(w) for w in m.workloads]
+    except PgdynoError as exc:
+        raise UsageError(f"{plan.where(('matrix', 'workloads'))}: {exc}") from None
+    try:
+        scales = [parse_scale_spec(str(s)) for s in m.scales]
+    except PgdynoError as exc:
+        raise UsageError(f"{plan.where(('matrix', 'scales'))}: {exc}") from None
+    try:
+        jobs_for(1, m.jobs, cpus)
+        return make_spec(
+            workloads=workloads, scales=scales, clients=m.clients, jobs=m.jobs,
+            duration_s=m.duration, protocol=m.protocol, rate=m.rate,
+            latency_limit_ms=m.latency_limit, repeats=m.repeats, warmup_s=m.warmup,
+            latency_log=m.latency_log,
+        )  # fmt: skip
+    except PgdynoError as exc:
+        raise UsageError(f"{plan.where(('matrix',))}: {exc}") from None
+
+
+def _checked(env: Environment, plan: Plan) -> list[CheckedSet]:
+    env.clusters_dir.mkdir(parents=True, exist_ok=True)
+    device = device_for_path(env.clusters_dir, env.proc_root, env.sys_root)
+    return check_plan(
+        plan, cache_dir=env.cache_dir, meta_for=settings_meta_loader(env, err(env).print),
+        data_disk=device.disk if device else None, is_root=env.is_root,
+        proc_root=env.proc_root, sys_root=env.sys_root,
+    )  # fmt: skip
+
+
+def _runs_in(spec: BenchSpec, sets: int) -> int:
+    return len(spec.workloads) * len(spec.scales) * len(spec.clients) * spec.repeats * sets
+
+
+@click.command()
+@PLAN
+@click.option("--resume", is_flag=True, help="Continue the last run of this same plan file, "
+              "skipping the runs it finished.")  # fmt: skip
+@click.option("--keep-files", is_flag=True, help="Keep pgbench's output and logs of each run.")
+@json_option
+@workdir_options
+@click.pass_context
+def compare(
+    ctx: click.Context, /, plan_file: Path, resume: bool, keep_files: bool, as_json: bool,
+    **_: object,
+) -> None:  # fmt: skip
+    """Compare configuration sets from a plan file: apply, run, restore, give a verdict.
+
+    Each set's PostgreSQL settings, sysctls and block-device settings are applied in turn
+    (host settings as root only, each old value journalled first and restored after the set
+    and on any exit; `pgdyno rollback` restores them after a crash). Repeats are interleaved
+    across sets (A B C A B C ...). Every run lands in the results database; the verdict
+    table compares each set with the baseline on TPS and p99 latency.
+
+    \b
+    Examples:
+      pgdyno plan check examples/aa.toml
+      pgdyno compare examples/aa.toml
+      pgdyno compare examples/002-shared-buffers.toml --resume
+    """
+    env = environment(ctx)
+    plan = load_plan(plan_file)
+    host = read_host(env.proc_root, env.sys_root)
+    spec = bench_spec(plan, host.cpu_count)
+    log = err(env).print
+    with ExitStack() as stack:
+        stack.enter_context(workdir_lock(env))
+        checked = _checked(env, plan)
+        store = stack.enter_context(ResultsStore(env.results_path))
+        progress = stack.enter_context(MatrixProgress(err(env)))
+        outcome = run_compare(
+            plan, checked, spec, env, store, host, resume=resume,
+            meta_for=settings_meta_loader(env, log), command=["pgdyno", *env.argv],
+            progress=progress, log=log, keep_files=keep_files,
+        )  # fmt: skip
+    with ResultsStore(env.results_path) as store:
+        comparisons = Comparisons(store)
+        runs = comparisons.runs(outcome.comparison_id)
+        info = comparisons.get(outcome.comparison_id)
+    assert info is not None
+    analysis = analyse(runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode)
+    if as_json:
+        print_json(env, {"comparison": info, "analysis": analysis.as_dict(), "runs": runs})
+    else:
+        _print_analysis(env, analysis, plan, outcome.comparison_id)
+        if outcome.skipped:
+            log(f"{outcome.skipped} runs were finished before and not repeated (--resume)")
+    failed = [r for r in runs if r["status"] != "ok"]
+    if failed:
+        raise PgbenchFailed(
+            f"{len(failed)} of {len(runs)} runs failed; see `pgdyno runs show ID` for "
+            f"pgbench's error output (runs {', '.join(str(r['id']) for r in failed[:10])})."
+        )
+
+
+def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison_id: int) -> None:
+    console = out(env)
+    console.print(verdict_table(analysis, f"compare {plan.name} (comparison {comparison_id})"))
+    for table in ladder_tables(analysis):
+        console.print(table)
+    console.print(f"results database: {env.results_path} (comparison {comparison_id})")
+
+
+@click.group()
+def plan() -> None:
+    """Plan files: configuration sets to compare (see examples/)."""
+
+
+@plan.command("check")
+@PLAN
+@workdir_options
+@click.pass_context
+def plan_check(ctx: click.Context, /, plan_file: Path, **_: object) -> None:
+    """Validate a plan against this machine and the PostgreSQL versions it names.
+
+    Checks the file's form, every PostgreSQL setting against the target version's pg_settings
+    (type, unit, range, allowed values), every sysctl and block-device setting against the
+    running kernel. Changes nothing.
+
+    \b
+    Example:
+      pgdyno plan check examples/001-dirty-pages.toml
+    """
+    env = environment(ctx)
+    loaded = load_plan(plan_file)
+    host: HostFacts = read_host(env.proc_root, env.sys_root)
+    spec = bench_spec(loaded, host.cpu_count)
+    with workdir_lock(env):
+        checked = _checked(env, loaded)
+    table = Table(title=f"plan {loaded.name}: valid", title_justify="left")
+    for name in ("set", "PostgreSQL", "settings", "host settings"):
+        table.add_column(name)
+    for c in checked:
+        table.add_row(
+            c.name + (" (baseline)" if c.name == loaded.spec.baseline_name else ""),
+            c.binaries.version,
+            ", ".join(f"{k}={v}" for k, v in c.pg.items()) or "-",
+            ", ".join(f"{k}={v}" for k, v in c.host) or "-",
+        )
+    console = out(env)
+    console.print(table)
+    runs = _runs_in(spec, len(checked))
+    minutes = runs * (spec.warmup_s + spec.duration_s + 5) / 60
+    console.print(f"{runs} runs, about {minutes:.0f} minutes (mode: {loaded.spec.mode})")
+
+
+@click.command()
+@workdir_options
+@click.pass_context
+def rollback(ctx: click.Context, /, **_: object) -> None:
+    """Restore host settings left changed by an interrupted `pgdyno compare`.
+
+    Reads the journal in the work directory, puts every sysctl and block-device setting back to
+    the value it had before pgdyno changed it (newest change first) and marks it restored.
+    Running it again does nothing.
+    """
+    env = environment(ctx)
+    restored = rollback_changes(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
+    console = out(env)
+    if not restored:
+        console.print(f"nothing to restore ({env.journal_path} holds no pending change)")
+        return
+    for r in restored:
+        console.print(f"restored {r.knob} to {r.old} (pgdyno had set {r.set_to or '-'})")

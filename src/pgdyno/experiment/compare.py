@@ -1,0 +1,330 @@
+"""`pgdyno compare`: apply each configuration set, run the matrix, restore, repeat interleaved.
+
+Order: repeat 1 of every set (A B C), then repeat 2 (A B C), ... so slow drift of a shared
+machine is spread over all sets instead of landing on the last one. Before a set's runs its
+host settings are applied through the journal (old values written first) and its PostgreSQL
+settings are written to the sandbox, which is reloaded, or restarted only when a changed
+setting needs it; every value is read back and stored as what was in effect. Host settings are
+restored after each set and on every way out; `pgdyno rollback` covers a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pgdyno.environment import Environment
+from pgdyno.errors import ClusterError, Interrupted, UsageError
+from pgdyno.experiment.bench import (
+    RUN_OVERHEAD_S,
+    ProgressReporter,
+    connected,
+    recorded_session,
+    resolve_scales,
+    run_cells,
+)
+from pgdyno.experiment.matrix import BenchSpec, expand
+from pgdyno.experiment.target import Target, open_sandbox
+from pgdyno.host.facts import HostFacts
+from pgdyno.host.journal import HostChanges, ensure_clean
+from pgdyno.plan.check import CheckedSet, MetaLoader
+from pgdyno.plan.load import Plan
+from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.cluster import Sandbox, taken_ports
+from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.records import RunCell
+from pgdyno.store.comparisons import Comparisons
+from pgdyno.store.results import ResultsStore
+
+RELOAD_WAIT_S = 10.0
+
+
+@dataclass
+class _Running:
+    box: Sandbox
+    settings: dict[str, str]
+
+
+class SandboxSwitcher:
+    """Keeps one sandbox running with the current set's settings; stops what it started."""
+
+    def __init__(self, env: Environment, meta_for: MetaLoader, log: Callable[[str], None]):
+        self.env = env
+        self.meta_for = meta_for
+        self.log = log
+        self.running: dict[int, _Running] = {}
+
+    def use(self, checked: CheckedSet) -> Sandbox:
+        binaries = checked.binaries
+        box = open_sandbox(self.env, binaries, self.log)
+        for major in [m for m in self.running if m != binaries.major]:
+            self.running.pop(major).box.stop()  # one server at a time: no competing for RAM
+        current = self.running.get(binaries.major)
+        if current is None:
+            if box.postmaster_pid() is not None:
+                raise ClusterError(
+                    f"sandbox {box.root.name} is already running, and compare must restart it "
+                    "with each set's settings: stop it with `pgdyno sandbox stop` first."
+                )
+            self._start(box, checked)
+            return box
+        changed = {
+            name
+            for name in current.settings.keys() | checked.pg.keys()
+            if current.settings.get(name) != checked.pg.get(name)
+        }
+        meta = self.meta_for(binaries)
+        if any(meta[name].needs_restart for name in changed if name in meta):
+            box.stop()
+            self._start(box, checked)
+        elif changed:
+            with connect(box.conninfo()) as client:
+                before = _conf_load_time(client)
+            box.reload(checked.pg)
+            _wait_for_reload(box, before)
+            current.settings = dict(checked.pg)
+        return box
+
+    def _start(self, box: Sandbox, checked: CheckedSet) -> None:
+        box.start(
+            checked.pg, owner_pid=os.getpid(), binaries=checked.binaries,
+            taken_ports=taken_ports(self.env.clusters_dir),
+        )  # fmt: skip
+        self.running[checked.binaries.major] = _Running(box, dict(checked.pg))
+
+    def close(self) -> None:
+        for running in self.running.values():
+            running.box.stop()
+        self.running.clear()
+
+
+def _conf_load_time(client: Client) -> str:
+    return str(client.rows("SELECT pg_conf_load_time()::text")[0][0])
+
+
+def _wait_for_reload(box: Sandbox, before: str) -> None:
+    """pg_reload_conf is asynchronous: wait until the postmaster has read the new file."""
+    deadline = time.monotonic() + RELOAD_WAIT_S
+    while time.monotonic() < deadline:
+        with connect(box.conninfo()) as client:
+            if _conf_load_time(client) != before:
+                return
+        time.sleep(0.1)
+    raise ClusterError(
+        f"sandbox {box.root.name} did not reload its settings within {RELOAD_WAIT_S:.0f} s; "
+        f"see {box.log_file}."
+    )
+
+
+def effective_pg(client: Client, names: list[str]) -> dict[str, str]:
+    """The values in effect, as PostgreSQL shows them; errors in the files are fatal."""
+    errors = client.rows(
+        "SELECT name, error FROM pg_file_settings WHERE error IS NOT NULL AND name = ANY(%(n)s)",
+        {"n": names},
+    )
+    if errors:
+        name, error = errors[0]
+        raise UsageError(f"PostgreSQL did not accept {name}: {error}; fix the plan.")
+    rows = client.rows(
+        "SELECT name, current_setting(name), pending_restart FROM pg_settings"
+        " WHERE name = ANY(%(n)s)",
+        {"n": names},
+    )
+    pending = [r[0] for r in rows if r[2]]
+    if pending:
+        raise ClusterError(f"settings {', '.join(pending)} still wait for a restart.")
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def _sandbox_target(box: Sandbox) -> Target:
+    return Target(
+        label=f"sandbox {box.root.name}", dsn=box.conninfo(), password=None,
+        binaries=box.binaries(), data_path=box.data_dir, server_log=box.log_file,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CompareOutcome:
+    comparison_id: int
+    session_id: int
+    runs: int  # runs made by this invocation
+    skipped: int  # cells already finished by an earlier invocation (--resume)
+
+
+def _key(cell: RunCell) -> tuple[str, int, int, int]:
+    return (cell.workload, cell.scale, cell.clients, cell.repeat)
+
+
+def _todo(
+    spec: BenchSpec, scales: list[int], host: HostFacts, repeat: int, name: str, done: set[Any]
+) -> list[RunCell]:
+    """The cells of one set and repeat not yet finished by an earlier invocation."""
+    cells = _cells(spec, scales, host.cpu_count, repeat)
+    return [c for c in cells if (name, *_key(c)) not in done]
+
+
+def _cells(spec: BenchSpec, scales: list[int], cpus: int, repeat: int) -> list[RunCell]:
+    one = expand(spec.model_copy(update={"repeats": 1}), scales, cpus)
+    return [replace(cell, repeat=repeat) for cell in one]
+
+
+@contextmanager
+def _comparison_status(comparisons: Comparisons, comparison_id: int) -> Iterator[None]:
+    status = "done"
+    try:
+        yield
+    except (KeyboardInterrupt, Interrupted):
+        status = "interrupted"
+        raise
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        comparisons.finish(comparison_id, status)
+
+
+def run_compare(
+    plan: Plan,
+    checked: list[CheckedSet],
+    spec: BenchSpec,
+    env: Environment,
+    store: ResultsStore,
+    host: HostFacts,
+    *,
+    resume: bool,
+    meta_for: MetaLoader,
+    command: list[str],
+    progress: ProgressReporter,
+    log: Callable[[str], None],
+    keep_files: bool = False,
+) -> CompareOutcome:
+    comparisons = Comparisons(store)
+    journal = env.journal_path
+    ensure_clean(journal, proc_root=env.proc_root, sys_root=env.sys_root)
+    comparison_id: int | None = None
+    scales: list[int] | None = None
+    done: set[tuple[str, str, int, int, int]] = set()
+    if resume:
+        earlier = comparisons.latest(plan.digest)
+        if earlier is None:
+            raise UsageError(
+                f"no earlier run of this plan ({plan.path}, unchanged) to resume: run it "
+                "without --resume."
+            )
+        comparison_id, scales = int(earlier["id"]), list(earlier["scales"])
+        done = comparisons.finished_cells(comparison_id)
+    switcher = SandboxSwitcher(env, meta_for, log)
+    made = skipped = 0
+    planned = False
+    with ExitStack() as stack:
+        stack.callback(switcher.close)
+        changes = stack.enter_context(
+            HostChanges(journal, proc_root=env.proc_root, sys_root=env.sys_root)
+        )
+        session_id = stack.enter_context(
+            recorded_session(
+                store,
+                command,
+                f"compare {plan.name}",
+                host,
+                {"plan": plan.name},
+                run_root=env.runs_dir,
+                keep_files=keep_files,
+            )
+        )
+        if comparison_id is not None:
+            stack.enter_context(_comparison_status(comparisons, comparison_id))
+        for repeat in range(1, spec.repeats + 1):
+            for checked_set in checked:
+                name = checked_set.name
+                if scales is not None and not _todo(spec, scales, host, repeat, name, done):
+                    skipped += len(_cells(spec, scales, host.cpu_count, repeat))
+                    continue
+                changes.restore()  # the previous set's host settings, before anything else
+                applied = [changes.apply(knob, value) for knob, value in checked_set.host]
+                for a in applied:
+                    if not a.took_effect:
+                        log(f"{a.knob}: asked for {a.requested}, the kernel shows {a.effective}")
+                box = switcher.use(checked_set)
+                progress.phase(f"set {checked_set.name}, repeat {repeat} of {spec.repeats}")
+                with connected(
+                    spec, _sandbox_target(box), store, host, env=env.env, progress=progress,
+                    log=log, keep_files=keep_files, proc_root=env.proc_root,
+                    sys_root=env.sys_root,
+                ) as ready:  # fmt: skip
+                    if scales is None:
+                        choices = resolve_scales(
+                            spec, host, ready.info.shared_buffers_bytes, ready.data_path
+                        )
+                        for choice in choices:
+                            if choice.note:
+                                log(choice.note)
+                        scales = [c.scale for c in choices]
+                    if comparison_id is None:
+                        comparison_id = comparisons.create(
+                            name=plan.name, plan_path=str(plan.path), plan_digest=plan.digest,
+                            plan_text=plan.text, mode=plan.spec.mode,
+                            baseline=plan.spec.baseline_name, scales=scales,
+                            sets=[(c.name, c.requested()) for c in checked],
+                        )  # fmt: skip
+                        stack.enter_context(_comparison_status(comparisons, comparison_id))
+                    if not planned:
+                        planned = True
+                        progress.planned(
+                            [c for r in range(1, spec.repeats + 1) for _ in checked
+                             for c in _cells(spec, scales, host.cpu_count, r)],
+                            spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S,
+                        )  # fmt: skip
+                    cells = _todo(spec, scales, host, repeat, name, done)
+                    skipped += len(_cells(spec, scales, host.cpu_count, repeat)) - len(cells)
+                    effective = {
+                        "pg": effective_pg(ready.client, sorted(checked_set.pg)),
+                        "host": {str(a.knob): a.effective for a in applied},
+                        "postgres": ready.info.version,
+                    }
+                    comparisons.record_effective(comparison_id, name, effective)
+                    numbered = [replace(c, index=made + i) for i, c in enumerate(cells)]
+                    made += len(
+                        run_cells(
+                            ready,
+                            numbered,
+                            store=store,
+                            session_id=session_id,
+                            run_root=env.runs_dir,
+                            progress=progress,
+                            keep_files=keep_files,
+                            comparison_id=comparison_id,
+                            set_name=checked_set.name,
+                        )
+                    )
+    assert comparison_id is not None
+    return CompareOutcome(comparison_id, session_id, made, skipped)
+
+
+def settings_meta_loader(env: Environment, log: Callable[[str], None]) -> MetaLoader:
+    """Reads pg_settings of a version from its sandbox, started for a moment if need be."""
+    cache: dict[str, Mapping[str, SettingMeta]] = {}
+
+    def load(binaries: Binaries) -> Mapping[str, SettingMeta]:
+        if binaries.version not in cache:
+            box = open_sandbox(env, binaries, log)
+            started = box.postmaster_pid() is None
+            if started:
+                box.start(
+                    {}, owner_pid=os.getpid(), binaries=binaries,
+                    taken_ports=taken_ports(env.clusters_dir),
+                )  # fmt: skip
+            try:
+                with connect(box.conninfo()) as client:
+                    cache[binaries.version] = load_settings_meta(client)
+            finally:
+                if started:
+                    box.stop()
+        return cache[binaries.version]
+
+    return load

@@ -1,0 +1,75 @@
+"""Verdict tables for `pgdyno compare` (pure: renderables from an Analysis)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from pgdyno.experiment.verdicts import Analysis
+from pgdyno.render.terminal import fmt
+from pgdyno.stats.compare import BETTER, WORSE, Comparison
+
+_COLOUR = {BETTER: "green", WORSE: "red"}
+
+
+def change_text(change: Comparison | None) -> str:
+    """
+    >>> from pgdyno.stats.compare import Comparison
+    >>> change_text(Comparison(4.2, 1.05, 7.49, "better", False, None))
+    '+4.2% [+1.1, +7.5]'
+    >>> change_text(None)
+    '-'
+    """
+    if change is None:
+        return "-"
+    if change.ci_low_pct is None or change.ci_high_pct is None:
+        return f"{change.change_pct:+.1f}%"
+    return f"{change.change_pct:+.1f}% [{change.ci_low_pct:+.1f}, {change.ci_high_pct:+.1f}]"
+
+
+def _verdict(change: Comparison | None, is_baseline: bool) -> str:
+    if is_baseline:
+        return "baseline"
+    if change is None:
+        return "-"
+    colour = _COLOUR.get(change.verdict)
+    return f"[{colour}]{change.verdict}[/{colour}]" if colour else change.verdict
+
+
+def verdict_table(analysis: Analysis, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in ("cell", "set", "runs", "TPS median", "CV %", "TPS change vs baseline [97.5% CI]",
+                 "p99 ms", "p99 change", "verdict (TPS)", "notes"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("cell", "set", "notes") else "right")
+    for r in analysis.results:
+        workload, scale, clients = r.cell
+        is_base = r.set_name == analysis.baseline
+        table.add_row(
+            f"{workload} s{scale} c{clients}", r.set_name,
+            f"{r.runs}" + (f" ({r.failed} failed)" if r.failed else ""),
+            fmt(r.tps.median if r.tps else None), fmt(r.tps.cv_pct if r.tps else None),
+            change_text(r.tps_change), fmt(r.p99_ms.median if r.p99_ms else None, 2),
+            change_text(r.p99_change) + (f" {r.p99_change.verdict}" if r.p99_change and
+                                         r.p99_change.verdict != "no detectable difference"
+                                         else ""),
+            _verdict(r.tps_change, is_base), "; ".join(r.warnings),
+        )  # fmt: skip
+    return table
+
+
+def ladder_tables(analysis: Analysis) -> list[Table]:
+    tables = []
+    for (workload, scale, clients), lad in analysis.ladders:
+        table = Table(title=f"ladder: {workload} s{scale} c{clients}", title_justify="left")
+        for name in ("step", "TPS median", "level", "step gain [97.5% CI]", "verdict",
+                     "cumulative"):  # fmt: skip
+            table.add_column(name, justify="left" if name == "step" else "right")
+        for step in lad.steps:
+            table.add_row(
+                step.name, fmt(step.stats.median), f"{step.level_pct:.0f}%",
+                change_text(step.step_gain), _verdict(step.step_gain, step.step_gain is None),
+                change_text(step.cumulative),
+            )  # fmt: skip
+        if lad.total is not None:
+            table.caption = f"total: {change_text(lad.total)}, {lad.total.verdict}"
+        tables.append(table)
+    return tables

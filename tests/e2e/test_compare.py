@@ -1,0 +1,158 @@
+"""`pgdyno compare`, `plan check` and `rollback` on a real sandbox, real sysctls, real pgbench."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_kill import wait_for
+
+from conftest import IS_ROOT
+
+SYSCTL = Path("/proc/sys/vm/dirty_expire_centisecs")  # harmless: when dirty pages get old
+
+MATRIX = """
+[matrix]
+workloads = ["select-only"]
+scales = [1]
+clients = [1]
+duration = 2
+repeats = 2
+warmup = 0
+"""
+
+
+def write_plan(directory: Path, name: str, body: str) -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def aa_plan(directory: Path, with_sysctl: bool) -> Path:
+    sysctl = ""
+    if with_sysctl:
+        value = int(SYSCTL.read_text()) + 100
+        sysctl = f'[set.sysctl]\n"vm.dirty_expire_centisecs" = {value}\n'
+    return write_plan(
+        directory,
+        "aa.toml",
+        f'name = "aa"\n{MATRIX}\n[[set]]\nname = "a1"\n[set.pg]\nwork_mem = "8MB"\n'
+        f'[[set]]\nname = "a2"\n[set.pg]\nwork_mem = "8MB"\n{sysctl}',
+    )
+
+
+BAD_PLANS = [
+    ("unknown key", 'name = "x"\n' + MATRIX + '[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
+     "sysctls = {}\n", "line 12 (set 'b', sysctls): unknown key 'sysctls'"),
+    ("wrong type", 'name = "x"\n' + MATRIX.replace("repeats = 2", 'repeats = "2"')
+     + '[[set]]\nname = "a"\n[[set]]\nname = "b"\n', "(matrix.repeats): input should be a "
+     "valid integer"),
+    ("impossible value", 'name = "x"\n' + MATRIX + '[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
+     '[set.pg]\nshared_buffers = "6XB"\n', "line 13 (set 'b', pg.shared_buffers): "
+     "shared_buffers = 6XB has an unknown unit"),
+    ("below minimum", 'name = "x"\n' + MATRIX + '[[set]]\nname = "a"\n[set.pg]\n'
+     'checkpoint_timeout = "10s"\n[[set]]\nname = "b"\n', "(set 'a', pg.checkpoint_timeout)"),
+    ("no such sysctl", 'name = "x"\n' + MATRIX + '[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
+     '[set.sysctl]\n"vm.no_such_knob" = 1\n', "the kernel has no sysctl vm.no_such_knob"),
+    ("unknown baseline", 'name = "x"\nbaseline = "c"\n' + MATRIX + '[[set]]\nname = "a"\n'
+     '[[set]]\nname = "b"\n', "baseline 'c' is not a set"),
+    ("not TOML", "name = \n", "is not valid TOML"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "text", "expected"), BAD_PLANS, ids=[b[0] for b in BAD_PLANS])
+def test_malformed_plans_fail_fast_with_file_and_line(
+    run_cli, shared_workdir: Path, tmp_path: Path, case: str, text: str, expected: str
+):
+    plan = write_plan(tmp_path, "bad.toml", text)
+    before = SYSCTL.read_text()
+    for command in (("plan", "check"), ("compare",)):
+        result = run_cli(shared_workdir, *command, str(plan))
+        assert result.code == 2, (case, result.stderr)
+        assert expected in result.stderr, result.stderr
+        assert str(plan) in result.stderr and "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert SYSCTL.read_text() == before
+    assert not (shared_workdir / "host-journal.jsonl").exists() or "change" not in (
+        shared_workdir / "host-journal.jsonl"
+    ).read_text().replace('"op": "restored"', "")
+
+
+def test_aa_plan_says_no_detectable_difference_and_restores(
+    run_cli, shared_workdir: Path, tmp_path: Path
+):
+    before = SYSCTL.read_text()
+    plan = aa_plan(tmp_path, with_sysctl=IS_ROOT)
+    checked = run_cli(shared_workdir, "plan", "check", str(plan))
+    assert checked.code == 0, checked.stderr
+    assert "work_mem=8MB" in checked.stdout
+    result = run_cli(shared_workdir, "compare", str(plan), "--json")
+    assert result.code == 0, result.stderr
+    assert SYSCTL.read_text() == before
+    data = json.loads(result.stdout)
+    assert data["comparison"]["status"] == "done"
+    runs = data["runs"]
+    assert [r["set_name"] for r in runs] == ["a1", "a2", "a1", "a2"]  # interleaved repeats
+    assert [r["repeat"] for r in runs] == [1, 1, 2, 2]
+    effective = {s["name"]: s["effective"] for s in data["comparison"]["sets"]}
+    assert effective["a2"]["pg"] == {"work_mem": "8MB"}
+    if IS_ROOT:
+        assert effective["a2"]["host"] == {
+            "sysctl vm.dirty_expire_centisecs": str(int(before) + 100)
+        }
+    a2 = next(r for r in data["analysis"]["results"] if r["set_name"] == "a2")
+    assert a2["runs"] == 2 and a2["tps_change"]["ci_low_pct"] is not None
+    # Two 2-second repeats cannot resolve anything but a gross difference.
+    assert a2["tps_change"]["verdict"] == "no detectable difference"
+    table = run_cli(shared_workdir, "compare", str(plan), "--resume")
+    assert table.code == 0, table.stderr
+    assert "baseline" in table.stdout and "4 runs were finished before" in table.stderr
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="changing a sysctl needs root")
+def test_sigkill_then_rollback_restores_and_resume_finishes(run_cli, workdir: Path, tmp_path: Path):
+    before = SYSCTL.read_text()
+    changed = str(int(before) + 100)
+    plan = aa_plan(tmp_path, with_sysctl=True)
+    results = workdir / "results.sqlite"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pgdyno", "compare", str(plan), "--workdir", str(workdir)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        # Kill while set a2 (the one with the sysctl) runs, after a1's first run is stored.
+        assert wait_for(lambda: SYSCTL.read_text().strip() == changed, timeout=240)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    try:
+        assert SYSCTL.read_text().strip() == changed  # nobody restored it: the kill was hard
+        refused = run_cli(workdir, "compare", str(plan))
+        assert refused.code == 2 and "pgdyno rollback" in refused.stderr
+        rolled = run_cli(workdir, "rollback")
+        assert rolled.code == 0, rolled.stderr
+        assert "restored sysctl vm.dirty_expire_centisecs" in rolled.stdout
+        assert SYSCTL.read_text() == before
+        assert "nothing to restore" in run_cli(workdir, "rollback").stdout
+    finally:
+        SYSCTL.write_text(before)
+    with sqlite3.connect(results) as db:
+        finished = db.execute("SELECT id FROM runs WHERE status = 'ok'").fetchall()
+    assert len(finished) >= 1
+    resumed = run_cli(workdir, "compare", str(plan), "--resume", "--json")
+    assert resumed.code == 0, resumed.stderr
+    assert SYSCTL.read_text() == before
+    with sqlite3.connect(results) as db:
+        ok = db.execute(
+            "SELECT set_name, repeat FROM runs WHERE status = 'ok' ORDER BY id"
+        ).fetchall()
+    assert sorted(ok) == [("a1", 1), ("a1", 2), ("a2", 1), ("a2", 2)]  # nothing ran twice

@@ -1,0 +1,634 @@
+"""Host knobs and the host journal on a fake /proc and /sys tree under tmp_path.
+
+Plain files cannot refuse a write or reset a coupled sysctl, so `fake_kernel` stands in for
+the kernel's side of a write where a test needs it.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import pgdyno.host.knobs as knobs
+from pgdyno.errors import UsageError
+from pgdyno.host.journal import (
+    Applied,
+    Change,
+    HostChanges,
+    JournalError,
+    RestoreError,
+    _signals_held,
+    ensure_clean,
+    pending,
+    rollback,
+)
+from pgdyno.host.knobs import (
+    BLOCK_SETTINGS,
+    HostChangeError,
+    Knob,
+    read_value,
+    validate,
+    write_value,
+)
+
+SYSCTLS = {
+    "vm/dirty_ratio": "20\n",
+    "vm/dirty_bytes": "0\n",
+    "vm/dirty_background_ratio": "10\n",
+    "vm/dirty_background_bytes": "0\n",
+    "vm/dirty_expire_centisecs": "3000\n",
+    "kernel/printk": "4\t4\t1\t7\n",
+    "kernel/core_pattern": "core\n",
+    "kernel/sched_autogroup_enabled": "1\n",
+    "kernel/random/boot_id": "boot-a\n",
+    "net/ipv4/conf/eth0.1/rp_filter": "2\n",
+}
+
+
+@dataclass
+class Tree:
+    proc: Path
+    sys: Path
+    journal: Path
+
+    def sysctl(self, name: str) -> Knob:
+        return Knob("sysctl", name, proc_root=self.proc, sys_root=self.sys)
+
+    def block(self, device: str, name: str) -> Knob:
+        return Knob("block", name, device=device, proc_root=self.proc, sys_root=self.sys)
+
+    def pending(self) -> list[Change]:
+        return pending(self.journal, proc_root=self.proc, sys_root=self.sys)
+
+    def changes(self) -> HostChanges:
+        return HostChanges(self.journal, is_root=True, proc_root=self.proc, sys_root=self.sys)
+
+    def file(self, knob: Knob) -> str:
+        return knob.path.read_text()
+
+    def lines(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.journal.read_text().splitlines()]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Tree:
+    proc, sys = tmp_path / "proc", tmp_path / "sys"
+    for name, text in SYSCTLS.items():
+        path = proc / "sys" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (proc / "sys/kernel/osrelease").write_text("6.18.44\n")
+    (proc / "sys/kernel/osrelease").chmod(0o444)
+    vda = sys / "block/vda/queue"
+    vda.mkdir(parents=True)
+    (vda / "scheduler").write_text("none [mq-deadline] kyber bfq \n")
+    (vda / "read_ahead_kb").write_text("8192\n")
+    (sys / "block/zram0/queue").mkdir(parents=True)
+    (sys / "block/zram0/queue/read_ahead_kb").write_text("128\n")
+    (sys / "block/noqueue").mkdir(parents=True)
+    return Tree(proc, sys, tmp_path / "work" / "host-journal.jsonl")
+
+
+@pytest.fixture
+def tree_ready(tree: Tree) -> Tree:
+    tree.journal.parent.mkdir()
+    return tree
+
+
+def fake_kernel(monkeypatch: pytest.MonkeyPatch, refuse: Callable[[Path, str], bool]) -> None:
+    """Writes as the kernel takes them: refusals, the coupled dirty pairs (the *_bytes ones
+    refuse 0), read_ahead_kb rounded down to whole 4 KiB pages."""
+    real = knobs._write_raw
+
+    def write(path: Path, data: bytes) -> None:
+        value = data.decode().strip()
+        if refuse(path, value):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        if path.name.endswith("_bytes") and path.parent.name == "vm":
+            if value == "0":
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+            real(path.with_name(path.name.replace("_bytes", "_ratio")), b"0\n")
+        elif path.name.endswith("_ratio") and path.parent.name == "vm":
+            real(path.with_name(path.name.replace("_ratio", "_bytes")), b"0\n")
+        elif path.name == "read_ahead_kb":
+            value = str(int(value) // 4 * 4)
+        real(path, value.encode() + b"\n")
+
+    monkeypatch.setattr(knobs, "_write_raw", write)
+
+
+# Knobs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("knob", "relative"),
+    [
+        (Knob.sysctl("vm.dirty_ratio"), "/proc/sys/vm/dirty_ratio"),
+        (Knob.sysctl("vm/dirty_ratio"), "/proc/sys/vm/dirty_ratio"),
+        (Knob.sysctl("kernel.sched_autogroup_enabled"), "/proc/sys/kernel/sched_autogroup_enabled"),
+        (Knob.sysctl("net/ipv4/conf/eth0.1/rp_filter"), "/proc/sys/net/ipv4/conf/eth0.1/rp_filter"),
+        (Knob.block("vda", "scheduler"), "/sys/block/vda/queue/scheduler"),
+        (Knob.block("nvme0n1", "read_ahead_kb"), "/sys/block/nvme0n1/queue/read_ahead_kb"),
+    ],
+)
+def test_paths(knob: Knob, relative: str) -> None:
+    assert str(knob.path) == relative
+
+
+def test_roots_are_injectable(tree: Tree) -> None:
+    assert tree.sysctl("vm.dirty_ratio").path == tree.proc / "sys/vm/dirty_ratio"
+    assert tree.block("vda", "scheduler").path == tree.sys / "block/vda/queue/scheduler"
+    assert BLOCK_SETTINGS == ("scheduler", "read_ahead_kb")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Knob.sysctl("vm..dirty_ratio"),
+        lambda: Knob.sysctl("../../etc/passwd"),
+        lambda: Knob.sysctl("vm/../../etc/shadow"),
+        lambda: Knob.sysctl("/vm/dirty_ratio"),
+        lambda: Knob.sysctl("vm.dirty ratio"),
+        lambda: Knob.sysctl(""),
+        lambda: Knob.block("..", "scheduler"),
+        lambda: Knob.block("vda/queue", "scheduler"),
+        lambda: Knob.block("vda", "nr_requests"),
+        lambda: Knob("sysctl", "vm.dirty_ratio", device="vda"),
+    ],
+)
+def test_names_that_could_leave_the_knob_directories_are_refused(
+    make: Callable[[], Knob],
+) -> None:
+    with pytest.raises(UsageError):
+        make()
+
+
+def test_read_value_normalizes(tree: Tree) -> None:
+    assert read_value(tree.sysctl("kernel.printk")) == "4 4 1 7"
+    assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"
+    assert read_value(tree.block("vda", "scheduler")) == "mq-deadline"
+    assert read_value(tree.block("vda", "read_ahead_kb")) == "8192"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("kernel.sched_autogroup_enabled", True, "1"),
+        ("kernel.sched_autogroup_enabled", False, "0"),
+        ("vm.dirty_ratio", 40, "40"),
+        ("vm.dirty_ratio", " 40\n", "40"),
+        ("kernel.printk", "3  4\t1 7", "3 4 1 7"),
+        ("kernel.printk", [3, 4, 1, 7], "3 4 1 7"),
+        ("kernel.core_pattern", "core.%p", "core.%p"),
+        ("net/ipv4/conf/eth0.1/rp_filter", 1, "1"),
+    ],
+)
+def test_validate_normalizes_sysctl_values(
+    tree: Tree, name: str, value: object, expected: str
+) -> None:
+    assert validate(tree.sysctl(name), value, is_root=True) == expected
+
+
+def test_validate_block_values(tree: Tree) -> None:
+    assert validate(tree.block("vda", "scheduler"), "bfq", is_root=True) == "bfq"
+    assert validate(tree.block("vda", "scheduler"), "none", is_root=True) == "none"
+    assert validate(tree.block("vda", "read_ahead_kb"), 256, is_root=True) == "256"
+    assert validate(tree.block("vda", "read_ahead_kb"), "0", is_root=True) == "0"
+
+
+def test_missing_sysctl_message(tree: Tree) -> None:
+    knob = tree.sysctl("kernel.sched_migration_cost_ns")
+    with pytest.raises(UsageError) as caught:
+        validate(knob, 500000, is_root=True)
+    assert str(caught.value) == (
+        "the kernel has no sysctl kernel.sched_migration_cost_ns "
+        f"(no file {tree.proc}/sys/kernel/sched_migration_cost_ns): "
+        "remove it from the plan or check the name."
+    )
+
+
+def test_not_root_message(tree: Tree) -> None:
+    with pytest.raises(UsageError) as caught:
+        validate(tree.sysctl("vm.dirty_ratio"), 40, is_root=False)
+    assert str(caught.value) == (
+        "changing sysctl vm.dirty_ratio needs root: run pgdyno as root or remove it from the plan."
+    )
+    with pytest.raises(UsageError, match="needs root"):
+        validate(tree.block("vda", "scheduler"), "bfq", is_root=False)
+
+
+@pytest.mark.parametrize(
+    ("make", "value", "message"),
+    [
+        (lambda t: t.sysctl("kernel.osrelease"), "7", r"sysctl kernel.osrelease is read-only"),
+        (lambda t: t.sysctl("kernel"), "1", r"the kernel has no sysctl kernel \(no file"),
+        (
+            lambda t: t.sysctl("vm.dirty_ratio"),
+            "forty",
+            r"takes whole numbers separated by spaces \(it is '20' now\), not 'forty'",
+        ),
+        (lambda t: t.sysctl("vm.dirty_ratio"), 1.5, r"not 1\.5: fix the value"),
+        (lambda t: t.sysctl("vm.dirty_ratio"), "", r"takes whole numbers"),
+        (lambda t: t.sysctl("kernel.core_pattern"), "a\nb", r"takes one line of text"),
+        (
+            lambda t: t.block("vda", "scheduler"),
+            "deadline",
+            r"offers no scheduler 'deadline' \(it offers none, mq-deadline, kyber, bfq\)",
+        ),
+        (lambda t: t.block("vda", "scheduler"), 1, r"offers no scheduler 1 "),
+        (lambda t: t.block("vda", "read_ahead_kb"), -1, r"whole number of KiB .*not -1"),
+        (lambda t: t.block("vda", "read_ahead_kb"), "1.5", r"not '1\.5'"),
+        (lambda t: t.block("vda", "read_ahead_kb"), True, r"not True"),
+        (lambda t: t.block("sdz", "scheduler"), "none", r"there is no block device sdz"),
+        (lambda t: t.block("noqueue", "read_ahead_kb"), 1, r"noqueue has no queue settings"),
+        (lambda t: t.block("zram0", "scheduler"), "none", r"zram0 has no scheduler setting"),
+    ],
+)
+def test_validate_messages(
+    tree: Tree, make: Callable[[Tree], Knob], value: object, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message) as caught:
+        validate(make(tree), value, is_root=True)
+    text = str(caught.value)
+    assert text.endswith(".") and ": " in text  # what is wrong: what to do.
+
+
+def test_write_value_reads_back(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert write_value(tree.sysctl("vm.dirty_ratio"), "40") == "40"
+    assert tree.file(tree.sysctl("vm.dirty_ratio")) == "40\n"
+    fake_kernel(monkeypatch, lambda _path, _value: False)
+    assert write_value(tree.block("vda", "read_ahead_kb"), "130") == "128"
+
+
+def test_write_value_names_knob_and_value_when_refused(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_kernel(monkeypatch, lambda _path, value: value == "999")
+    with pytest.raises(HostChangeError) as caught:
+        write_value(tree.sysctl("vm.dirty_ratio"), "999")
+    assert str(caught.value).startswith(
+        "the kernel refused '999' for sysctl vm.dirty_ratio (EINVAL: Invalid argument):"
+    )
+
+
+def test_write_value_never_creates_a_knob(tree: Tree) -> None:
+    knob = tree.sysctl("vm.no_such_knob")
+    with pytest.raises(HostChangeError, match="ENOENT"):
+        write_value(knob, "1")
+    assert not knob.path.exists()
+
+
+# The journal and HostChanges --------------------------------------------------------------
+
+
+def test_change_is_journalled_and_fsynced_before_the_write(
+    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tree_ready
+    knob = tree.sysctl("vm.dirty_ratio")
+    seen: list[list[str]] = []
+    real = knobs._write_raw
+
+    def write(path: Path, data: bytes) -> None:
+        # At the moment of the write, the journal on disk already holds the old value.
+        seen.append([change.old for change in tree.pending()])
+        real(path, data)
+
+    monkeypatch.setattr(knobs, "_write_raw", write)
+    with tree.changes() as host:
+        applied = host.apply(knob, 40)
+        assert applied == Applied(knob, old="20", requested="40", effective="40")
+        assert applied.took_effect
+        record = tree.lines()[0]
+        assert record == {
+            "op": "change",
+            "id": 1,
+            "kind": "sysctl",
+            "name": "vm.dirty_ratio",
+            "device": None,
+            "path": str(knob.path),
+            "old": "20",
+            "new": "40",
+            "at": record["at"],
+            "pid": os.getpid(),
+            "boot_id": "boot-a",
+            "partner": {
+                "name": "vm.dirty_bytes",
+                "path": str(tree.proc / "sys/vm/dirty_bytes"),
+                "old": "0",
+            },
+        }
+    # Journalled before the change; marked restored only after the restore write.
+    assert seen == [["20"], ["20"]]
+    assert tree.pending() == []
+    assert tree.file(knob) == "20\n"
+
+
+def test_exception_restores_everything_in_reverse(tree_ready: Tree) -> None:
+    tree = tree_ready
+    ratio, printk = tree.sysctl("vm.dirty_ratio"), tree.sysctl("kernel.printk")
+    scheduler = tree.block("vda", "scheduler")
+    with pytest.raises(RuntimeError, match="benchmark failed"), tree.changes() as host:
+        host.apply(ratio, 40)
+        host.apply(printk, [3, 4, 1, 7])
+        host.apply(scheduler, "bfq")
+        assert read_value(scheduler) == "bfq"
+        raise RuntimeError("benchmark failed")
+    assert read_value(ratio) == "20"
+    assert tree.file(printk) == "4 4 1 7\n"
+    assert read_value(scheduler) == "mq-deadline"
+    assert tree.pending() == []
+    assert tree.journal.read_text() == ""  # compacted once everything is restored
+
+
+def test_keyboard_interrupt_restores(tree_ready: Tree) -> None:
+    tree = tree_ready
+    knob = tree.block("vda", "read_ahead_kb")
+    with pytest.raises(KeyboardInterrupt), tree.changes() as host:
+        host.apply(knob, 256)
+        raise KeyboardInterrupt
+    assert read_value(knob) == "8192"
+    ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+
+
+def test_same_knob_twice_restores_the_oldest_value(
+    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tree_ready
+    knob = tree.sysctl("vm.dirty_ratio")
+    writes: list[bytes] = []
+    real = knobs._write_raw
+    monkeypatch.setattr(knobs, "_write_raw", lambda p, d: (writes.append(d), real(p, d))[1])
+    with tree.changes() as host:
+        host.apply(knob, 30)
+        host.apply(knob, 40)
+        assert [change.old for change in tree.pending()] == [
+            "20",
+            "30",
+        ]
+    assert read_value(knob) == "20"
+    assert writes == [b"30\n", b"40\n", b"20\n"]  # one restore write, straight to the oldest
+
+
+def test_restore_between_sets(tree_ready: Tree) -> None:
+    tree = tree_ready
+    knob = tree.sysctl("vm.dirty_expire_centisecs")
+    with tree.changes() as host:
+        host.apply(knob, 1000)
+        restored = host.restore()
+        assert [(r.knob, r.old, r.set_to, r.found, r.now) for r in restored] == [
+            (knob, "3000", "1000", "1000", "3000")
+        ]
+        assert read_value(knob) == "3000"
+        host.apply(knob, 2000)
+        assert read_value(knob) == "2000"
+    assert read_value(knob) == "3000"
+
+
+def test_unchanged_value_is_not_written_or_journalled(tree_ready: Tree) -> None:
+    tree = tree_ready
+    with tree.changes() as host:
+        applied = host.apply(tree.sysctl("vm.dirty_ratio"), "20")
+        assert applied.old == applied.effective == "20"
+        assert tree.journal.read_text() == ""
+
+
+def test_effective_value_is_what_reads_back(
+    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tree_ready
+    fake_kernel(monkeypatch, lambda _path, _value: False)
+    knob = tree.block("vda", "read_ahead_kb")
+    with tree.changes() as host:
+        applied = host.apply(knob, 130)
+        assert (applied.requested, applied.effective, applied.took_effect) == ("130", "128", False)
+    assert read_value(knob) == "8192"
+
+
+def test_coupled_sysctls_restore_through_the_one_in_use(
+    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tree_ready
+    fake_kernel(monkeypatch, lambda _path, _value: False)
+    ratio = tree.sysctl("vm.dirty_background_ratio")
+    bytes_ = tree.sysctl("vm.dirty_background_bytes")
+    with tree.changes() as host:
+        host.apply(bytes_, 64 << 20)
+        assert (read_value(ratio), read_value(bytes_)) == ("0", str(64 << 20))
+        # Writing 0 to *_bytes is refused by the kernel: restore must write the ratio.
+    assert (read_value(ratio), read_value(bytes_)) == ("10", "0")
+
+
+def test_refused_write_leaves_nothing_pending(
+    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tree_ready
+    fake_kernel(monkeypatch, lambda _path, value: value == "1000")
+    knob = tree.sysctl("vm.dirty_ratio")
+    with tree.changes() as host:
+        with pytest.raises(HostChangeError, match=r"refused '1000' for sysctl vm\.dirty_ratio"):
+            host.apply(knob, 1000)
+        assert tree.pending() == []
+    assert read_value(knob) == "20"
+
+
+def test_failed_restore_keeps_going_then_rollback_retries(
+    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tree_ready
+    ratio, expire = tree.sysctl("vm.dirty_ratio"), tree.sysctl("vm.dirty_expire_centisecs")
+    broken = {"on": False}
+    fake_kernel(monkeypatch, lambda path, _value: broken["on"] and path == ratio.path)
+    with pytest.raises(RestoreError) as caught, tree.changes() as host:
+        host.apply(ratio, 40)
+        host.apply(expire, 1000)
+        broken["on"] = True
+    message = str(caught.value)
+    assert message == (
+        "could not restore sysctl vm.dirty_ratio to '20' (EINVAL: Invalid argument): "
+        "the journal keeps it, run `pgdyno rollback` to retry."
+    )
+    assert caught.value.failed == [ratio]
+    assert read_value(expire) == "3000"  # the others were still restored
+    assert read_value(ratio) == "40"
+    left = tree.pending()
+    assert [(c.knob, c.old, c.new) for c in left] == [(ratio, "20", "40")]
+    with pytest.raises(UsageError, match="holds 1 change not restored"):
+        ensure_clean(tree.journal, proc_root=tree.proc)
+    broken["on"] = False
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [(r.knob, r.now, r.set_to) for r in done] == [(ratio, "20", "40")]
+    assert read_value(ratio) == "20"
+    assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys) == []
+
+
+def test_restore_error_replaces_a_keyboard_interrupt_but_keeps_it(
+    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tree_ready
+    knob = tree.sysctl("vm.dirty_ratio")
+    broken = {"on": False}
+    fake_kernel(monkeypatch, lambda _path, _value: broken["on"])
+    with pytest.raises(RestoreError) as caught, tree.changes() as host:
+        host.apply(knob, 40)
+        broken["on"] = True
+        raise KeyboardInterrupt
+    assert isinstance(caught.value.__context__, KeyboardInterrupt)
+
+
+# Crash recovery ---------------------------------------------------------------------------
+
+
+def change_line(tree: Tree, id_: int, name: str, old: str, new: str, boot_id: str) -> str:
+    knob = tree.sysctl(name)
+    record = {
+        "op": "change",
+        "id": id_,
+        "kind": "sysctl",
+        "name": name,
+        "device": None,
+        "path": str(knob.path),
+        "old": old,
+        "new": new,
+        "at": "2025-01-01T00:00:00.000+00:00",
+        "pid": 1,
+        "boot_id": boot_id,
+    }
+    return json.dumps(record) + "\n"
+
+
+def crashed(tree: Tree, *tail: str, boot_id: str = "boot-a") -> None:
+    """The state a SIGKILL leaves: two changes journalled and made, one of them restored."""
+    tree.journal.write_text(
+        change_line(tree, 1, "vm.dirty_expire_centisecs", "3000", "1000", boot_id)
+        + change_line(tree, 2, "kernel.sched_autogroup_enabled", "1", "0", boot_id)
+        + json.dumps({"op": "restored", "id": 2, "at": "2025-01-01T00:00:01.000+00:00"})
+        + "\n"
+        + "".join(tail)
+    )
+    tree.sysctl("vm.dirty_expire_centisecs").path.write_text("1000\n")
+
+
+def test_pending_tolerates_a_torn_last_line(tree_ready: Tree) -> None:
+    tree = tree_ready
+    torn = change_line(tree, 3, "vm.dirty_ratio", "20", "40", "boot-a")[:37]
+    crashed(tree, torn)
+    left = tree.pending()
+    assert [(c.id, c.knob.name, c.old) for c in left] == [(1, "vm.dirty_expire_centisecs", "3000")]
+    with pytest.raises(UsageError) as caught:
+        ensure_clean(tree.journal, proc_root=tree.proc)
+    assert str(caught.value) == (
+        f"the host journal {tree.journal} holds 1 change not restored after an interrupted run: "
+        "run `pgdyno rollback` first."
+    )
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [(r.knob.name, r.found, r.now, r.set_to) for r in done] == [
+        ("vm.dirty_expire_centisecs", "1000", "3000", "1000")
+    ]
+    assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"  # the torn change is left alone
+    ensure_clean(tree.journal, proc_root=tree.proc)
+    assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys) == []
+
+
+@pytest.mark.parametrize("tail", ["\0" * 40, '{"op": "rest', '{"op": "restored", "id": 1'])
+def test_torn_tail_is_cut_before_the_next_append(tree_ready: Tree, tail: str) -> None:
+    tree = tree_ready
+    crashed(tree, tail)
+    rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert tree.journal.read_text() == ""
+    crashed(tree, tail)
+    tree.journal.write_text(tree.journal.read_text()[: -len(tail)].rstrip("\n"))  # no newline
+    with pytest.raises(UsageError, match="holds 1 change"):
+        ensure_clean(tree.journal, proc_root=tree.proc)
+    rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert tree.pending() == []
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ("garbage\n", "not a JSON record"),
+        ("[1, 2]\n", "not a JSON object"),
+        ('{"op": "restored", "id": 9, "at": "x"}\n', "restores change 9"),
+        ('{"op": "wipe"}\n', "unknown op 'wipe'"),
+    ],
+)
+def test_damage_before_the_last_line_is_an_error(tree_ready: Tree, damage: str, why: str) -> None:
+    tree = tree_ready
+    crashed(tree)
+    lines = tree.journal.read_text().splitlines(keepends=True)
+    tree.journal.write_text(lines[0] + damage + "".join(lines[1:]))
+    with pytest.raises(JournalError, match=f"line 2 of the host journal .*{why}"):
+        tree.pending()
+    with pytest.raises(JournalError):
+        rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert read_value(tree.sysctl("vm.dirty_expire_centisecs")) == "1000"  # nothing guessed
+
+
+def test_a_record_cannot_point_a_restore_elsewhere(tree_ready: Tree) -> None:
+    tree = tree_ready
+    crashed(tree)
+    text = tree.journal.read_text()
+    elsewhere = str(tree.journal.parent / "victim")
+    tree.journal.write_text(
+        text.replace(str(tree.sysctl("vm.dirty_expire_centisecs").path), elsewhere)
+    )
+    with pytest.raises(JournalError, match=r"line 1 .*it names .*victim"):
+        rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert not Path(elsewhere).exists()
+
+
+def test_changes_from_before_a_reboot_are_not_written_back(tree_ready: Tree) -> None:
+    tree = tree_ready
+    crashed(tree, boot_id="boot-before")
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [(r.knob.name, r.rebooted, r.now) for r in done] == [
+        ("vm.dirty_expire_centisecs", True, "1000")
+    ]
+    assert read_value(tree.sysctl("vm.dirty_expire_centisecs")) == "1000"
+    assert tree.pending() == []
+
+
+def test_one_writer_at_a_time(tree_ready: Tree) -> None:
+    tree = tree_ready
+    ensure_clean(tree.journal)  # no journal yet
+    with tree.changes() as host:
+        host.apply(tree.sysctl("vm.dirty_ratio"), 40)
+        with pytest.raises(UsageError, match="another pgdyno process is changing host settings"):
+            ensure_clean(tree.journal, proc_root=tree.proc)
+        with pytest.raises(UsageError, match="another pgdyno process"):
+            rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+        with pytest.raises(UsageError, match="another pgdyno process"), tree.changes():
+            pass
+    assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"
+
+
+def test_host_changes_refuses_to_start_over_pending_changes(tree_ready: Tree) -> None:
+    tree = tree_ready
+    crashed(tree)
+    with pytest.raises(UsageError, match="run `pgdyno rollback` first"), tree.changes():
+        pass
+    assert read_value(tree.sysctl("vm.dirty_expire_centisecs")) == "1000"
+
+
+def test_knob_roots_must_match_the_journal(tree_ready: Tree) -> None:
+    with tree_ready.changes() as host, pytest.raises(ValueError, match="lives under /proc, not "):
+        host.apply(Knob.sysctl("vm.dirty_ratio"), 40)
+
+
+def test_signals_are_held_until_the_critical_part_is_done() -> None:
+    steps: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        with _signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("after the signal")
+        steps.append("not reached")
+    assert steps == ["after the signal"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
