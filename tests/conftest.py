@@ -6,6 +6,7 @@ import io
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,3 +92,12 @@ def run_cli(cache_dir: Path):
         return Result(code, env.stdout.getvalue(), env.stderr.getvalue())
 
     return runner
+
+
+def wait_for(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False

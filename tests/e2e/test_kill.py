@@ -7,9 +7,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from conftest import wait_for
 from pgdyno.process import pid_alive, pid_cmdline
 
 
@@ -31,15 +31,6 @@ def pgbench_pids(workdir: Path) -> list[int]:
             if cmd and cmd[0].endswith("pgbench") and any(str(workdir) in c for c in cmd):
                 pids.append(int(entry.name))
     return pids
-
-
-def wait_for(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def test_sigkill_mid_sweep_keeps_finished_runs_and_cleans_up(workdir: Path, run_cli):
