@@ -138,7 +138,12 @@ def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison
 
 @click.group()
 def plan() -> None:
-    """Plan files: configuration sets to compare (see examples/)."""
+    """Plan files: configuration sets to compare (see examples/).
+
+    \b
+    Example:
+      pgdyno plan check examples/aa.toml
+    """
 
 
 @plan.command("check")
@@ -188,6 +193,10 @@ def rollback(ctx: click.Context, /, **_: object) -> None:
     Reads the journal in the work directory, puts every sysctl and block-device setting back to
     the value it had before pgdyno changed it (newest change first) and marks it restored.
     Running it again does nothing.
+
+    \b
+    Example:
+      pgdyno rollback --workdir /var/lib/pgdyno
     """
     env = environment(ctx)
     restored = rollback_changes(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)

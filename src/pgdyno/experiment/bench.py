@@ -177,6 +177,22 @@ def run_cells(
 
 
 @contextmanager
+def finished_as(finish: Callable[[str], None]) -> Iterator[None]:
+    """Call `finish` with done, interrupted or failed, by how the block ends."""
+    status = "done"
+    try:
+        yield
+    except (KeyboardInterrupt, Interrupted):
+        status = "interrupted"
+        raise
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        finish(status)
+
+
+@contextmanager
 def recorded_session(
     store: ResultsStore,
     command: list[str],
@@ -189,17 +205,10 @@ def recorded_session(
 ) -> Iterator[int]:
     """A session row that ends as done, interrupted or failed however the block ends."""
     session_id = store.begin_session(command, target, host.as_dict(), server)
-    status = "done"
     try:
-        yield session_id
-    except (KeyboardInterrupt, Interrupted):
-        status = "interrupted"
-        raise
-    except BaseException:
-        status = "failed"
-        raise
+        with finished_as(lambda status: store.finish_session(session_id, status)):
+            yield session_id
     finally:
-        store.finish_session(session_id, status)
         if not keep_files:
             shutil.rmtree(run_root / f"session-{session_id}", ignore_errors=True)
 

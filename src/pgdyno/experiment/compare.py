@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from pgdyno.environment import Environment
-from pgdyno.errors import ClusterError, Interrupted, UsageError
+from pgdyno.errors import ClusterError, UsageError
 from pgdyno.experiment.bench import (
     RUN_OVERHEAD_S,
     ProgressReporter,
     connected,
+    finished_as,
     recorded_session,
     resolve_scales,
     run_cells,
@@ -173,21 +175,6 @@ def _cells(spec: BenchSpec, scales: list[int], cpus: int, repeat: int) -> list[R
     return [replace(cell, repeat=repeat) for cell in one]
 
 
-@contextmanager
-def _comparison_status(comparisons: Comparisons, comparison_id: int) -> Iterator[None]:
-    status = "done"
-    try:
-        yield
-    except (KeyboardInterrupt, Interrupted):
-        status = "interrupted"
-        raise
-    except BaseException:
-        status = "failed"
-        raise
-    finally:
-        comparisons.finish(comparison_id, status)
-
-
 def run_compare(
     plan: Plan,
     checked: list[CheckedSet],
@@ -238,7 +225,7 @@ def run_compare(
             )
         )
         if comparison_id is not None:
-            stack.enter_context(_comparison_status(comparisons, comparison_id))
+            stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
         for repeat in range(1, spec.repeats + 1):
             for checked_set in checked:
                 name = checked_set.name
@@ -272,7 +259,7 @@ def run_compare(
                             baseline=plan.spec.baseline_name, scales=scales,
                             sets=[(c.name, c.requested()) for c in checked],
                         )  # fmt: skip
-                        stack.enter_context(_comparison_status(comparisons, comparison_id))
+                        stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
                     if not planned:
                         planned = True
                         progress.planned(
