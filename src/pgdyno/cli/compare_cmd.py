@@ -21,7 +21,7 @@ from pgdyno.host.facts import HostFacts, read_host
 from pgdyno.host.journal import rollback as rollback_changes
 from pgdyno.pgbench.command import builtin_workload, jobs_for
 from pgdyno.pgbench.scale import parse_scale_spec
-from pgdyno.plan.check import CheckedSet, check_plan
+from pgdyno.plan.check import CheckedSet, MetaLoader, check_plan
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.render.compare import ladder_tables, verdict_table
 from pgdyno.store.comparisons import Comparisons
@@ -53,11 +53,11 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
         raise UsageError(f"{plan.where(('matrix',))}: {exc}") from None
 
 
-def _checked(env: Environment, plan: Plan) -> list[CheckedSet]:
+def _checked(env: Environment, plan: Plan, meta_for: MetaLoader) -> list[CheckedSet]:
     env.clusters_dir.mkdir(parents=True, exist_ok=True)
     device = device_for_path(env.clusters_dir, env.proc_root, env.sys_root)
     return check_plan(
-        plan, cache_dir=env.cache_dir, meta_for=settings_meta_loader(env, err(env).print),
+        plan, cache_dir=env.cache_dir, meta_for=meta_for,
         data_disk=device.disk if device else None, is_root=env.is_root,
         proc_root=env.proc_root, sys_root=env.sys_root,
     )  # fmt: skip
@@ -100,12 +100,13 @@ def compare(
     log = err(env).print
     with ExitStack() as stack:
         stack.enter_context(workdir_lock(env))
-        checked = _checked(env, plan)
+        meta_for = settings_meta_loader(env, log)  # one loader: pg_settings read once per version
+        checked = _checked(env, plan, meta_for)
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))
         outcome = run_compare(
             plan, checked, spec, env, store, host, resume=resume,
-            meta_for=settings_meta_loader(env, log), command=["pgdyno", *env.argv],
+            meta_for=meta_for, command=["pgdyno", *env.argv],
             progress=progress, log=log, keep_files=keep_files,
         )  # fmt: skip
     with ResultsStore(env.results_path) as store:
@@ -166,7 +167,7 @@ def plan_check(ctx: click.Context, /, plan_file: Path, **_: object) -> None:
     host: HostFacts = read_host(env.proc_root, env.sys_root)
     spec = bench_spec(loaded, host.cpu_count)
     with workdir_lock(env):
-        checked = _checked(env, loaded)
+        checked = _checked(env, loaded, settings_meta_loader(env, err(env).print))
     table = Table(title=f"plan {loaded.name}: valid", title_justify="left")
     for name in ("set", "PostgreSQL", "settings", "host settings"):
         table.add_column(name)

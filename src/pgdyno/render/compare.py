@@ -6,7 +6,7 @@ from rich.table import Table
 
 from pgdyno.experiment.verdicts import Analysis
 from pgdyno.render.terminal import fmt
-from pgdyno.stats.compare import BETTER, WORSE, Comparison
+from pgdyno.stats.compare import BETTER, SAME, WORSE, Comparison
 
 _COLOUR = {BETTER: "green", WORSE: "red"}
 
@@ -24,6 +24,13 @@ def change_text(change: Comparison | None) -> str:
     if change.ci_low_pct is None or change.ci_high_pct is None:
         return f"{change.change_pct:+.1f}%"
     return f"{change.change_pct:+.1f}% [{change.ci_low_pct:+.1f}, {change.ci_high_pct:+.1f}]"
+
+
+def _p99_text(change: Comparison | None) -> str:
+    """The change, with the verdict only when there is one to tell."""
+    if change is None or change.verdict == SAME:
+        return change_text(change)
+    return f"{change_text(change)} {change.verdict}"
 
 
 def _verdict(change: Comparison | None, is_baseline: bool) -> str:
@@ -48,9 +55,7 @@ def verdict_table(analysis: Analysis, title: str) -> Table:
             f"{r.runs}" + (f" ({r.failed} failed)" if r.failed else ""),
             fmt(r.tps.median if r.tps else None), fmt(r.tps.cv_pct if r.tps else None),
             change_text(r.tps_change), fmt(r.p99_ms.median if r.p99_ms else None, 2),
-            change_text(r.p99_change) + (f" {r.p99_change.verdict}" if r.p99_change and
-                                         r.p99_change.verdict != "no detectable difference"
-                                         else ""),
+            _p99_text(r.p99_change),
             _verdict(r.tps_change, is_base), "; ".join(r.warnings),
         )  # fmt: skip
     return table
