@@ -1,80 +1,116 @@
 """Harness overhead: TPS of `pgdyno bench` (default collection: OS and PostgreSQL samplers,
 -P 1, -r, sampled latency log) against bare pgbench with the same workload and no logging.
 
-    python benchmarks/harness_overhead.py [--pairs 5] [--seconds 10]
+    python benchmarks/harness_overhead.py [--pairs 15] [--seconds 10]
 
-Select-only at the small scale with clients = CPUs, on one sandbox; pairs are interleaved and
-alternate their order so drift on a shared machine hits both sides alike. Prints the median
-of the per-pair TPS ratios (target >= 0.97), then the same with full per-transaction logging.
+Select-only at the small scale with clients = CPUs, on one sandbox. Each round runs, in an
+order that alternates, three arms: bare pgbench; the exact pgbench command pgdyno ran last
+(its -r -P 1 -l --sampling-rate options, without pgdyno around it); and pgdyno bench. So the
+output splits the overhead into what pgbench's own instrumentation costs and what pgdyno's
+process and samplers cost. Ratios are summarised as the geometric mean of the per-round
+ratios with its 95% confidence interval, and the median (target: pgdyno/bare >= 0.97). Then
+pgdyno with full per-transaction logging against bare. On a shared VM single runs swing by
++-20%, so a 3% effect needs a dozen rounds or more to be told from noise.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from throwaway import throwaway_sandbox
 
 from pgdyno.pgbench.dataset import BENCH_DB
 from pgdyno.pgbench.output import parse_summary
+from pgdyno.stats.compare import t_quantile
 
 
-def pgdyno_tps(workdir: Path, clients: int, seconds: int, latency_log: str) -> float:
+def pgdyno_run(workdir: Path, clients: int, seconds: int, latency_log: str) -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "pgdyno", "bench", "--workdir", str(workdir), "--pg-version", "18",
         "-w", "select-only", "-s", "small", "-c", str(clients), "-T", str(seconds),
         "--latency-log", latency_log, "--json",
     ]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-    return float(json.loads(out)[0]["tps"])
+    run: dict[str, Any] = json.loads(out)[0]
+    return run
 
 
-def bare_tps(pgbench: Path, dsn: str, clients: int, seconds: int) -> float:
-    argv = [str(pgbench), "-n", "-b", "select-only", "-c", str(clients), "-j", str(clients),
-            "-T", str(seconds), "-M", "simple", dsn]  # fmt: skip
+def bare_tps(argv: list[str]) -> float:
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     return parse_summary(out).tps
 
 
-def pairs(args: argparse.Namespace, workdir: Path, pgbench: Path, dsn: str, mode: str) -> float:
-    ratios = []
+def same_command(argv: list[str], log_dir: Path) -> list[str]:
+    """pgdyno's pgbench command with its transaction log sent to `log_dir`."""
+    return [f"--log-prefix={log_dir / 'tx'}" if a.startswith("--log-prefix=") else a for a in argv]
+
+
+def summarise(ratios: list[float]) -> str:
+    """Geometric mean with a 95% t interval on the log ratios, and the median."""
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    median = statistics.median(ratios)
+    return f"{math.exp(mean):.3f} (95% CI {low:.3f}-{high:.3f}, median {median:.3f})"
+
+
+def rounds(
+    args: argparse.Namespace, workdir: Path, bare: list[str], mode: str, log_dir: Path
+) -> tuple[list[float], list[float]]:
+    """Per round: pgdyno/bare and pgdyno's own pgbench command/bare TPS ratios."""
+    tool_ratios, command_ratios = [], []
+    command = same_command(pgdyno_run(workdir, args.clients, 3, mode)["pgbench_argv"], log_dir)
     for i in range(args.pairs):
-        if i % 2 == 0:
-            tool = pgdyno_tps(workdir, args.clients, args.seconds, mode)
-            bare = bare_tps(pgbench, dsn, args.clients, args.seconds)
-        else:
-            bare = bare_tps(pgbench, dsn, args.clients, args.seconds)
-            tool = pgdyno_tps(workdir, args.clients, args.seconds, mode)
-        ratios.append(tool / bare)
-        print(f"  pair {i + 1}: pgdyno {tool:,.0f} TPS, bare pgbench {bare:,.0f} TPS, "
-              f"ratio {tool / bare:.3f}")  # fmt: skip
-    return statistics.median(ratios)
+        arms = {
+            "bare": lambda: bare_tps(bare),
+            "command": lambda: bare_tps(command),
+            "pgdyno": lambda: float(pgdyno_run(workdir, args.clients, args.seconds, mode)["tps"]),
+        }
+        tps = {name: arms[name]() for name in (list(arms) if i % 2 == 0 else list(arms)[::-1])}
+        for path in log_dir.glob("tx*"):
+            path.unlink()
+        tool_ratios.append(tps["pgdyno"] / tps["bare"])
+        command_ratios.append(tps["command"] / tps["bare"])
+        print(f"  round {i + 1}: bare {tps['bare']:,.0f}, same command {tps['command']:,.0f}, "
+              f"pgdyno {tps['pgdyno']:,.0f} TPS")  # fmt: skip
+    return tool_ratios, command_ratios
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=15, help="rounds per collection mode")
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
     with throwaway_sandbox("pgdyno-overhead-") as (workdir, binaries, box):
-        dsn = box.conninfo(BENCH_DB)
-        pgbench = binaries.tool("pgbench")
-        # Untimed: builds the dataset and gives pgdyno a TPS to size its latency sample from.
-        pgdyno_tps(workdir, args.clients, 3, "auto")
+        bare = [str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(args.clients),
+                "-j", str(args.clients), "-T", str(args.seconds), "-M", "simple",
+                box.conninfo(BENCH_DB)]  # fmt: skip
+        log_dir = workdir / "bare-logs"
+        log_dir.mkdir(mode=0o777)
+        log_dir.chmod(0o777)
         print(f"select-only, small scale, {args.clients} clients, {args.seconds} s runs")
         print("default collection:")
-        default = pairs(args, workdir, pgbench, dsn, "auto")
+        tool, command = rounds(args, workdir, bare, "auto", log_dir)
         print("full per-transaction logging:")
-        full = pairs(args, workdir, pgbench, dsn, "full")
-        print(f"harness_overhead: pgdyno/bare pgbench TPS ratio {default:.3f} with default "
-              f"collection (target >= 0.97), {full:.3f} with full per-transaction logging "
-              f"(median of {args.pairs} interleaved pairs each)")  # fmt: skip
+        full, full_command = rounds(args, workdir, bare, "full", log_dir)
+        print(f"harness_overhead: pgdyno/bare pgbench TPS ratio {summarise(tool)} with default "
+              f"collection (target >= 0.97)")  # fmt: skip
+        print(f"  of which pgbench's own instrumentation (pgdyno's command run bare / bare): "
+              f"{summarise(command)}; pgdyno's process and samplers: "
+              f"{summarise([t / c for t, c in zip(tool, command, strict=True)])}")  # fmt: skip
+        print(f"  full per-transaction logging: pgdyno/bare {summarise(full)}; the same "
+              f"pgbench command run bare: {summarise(full_command)}")  # fmt: skip
+        print(f"  ({args.pairs} rounds each)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pgdyno import __version__
 from pgdyno.cli.bench_cmd import bench
 from pgdyno.cli.compare_cmd import compare, plan, rollback
 from pgdyno.cli.pg_cmd import pg
+from pgdyno.cli.report_cmd import report
 from pgdyno.cli.runs_cmd import runs
 from pgdyno.cli.sandbox_cmd import sandbox
 
@@ -36,3 +37,4 @@ cli.add_command(pg)
 cli.add_command(compare)
 cli.add_command(plan)
 cli.add_command(rollback)
+cli.add_command(report)

@@ -1,0 +1,420 @@
+"""Plotly figure specs for the report (pure: plain dicts of data and layout, no plotly import).
+
+Each builder takes already-grouped series and returns ``{"data": [...], "layout": {...}}``, or
+None when there is nothing to draw, so a chart appears only when its data is there. Every
+trace of a group shares the group's colour and legend group: clicking a set in the legend
+hides all of its lines in that chart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Figure = dict[str, Any]
+
+# Up to 12 sets stay distinguishable; beyond that colours repeat (dash styles still differ).
+PALETTE = (
+    "#2f6db3",
+    "#e08a1e",
+    "#2e9e5b",
+    "#c8453a",
+    "#8a5fbf",
+    "#8c6245",
+    "#d46aa8",
+    "#6b6b6b",
+    "#a3a13a",
+    "#2aa6b8",
+    "#1c3d6e",
+    "#b35a00",
+)
+GOOD, BAD, NEUTRAL = "#2e9e5b", "#c8453a", "#8a8a8a"
+
+
+def colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One group's per-second values of one run: x in seconds from the start of the run."""
+
+    group: str
+    colour: str
+    values: Mapping[str, Sequence[tuple[float, float]]]  # series name -> (x, y) points
+    checkpoints: Sequence[Mapping[str, Any]] = field(default_factory=tuple)  # x0, x1, text
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "margin": {"l": 64, "r": 16, "t": 48, "b": 48},
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.18},
+        "template": None,
+        "plot_bgcolor": "#ffffff",
+        "paper_bgcolor": "#ffffff",
+        "font": {"family": "system-ui, sans-serif", "size": 12},
+    }
+    layout.update(extra)
+    return layout
+
+
+def _axis(title: str, **extra: Any) -> dict[str, Any]:
+    return {"title": {"text": title}, "gridcolor": "#e6e6e6", "zeroline": False, **extra}
+
+
+def _lines(
+    series: Sequence[Series], specs: Sequence[tuple[str, str, str, str, float]]
+) -> list[Any]:
+    """Traces for every group and (series name, label, axis suffix, dash, width).
+
+    With one group the legend names each line; with several it names each group once (the
+    chart's note tells what the dash styles mean) so 12 sets still give a readable legend.
+    """
+    traces = []
+    for s in series:
+        for name, label, axis, dash, width in specs:
+            points = s.values.get(name)
+            if not points:
+                continue
+            single = len(series) == 1
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": label if single else s.group,
+                    "legendgroup": s.group,
+                    "showlegend": True,
+                    "x": [p[0] for p in points],
+                    "y": [p[1] for p in points],
+                    "line": {"color": s.colour, "dash": dash, "width": width},
+                    "xaxis": "x" + axis,
+                    "yaxis": "y" + axis,
+                    "hovertemplate": f"%{{y:.4~g}} {label}<extra>{s.group}</extra>",
+                }
+            )
+    return traces
+
+
+def _legend_once(data: list[Any], single: bool) -> list[Any]:
+    """With several groups, one legend entry per group: its first trace's."""
+    if not single:
+        seen: set[str] = set()
+        for trace in data:
+            trace["showlegend"] = trace["legendgroup"] not in seen
+            seen.add(trace["legendgroup"])
+    return data
+
+
+def _two_rows(title: str, top: str, bottom: str, **bottom_extra: Any) -> dict[str, Any]:
+    return _layout(
+        title,
+        height=560,
+        xaxis=_axis("", anchor="y", showticklabels=False, matches="x2"),
+        yaxis=_axis(top, domain=[0.55, 1.0], rangemode="tozero"),
+        xaxis2=_axis("seconds into the run", anchor="y2"),
+        yaxis2=_axis(bottom, domain=[0.0, 0.45], **bottom_extra),
+    )
+
+
+def _checkpoint_shapes(series: Sequence[Series]) -> tuple[list[Any], list[Any]]:
+    """Checkpoints as shaded spans on the top row and markers that carry their details."""
+    shapes, traces = [], []
+    single = len(series) == 1
+    for s in series:
+        if not s.checkpoints:
+            continue
+        for c in s.checkpoints:
+            shapes.append(
+                {
+                    "type": "rect",
+                    "xref": "x",
+                    "yref": "y domain",
+                    "x0": c["x0"],
+                    "x1": c["x1"],
+                    "y0": 0,
+                    "y1": 1,
+                    "fillcolor": s.colour,
+                    "opacity": 0.09,
+                    "line": {"width": 0},
+                    "layer": "below",
+                }
+            )
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "checkpoint" if single else s.group,
+                "legendgroup": s.group,
+                "showlegend": single,
+                "x": [c["x0"] for c in s.checkpoints],
+                "y": [1.0 for _ in s.checkpoints],
+                "yaxis": "y3",
+                "xaxis": "x",
+                "marker": {"symbol": "triangle-down", "size": 9, "color": s.colour},
+                "text": [c["text"] for c in s.checkpoints],
+                "hovertemplate": "%{text}<extra>" + s.group + "</extra>",
+            }
+        )
+    return shapes, traces
+
+
+def tps_latency(series: Sequence[Series], title: str) -> Figure | None:
+    """TPS on top; p50 (dotted), p99 (solid) and max (dashed) latency below, log scale."""
+    data = _lines(series, [("tps", "TPS", "", "solid", 1.8)])
+    if not data:
+        return None
+    data += _lines(
+        series,
+        [
+            ("latency_p50_ms", "p50", "2", "dot", 1.4),
+            ("latency_p99_ms", "p99", "2", "solid", 1.6),
+            ("latency_max_ms", "max", "2", "dash", 1.0),
+        ],
+    )
+    shapes, markers = _checkpoint_shapes(series)
+    layout = _two_rows(title, "TPS", "latency ms (log)", type="log")
+    if markers:
+        layout["yaxis3"] = {"overlaying": "y", "range": [0, 1.05], "visible": False}
+        layout["shapes"] = shapes
+    return {"data": _legend_once(data, len(series) == 1) + markers, "layout": layout}
+
+
+def disk_io(
+    series: Sequence[Series], devices: Sequence[tuple[str, str]], title: str
+) -> Figure | None:
+    """Read (dotted) and write (solid) MB/s, one row per device: (role, kernel name)."""
+    if not devices:
+        return None
+    data: list[Any] = []
+    rows = devices[:2]
+    for row, (role, name) in enumerate(rows):
+        axis = "" if row == 0 else "2"
+        data += _lines(
+            series,
+            [
+                (f"disk.{name}.write_mbps", f"{role} write", axis, "solid", 1.6),
+                (f"disk.{name}.read_mbps", f"{role} read", axis, "dot", 1.6),
+            ],
+        )
+    if not data:
+        return None
+    if len(rows) == 1:
+        role, name = rows[0]
+        layout = _layout(
+            title,
+            height=380,
+            xaxis=_axis("seconds into the run"),
+            yaxis=_axis(f"{role} device {name} MB/s", rangemode="tozero"),
+        )
+    else:
+        (role1, name1), (role2, name2) = rows
+        layout = _two_rows(
+            title, f"{role1} {name1} MB/s", f"{role2} {name2} MB/s", rangemode="tozero"
+        )
+    return {"data": _legend_once(data, len(series) == 1), "layout": layout}
+
+
+def cpu_memory(series: Sequence[Series], title: str) -> Figure | None:
+    """CPU user / system / iowait % on top; Dirty and Writeback MB below."""
+    data = _lines(
+        series,
+        [
+            ("cpu.user_pct", "user", "", "solid", 1.6),
+            ("cpu.system_pct", "system", "", "dash", 1.4),
+            ("cpu.iowait_pct", "iowait", "", "dot", 1.6),
+            ("cpu.steal_pct", "steal", "", "dashdot", 1.0),
+        ],
+    )
+    memory = _lines(
+        series,
+        [
+            ("mem.dirty_mb", "Dirty", "2", "solid", 1.6),
+            ("mem.writeback_mb", "Writeback", "2", "dot", 1.6),
+        ],
+    )
+    if not data and not memory:
+        return None
+    layout = _two_rows(title, "CPU %", "memory MB", rangemode="tozero")
+    layout["yaxis"]["range"] = [0, 100]
+    return {"data": _legend_once(data + memory, len(series) == 1), "layout": layout}
+
+
+@dataclass(frozen=True)
+class Point:
+    """A group's figure at one x, with the spread of its repeats."""
+
+    group: str
+    colour: str
+    x: float | str
+    y: float
+    low: float | None = None  # error bar ends, absolute
+    high: float | None = None
+    text: str = ""
+
+
+def _errors(points: Sequence[Point]) -> dict[str, Any] | None:
+    if not any(p.low is not None and p.high is not None for p in points):
+        return None
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [max(p.high - p.y, 0) if p.high is not None else 0 for p in points],
+        "arrayminus": [max(p.y - p.low, 0) if p.low is not None else 0 for p in points],
+        "thickness": 1.2,
+        "width": 4,
+    }
+
+
+def _by_group(points: Sequence[Point]) -> dict[str, list[Point]]:
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        groups.setdefault(p.group, []).append(p)
+    return groups
+
+
+def tps_by_clients(points: Sequence[Point], title: str) -> Figure | None:
+    """Mean TPS with its 95% CI against clients, one line per group; bars with one client."""
+    if not points:
+        return None
+    several = len({p.x for p in points}) > 1
+    data = []
+    for group, pts in _by_group(points).items():
+        pts = sorted(pts, key=lambda p: float(p.x))
+        trace: dict[str, Any] = {
+            "name": group,
+            "legendgroup": group,
+            "x": [p.x for p in pts],
+            "y": [p.y for p in pts],
+            "text": [p.text for p in pts],
+            "hovertemplate": "%{y:,.0f} TPS (%{text})<extra>" + group + "</extra>",
+        }
+        errors = _errors(pts)
+        if errors:
+            trace["error_y"] = {**errors, "color": pts[0].colour}
+        if several:
+            trace.update(type="scatter", mode="lines+markers", line={"color": pts[0].colour})
+        else:
+            trace.update(type="bar", marker={"color": pts[0].colour}, x=[group])
+        data.append(trace)
+    xaxis = _axis("clients", type="log", dtick=0.30103) if several else _axis("")
+    layout = _layout(
+        title, height=420, xaxis=xaxis, yaxis=_axis("TPS", rangemode="tozero"), hovermode="closest"
+    )
+    return {"data": data, "layout": layout}
+
+
+def grouped_bars(
+    points: Sequence[Point], title: str, value_title: str, *, horizontal: bool = False
+) -> Figure | None:
+    """One bar per group in each category: worst-case latency; statements (horizontal, as
+    their text is long)."""
+    if not points:
+        return None
+    value, category = ("x", "y") if horizontal else ("y", "x")
+    data = []
+    for group, pts in _by_group(points).items():
+        trace: dict[str, Any] = {
+            "type": "bar",
+            "name": group,
+            "legendgroup": group,
+            "orientation": "h" if horizontal else "v",
+            category: [p.x for p in pts],
+            value: [p.y for p in pts],
+            "text": [p.text for p in pts],
+            "textposition": "none",
+            "marker": {"color": pts[0].colour},
+            "hovertemplate": f"%{{{value}:.3~f}} ms<br>%{{text}}<extra>{group}</extra>",
+        }
+        errors = _errors(pts)
+        if errors:
+            trace[f"error_{value}"] = {**errors, "color": "#444444"}
+        data.append(trace)
+    categories = len({p.x for p in points})
+    groups = len(data)
+    axes = {
+        f"{value}axis": _axis(value_title, rangemode="tozero"),
+        f"{category}axis": _axis("", automargin=True, autorange="reversed")
+        if horizontal
+        else _axis("", automargin=True),
+    }
+    height = 120 + categories * max(groups, 1) * 14 if horizontal else 400
+    layout = _layout(title, height=max(height, 300), barmode="group", hovermode="closest", **axes)
+    return {"data": data, "layout": layout}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rung of a ladder, as percentages of the first step's TPS."""
+
+    name: str
+    level: float  # this step's level (the first is 100)
+    low: float | None  # 95% interval of the level, from the cumulative change
+    high: float | None
+    gain_text: str  # the step's own change with its CI, for the hover
+
+
+def waterfall(steps: Sequence[Step], total_text: str, title: str) -> Figure | None:
+    """Baseline bar at 100, each step floating from the previous level, then the total."""
+    if len(steps) < 2:
+        return None
+    names, bases, heights, colours, texts = [], [], [], [], []
+    upper, lower = [], []
+    previous = steps[0].level
+    for i, step in enumerate(steps):
+        names.append(step.name)
+        if i == 0:
+            bases.append(0.0)
+            heights.append(step.level)
+            colours.append(NEUTRAL)
+        else:
+            bases.append(min(previous, step.level))
+            heights.append(abs(step.level - previous))
+            colours.append(GOOD if step.level >= previous else BAD)
+        top = bases[-1] + heights[-1]
+        upper.append(max(step.high - top, 0) if step.high is not None else 0)
+        lower.append(max(top - step.low, 0) if step.low is not None else 0)
+        texts.append(f"{step.level:.1f}% of {steps[0].name}; step: {step.gain_text}")
+        previous = step.level
+    last = steps[-1]
+    names.append("total")
+    bases.append(0.0)
+    heights.append(last.level)
+    colours.append(GOOD if last.level >= steps[0].level else BAD)
+    upper.append(max(last.high - last.level, 0) if last.high is not None else 0)
+    lower.append(max(last.level - last.low, 0) if last.low is not None else 0)
+    texts.append(f"{last.level:.1f}% of {steps[0].name}: {total_text}")
+    low_end = min(bases[1:-1])
+    high_end = max(b + h + u for b, h, u in zip(bases, heights, upper, strict=True))
+    data = [
+        {
+            "type": "bar",
+            "x": names,
+            "y": heights,
+            "base": bases,
+            "marker": {"color": colours},
+            "text": texts,
+            "textposition": "none",
+            "showlegend": False,
+            "hovertemplate": "%{text}<extra></extra>",
+            "error_y": {
+                "type": "data",
+                "symmetric": False,
+                "array": upper,
+                "arrayminus": lower,
+                "color": "#333333",
+                "thickness": 1.2,
+                "width": 6,
+            },
+        }
+    ]
+    layout = _layout(
+        title,
+        height=420,
+        xaxis=_axis(""),
+        yaxis=_axis("% of the first step's TPS", range=[max(0.0, low_end * 0.9), high_end * 1.03]),
+        hovermode="closest",
+    )
+    return {"data": data, "layout": layout}

@@ -1,0 +1,173 @@
+"""`pgdyno report` end to end: the CLI writes the page, a real headless Chromium draws it.
+
+The results database is the recorded fixture of real runs (tests/data/report, see record.py
+there). Screenshots land in test-artifacts/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.browser import Page, chromium
+from tests.conftest import ARTIFACTS
+
+FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
+
+# Per chart: how many drawn marks of each kind the page must hold (at least).
+DRAWN = """
+(() => {
+  const out = {};
+  for (const el of document.querySelectorAll('.chart')) {
+    out[el.id] = {
+      drawn: el.dataset.drawn || null,
+      points: Number(el.dataset.points || 0),
+      lines: el.querySelectorAll('.scatterlayer .trace path.js-line').length,
+      bars: el.querySelectorAll('.barlayer .point').length,
+      title: (el.querySelector('.gtitle') || {}).textContent || null,
+      ytitle: (el.querySelector('.ytitle') || {}).textContent || null,
+    };
+  }
+  return out;
+})()
+"""
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    copy = tmp_path / "results.sqlite"
+    shutil.copy(FIXTURE, copy)
+    return copy
+
+
+def _report(run_cli, workdir: Path, results: Path, *args: str) -> Path:
+    out = workdir / "report.html"
+    result = run_cli(workdir, "report", *args, "--results", str(results), "-o", str(out))
+    assert result.code == 0, result.stderr
+    assert f"report: {out}" in result.stdout + result.stderr
+    return out
+
+
+@pytest.fixture
+def browser():
+    with chromium() as opened:
+        yield opened
+
+
+def _drawn(page: Page) -> dict[str, Any]:
+    charts = page.evaluate(DRAWN)
+    assert isinstance(charts, dict)
+    return charts
+
+
+def test_comparison_report_draws_every_chart_offline(
+    run_cli, tmp_path: Path, results: Path, browser
+) -> None:
+    path = _report(run_cli, tmp_path, results, "--comparison", "1")
+    page = browser.open(path, wait_for="window.reportReady === true")
+    charts = _drawn(page)
+    expected = ["tps-clients-0"] + [
+        f"cell-{i}-{kind}"
+        for i in (0, 1)
+        for kind in ("timeline", "disk", "cpu", "statements", "worst")
+    ]
+    for chart_id in expected:
+        chart = charts[chart_id]
+        assert chart["drawn"] == "yes", chart_id
+        assert chart["points"] > 0, chart_id
+        assert chart["lines"] + chart["bars"] > 0, (chart_id, chart)
+        assert chart["title"], chart_id
+    assert charts["cell-0-timeline"]["ytitle"] == "TPS"
+    assert charts["tps-clients-0"]["lines"] == 2  # one line per set
+    # A run's charts wait until its drill-down is opened; then they are drawn too.
+    assert charts["run-3-timeline"]["drawn"] is None
+    page.evaluate("document.getElementById('run-3').open = true")
+    page.wait_for("document.getElementById('run-3-cpu').dataset.drawn === 'yes'")
+    after = _drawn(page)
+    assert all(after[f"run-3-{k}"]["lines"] > 0 for k in ("timeline", "disk", "cpu"))
+    # Checkpoint spans are drawn on the timeline.
+    assert (
+        page.evaluate("document.querySelectorAll('#cell-1-timeline .shapelayer path').length") > 0
+    )
+    # Strings from the plan are text, not markup.
+    assert page.evaluate("document.querySelector('h1').textContent") == (
+        "compare fixture <b>&amp; wal"
+    )
+    assert page.evaluate("document.querySelectorAll('h1 b').length") == 0
+    assert page.console_errors == []
+    assert all(url.startswith("file://") for url in page.requests), page.requests
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(ARTIFACTS / "report-comparison.png")
+    assert (ARTIFACTS / "report-comparison.png").stat().st_size > 10_000
+
+
+def test_ladder_report_draws_the_waterfall(run_cli, tmp_path: Path, results: Path, browser) -> None:
+    path = _report(run_cli, tmp_path, results, "--comparison", "2")
+    page = browser.open(path, wait_for="window.reportReady === true")
+    charts = _drawn(page)
+    waterfall = charts["ladder-0"]
+    assert waterfall["drawn"] == "yes" and waterfall["bars"] == 4  # three steps and the total
+    assert "of the first step" in (waterfall["ytitle"] or "")
+    assert page.evaluate("document.querySelectorAll('#summary table').length") == 2
+    assert page.console_errors == []
+    page.screenshot(ARTIFACTS / "report-ladder.png")
+
+
+def test_hash_link_opens_a_runs_drill_down(run_cli, tmp_path: Path, results: Path, browser) -> None:
+    path = _report(run_cli, tmp_path, results, "--comparison", "1")
+    page = browser.open(f"{path.as_uri()}#run-4", wait_for="window.reportReady === true")
+    page.wait_for("document.getElementById('run-4-timeline').dataset.drawn === 'yes'")
+    assert page.evaluate("document.getElementById('run-4').open") is True
+    text = page.evaluate("document.getElementById('run-4').innerText")
+    assert "max_wal_size" in text and "1024 MB" in text  # differs from the baseline
+    assert "pgbench" in text and "kernel" in text
+    assert page.console_errors == []
+
+
+def test_json_and_csv_carry_the_same_summary(run_cli, tmp_path: Path, results: Path) -> None:
+    out = tmp_path / "r.html"
+    as_json = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results),
+                      "-o", str(out), "--json")  # fmt: skip
+    assert as_json.code == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert f"report: {out}" in as_json.stderr
+    as_csv = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results),
+                     "-o", str(out), "--csv")  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert [r["group"] for r in rows] == [r["group"] for r in data["summary"]]
+    assert [float(r["tps_median"]) for r in rows] == pytest.approx(
+        [r["tps_median"] for r in data["summary"]]
+    )
+    table = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results),
+                    "-o", str(out))  # fmt: skip
+    assert "large-wal" in table.stdout and "baseline" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "say what to report on"),
+        (("--comparison", "7"), "there is no comparison 7"),
+        (("--last", "--comparison", "1"), "say what to report on"),
+        (("x1",), "is not a run id"),
+        (("--json", "--csv", "--last"), "choose one of --json and --csv"),
+    ],
+)
+def test_bad_requests_say_what_to_do(
+    run_cli, tmp_path: Path, results: Path, args: tuple[str, ...], message: str
+) -> None:
+    result = run_cli(tmp_path, "report", *args, "--results", str(results))
+    assert result.code != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("reports/*.html"))
+
+
+def test_missing_results_database(run_cli, tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "report", "--last", "--results", str(tmp_path / "none.sqlite"))
+    assert result.code != 0 and "no results database" in result.stderr
