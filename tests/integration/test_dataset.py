@@ -14,6 +14,7 @@ from pgdyno.pgbench.dataset import (
     ensure_dataset,
     is_pristine,
     mark_in_use,
+    prewarm,
     ready_templates,
     reset_bench_db,
     template_name,
@@ -50,6 +51,39 @@ def test_generate_once_reuse_and_reset(workdir: Path, cache_dir: Path, binaries)
                 assert bench.rows("SELECT count(*) FROM pgbench_history")[0][0] == 0
                 assert bench.rows("SELECT sum(abalance) FROM pgbench_accounts")[0][0] == 0
                 assert bench.rows("SELECT count(*) FROM pgbench_accounts")[0][0] == 200_000
+    finally:
+        box.stop()
+
+
+def test_prewarm_fills_shared_buffers_after_a_restart(workdir: Path, cache_dir: Path, binaries):
+    env = make_env(workdir, cache_dir)
+    box = open_sandbox(env, binaries, lambda _m: None)
+    box.start({}, owner_pid=None)
+    try:
+        with connect(box.conninfo()) as client:
+            dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
+            reset_bench_db(client, dataset.template, client.server_info().version_num)
+        box.stop()
+        box.start({}, owner_pid=None)  # shared buffers are empty again
+        bench_dsn = with_dbname(box.conninfo(), BENCH_DB)
+
+        def cached_blocks() -> int:
+            with connect(bench_dsn) as bench:
+                bench.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
+                return int(bench.rows(
+                    "SELECT count(*) FROM pg_buffercache b JOIN pg_class c"
+                    " ON c.relfilenode = b.relfilenode WHERE c.relname = 'pgbench_accounts_pkey'"
+                )[0][0])  # fmt: skip
+
+        before = cached_blocks()
+        blocks = prewarm(bench_dsn, None)
+        with connect(bench_dsn) as bench:
+            pages = bench.rows(
+                "SELECT sum(pg_relation_size(oid)) / 8192 FROM pg_class"
+                " WHERE relname LIKE 'pgbench_%%' AND relkind IN ('r', 'i')"
+            )[0][0]
+        assert blocks == pages  # every table and index read, once
+        assert cached_blocks() > before + 200  # the 100,000-row primary key is now cached
     finally:
         box.stop()
 

@@ -130,6 +130,12 @@ def _command_record(argv: list[str]) -> list[str]:
 )
 @click.option("--repeats", type=int, default=1, show_default=True, help="Runs per cell.")
 @click.option(
+    "--prewarm",
+    is_flag=True,
+    help="Read the dataset into shared buffers (pg_prewarm) before each run, so every run "
+    "starts warm, also after a restart.",
+)
+@click.option(
     "--warmup",
     type=int,
     default=0,
@@ -190,6 +196,7 @@ def bench(
     latency_limit: float | None,
     repeats: int,
     warmup: int,
+    prewarm: bool,
     latency_log: str,
     trim: int | None,
     dsn: str | None,
@@ -227,6 +234,7 @@ def bench(
         latency_limit_ms=latency_limit,
         repeats=repeats,
         warmup_s=warmup,
+        prewarm=prewarm,
         trim_s=trim,
         latency_log=latency_log,
     )

@@ -24,6 +24,7 @@ from pgdyno.pgbench.dataset import (
     ensure_dataset,
     is_pristine,
     mark_in_use,
+    prewarm,
     reset_bench_db,
 )
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
@@ -276,6 +277,7 @@ class _CellRunner:
         self.log = log
         self.expected_tps = expected_tps
         self.bench_dsn = with_dbname(target.dsn, BENCH_DB)
+        self.password = target.password
         self.workloads: dict[str, Workload] = {w.name: w for w in spec.workloads}
 
     def _sampling_rate(self, cell: RunCell, warmup_tps: float | None) -> float:
@@ -299,6 +301,9 @@ class _CellRunner:
                 reset_bench_db(self.client, dataset.template, self.collect.version_num)
             if workload.may_write:
                 mark_in_use(self.client)
+            if self.spec.prewarm:
+                self.progress.phase("prewarming")
+                prewarm(self.bench_dsn, self.password)
             offset, warmup_tps = 0.0, None
             if self.spec.warmup_s:
                 self.progress.phase("warming up")

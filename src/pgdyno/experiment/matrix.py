@@ -29,6 +29,8 @@ class BenchSpec(BaseModel):
     trim_s: Annotated[int, Field(ge=0, le=86400)] | None = None  # None: default_trim()
     # auto (sample to ~2000 logged transactions a second), full, or a rate in (0, 1]
     latency_log: Annotated[str, Field(pattern=r"^(auto|full|0?\.\d+|1(\.0*)?)$")] = "auto"
+    # Read the dataset into shared buffers with pg_prewarm before each run's warm-up.
+    prewarm: bool = False
 
 
 _OPTION = {

@@ -19,7 +19,7 @@ from psycopg import sql
 from pgdyno import process
 from pgdyno.errors import DatasetError, ProcessError
 from pgdyno.pgbench.command import INIT_STEPS, init_argv
-from pgdyno.postgres.client import Client, with_dbname
+from pgdyno.postgres.client import Client, connect, with_dbname
 from pgdyno.postgres.queries import load
 
 BENCH_DB = "pgdyno_bench"
@@ -150,6 +150,27 @@ def _comment(client: Client, dbname: str, text: str) -> None:
     client.execute(
         sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(dbname), sql.Literal(text))
     )
+
+
+def prewarm(dsn: str, password: str | None) -> int:
+    """Read the bench database into shared buffers (and the page cache) with pg_prewarm.
+
+    Every set of a comparison then starts its runs from the same warm state, even after a
+    restart emptied shared buffers, instead of spending the measured run warming up. Returns
+    the blocks read. Needs the pg_prewarm extension (contrib), created here if missing.
+    """
+    with connect(with_dbname(dsn, BENCH_DB), password) as client:
+        try:
+            client.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS pg_prewarm"))
+            blocks = 0
+            for oid, _name in client.rows(load("prewarm_relations")):
+                blocks += int(client.rows("SELECT pg_prewarm(%(oid)s)", {"oid": oid})[0][0])
+        except psycopg.Error as exc:
+            raise DatasetError(
+                f"prewarm failed ({str(exc).strip().splitlines()[0]}); install PostgreSQL's "
+                "contrib modules (pg_prewarm) or leave prewarm off."
+            ) from exc
+    return blocks
 
 
 def is_pristine(client: Client, template: str) -> bool:

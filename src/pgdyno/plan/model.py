@@ -67,6 +67,7 @@ class MatrixSpec(BaseModel):
     rate: Annotated[float, Field(gt=0)] | None = None
     latency_limit: Annotated[float, Field(gt=0)] | None = None
     latency_log: str = "auto"
+    prewarm: bool = False
 
 
 class PlanSpec(BaseModel):

@@ -175,7 +175,7 @@ def tps_latency(series: Sequence[Series], title: str) -> Figure | None:
         ],
     )
     shapes, markers = _checkpoint_shapes(series)
-    layout = _two_rows(title, "TPS", "latency ms (log)", type="log")
+    layout = _two_rows(title, "TPS", "latency ms (log)", type="log", dtick=1)
     if markers:
         layout["yaxis3"] = {"overlaying": "y", "range": [0, 1.05], "visible": False}
         layout["shapes"] = shapes
@@ -293,11 +293,14 @@ def tps_by_clients(points: Sequence[Point], title: str) -> Figure | None:
         }
         errors = _errors(pts)
         if errors:
-            trace["error_y"] = {**errors, "color": pts[0].colour}
+            # On a bar, an error bar of the bar's own colour would vanish inside it.
+            trace["error_y"] = {**errors, "color": pts[0].colour if several else "#333333"}
         if several:
             trace.update(type="scatter", mode="lines+markers", line={"color": pts[0].colour})
         else:
-            trace.update(type="bar", marker={"color": pts[0].colour}, x=[group])
+            trace.update(
+                type="bar", marker={"color": pts[0].colour}, x=[group], textposition="none"
+            )
         data.append(trace)
     xaxis = _axis("clients", type="log", dtick=0.30103) if several else _axis("")
     layout = _layout(
