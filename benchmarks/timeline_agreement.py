@@ -88,7 +88,7 @@ def main() -> None:
             sys.executable, "-m", "pgdyno", "bench", "--workdir", str(workdir),
             "--pg-version", "18", "-w", "tpcb-like", "-s", "small", "-c", "2",
             "-T", str(args.seconds), "--warmup", "0", "--set", "checkpoint_timeout=30s",
-            "--json",
+            "--pgbench-progress", "--json",
         ]  # fmt: skip
         iostat = subprocess.Popen(
             ["iostat", "-x", "-d", "-t", "-y", "-o", "JSON", "1"],

@@ -18,7 +18,8 @@ from pgdyno.postgres.client import connect
 def test_tpcb_run_has_a_full_timeline(run_cli, shared_workdir: Path):
     result = run_cli(
         shared_workdir, "bench", "--pg-version", "18", "-w", "tpcb-like", "-c", "2", "-T", "12",
-        "--set", "checkpoint_timeout=30s", "--set", "max_wal_size=32MB", "--json",
+        "--set", "checkpoint_timeout=30s", "--set", "max_wal_size=32MB", "--pgbench-progress",
+        "--json",
     )  # fmt: skip
     assert result.code == 0, result.stderr
     run = json.loads(result.stdout)[0]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from psycopg import sql
 
 from conftest import make_env
@@ -20,85 +22,77 @@ from pgdyno.pgbench.dataset import (
     template_name,
 )
 from pgdyno.postgres.client import connect, with_dbname
+from pgdyno.postgres.cluster import Sandbox
 
 
-def test_generate_once_reuse_and_reset(workdir: Path, cache_dir: Path, binaries):
-    env = make_env(workdir, cache_dir)
-    box = open_sandbox(env, binaries, lambda _m: None)
-    box.start({}, owner_pid=None)
+@pytest.fixture
+def box(workdir: Path, cache_dir: Path, binaries) -> Iterator[Sandbox]:
+    """A started sandbox of the embedded PostgreSQL, stopped afterwards."""
+    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
+    sandbox.start({}, owner_pid=None)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def test_generate_once_reuse_and_reset(box: Sandbox, binaries):
     pgbench = binaries.tool("pgbench")
-    try:
-        with connect(box.conninfo()) as client:
-            first = ensure_dataset(client, pgbench, 2)
-            assert first.generated and first.template == template_name(2)
-            assert first.size_bytes > 20 * 1024**2  # 200,000 accounts with indexes
-            again = ensure_dataset(client, pgbench, 2)
-            assert not again.generated and again.size_bytes == first.size_bytes
+    with connect(box.conninfo()) as client:
+        first = ensure_dataset(client, pgbench, 2)
+        assert first.generated and first.template == template_name(2)
+        assert first.size_bytes > 20 * 1024**2  # 200,000 accounts with indexes
+        again = ensure_dataset(client, pgbench, 2)
+        assert not again.generated and again.size_bytes == first.size_bytes
 
-            version = client.server_info().version_num
-            reset_bench_db(client, first.template, version)
-            assert is_pristine(client, first.template)
-            mark_in_use(client)  # what the runner does before a writing run
-            assert not is_pristine(client, first.template)
-            bench_dsn = with_dbname(box.conninfo(), BENCH_DB)
-            process.run(
-                [pgbench, "-n", "-T", "2", "-c", "2", bench_dsn], what="pgbench", timeout=60
-            )
-            with connect(bench_dsn) as bench:
-                assert bench.rows("SELECT count(*) FROM pgbench_history")[0][0] > 0
-            reset_bench_db(client, first.template, version)
-            with connect(bench_dsn) as bench:
-                assert bench.rows("SELECT count(*) FROM pgbench_history")[0][0] == 0
-                assert bench.rows("SELECT sum(abalance) FROM pgbench_accounts")[0][0] == 0
-                assert bench.rows("SELECT count(*) FROM pgbench_accounts")[0][0] == 200_000
-    finally:
-        box.stop()
-
-
-def test_prewarm_fills_shared_buffers_after_a_restart(workdir: Path, cache_dir: Path, binaries):
-    env = make_env(workdir, cache_dir)
-    box = open_sandbox(env, binaries, lambda _m: None)
-    box.start({}, owner_pid=None)
-    try:
-        with connect(box.conninfo()) as client:
-            dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
-            reset_bench_db(client, dataset.template, client.server_info().version_num)
-        box.stop()
-        box.start({}, owner_pid=None)  # shared buffers are empty again
+        version = client.server_info().version_num
+        reset_bench_db(client, first.template, version)
+        assert is_pristine(client, first.template)
+        mark_in_use(client)  # what the runner does before a writing run
+        assert not is_pristine(client, first.template)
         bench_dsn = with_dbname(box.conninfo(), BENCH_DB)
-
-        def cached_blocks() -> int:
-            with connect(bench_dsn) as bench:
-                bench.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
-                return int(bench.rows(
-                    "SELECT count(*) FROM pg_buffercache b JOIN pg_class c"
-                    " ON c.relfilenode = b.relfilenode WHERE c.relname = 'pgbench_accounts_pkey'"
-                )[0][0])  # fmt: skip
-
-        before = cached_blocks()
-        blocks = prewarm(bench_dsn, None)
+        process.run([pgbench, "-n", "-T", "2", "-c", "2", bench_dsn], what="pgbench", timeout=60)
         with connect(bench_dsn) as bench:
-            pages = bench.rows(
-                "SELECT sum(pg_relation_size(oid)) / 8192 FROM pg_class"
-                " WHERE relname LIKE 'pgbench_%%' AND relkind IN ('r', 'i')"
-            )[0][0]
-        assert blocks == pages  # every table and index read, once
-        assert cached_blocks() > before + 200  # the 100,000-row primary key is now cached
-    finally:
-        box.stop()
+            assert bench.rows("SELECT count(*) FROM pgbench_history")[0][0] > 0
+        reset_bench_db(client, first.template, version)
+        with connect(bench_dsn) as bench:
+            assert bench.rows("SELECT count(*) FROM pgbench_history")[0][0] == 0
+            assert bench.rows("SELECT sum(abalance) FROM pgbench_accounts")[0][0] == 0
+            assert bench.rows("SELECT count(*) FROM pgbench_accounts")[0][0] == 200_000
 
 
-def test_incomplete_template_is_rebuilt(workdir: Path, cache_dir: Path, binaries):
-    env = make_env(workdir, cache_dir)
-    box = open_sandbox(env, binaries, lambda _m: None)
-    box.start({}, owner_pid=None)
-    try:
-        with connect(box.conninfo()) as client:
-            # What an interrupted `pgbench -i` leaves: the database without pgdyno's marker.
-            client.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(template_name(1))))
-            assert ready_templates(client) == {}
-            dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
-            assert dataset.generated
-            assert template_name(1) in ready_templates(client)
-    finally:
-        box.stop()
+def test_prewarm_fills_shared_buffers_after_a_restart(box: Sandbox, binaries):
+    with connect(box.conninfo()) as client:
+        dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
+        reset_bench_db(client, dataset.template, client.server_info().version_num)
+    box.stop()
+    box.start({}, owner_pid=None)  # shared buffers are empty again
+    bench_dsn = with_dbname(box.conninfo(), BENCH_DB)
+
+    def cached_blocks() -> int:
+        with connect(bench_dsn) as bench:
+            bench.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
+            return int(bench.rows(
+                "SELECT count(*) FROM pg_buffercache b JOIN pg_class c"
+                " ON c.relfilenode = b.relfilenode WHERE c.relname = 'pgbench_accounts_pkey'"
+            )[0][0])  # fmt: skip
+
+    before = cached_blocks()
+    blocks = prewarm(bench_dsn, None)
+    with connect(bench_dsn) as bench:
+        pages = bench.rows(
+            "SELECT sum(pg_relation_size(oid)) / 8192 FROM pg_class"
+            " WHERE relname LIKE 'pgbench_%%' AND relkind IN ('r', 'i')"
+        )[0][0]
+    assert blocks == pages  # every table and index read, once
+    assert cached_blocks() > before + 200  # the 100,000-row primary key is now cached
+
+
+def test_incomplete_template_is_rebuilt(box: Sandbox, binaries):
+    with connect(box.conninfo()) as client:
+        # What an interrupted `pgbench -i` leaves: the database without pgdyno's marker.
+        client.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(template_name(1))))
+        assert ready_templates(client) == {}
+        dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
+        assert dataset.generated
+        assert template_name(1) in ready_templates(client)

@@ -33,9 +33,9 @@ def test_run_argv_has_everything_a_run_records():
     assert argv[argv.index("-R") + 1] == "500"
     assert argv[argv.index("-L") + 1] == "50"
     assert argv[argv.index("-M") + 1] == "prepared"
-    assert {"-r", "-l", "--log-prefix=/r/agg"} <= set(argv)
+    assert {"-l", "--log-prefix=/r/agg"} <= set(argv)
     assert not any(a.startswith("--sampling-rate") for a in argv)  # full log by default
-    assert argv[argv.index("-P") + 1] == "1"
+    assert "-r" not in argv and "-P" not in argv  # each costs TPS beside -l: on request only
     assert "-s" not in argv  # built-ins read the scale from the dataset
     assert argv[-1] == "host=/s port=1 dbname=b"
 
@@ -47,6 +47,14 @@ def test_sampled_log_and_scripts_get_the_scale(tmp_path: Path):
     argv = run_argv(Path("pgbench"), "dbname=b", opts, Path("/r/tx"), sampling_rate=0.05, scale=7)
     assert "--sampling-rate=0.05" in argv
     assert argv[argv.index("-s") + 1] == "7"
+
+
+def test_per_statement_and_progress_on_request():
+    opts = RunOptions(
+        builtin_workload("tpcb-like"), 2, 2, 5, per_statement=True, progress=True
+    )  # fmt: skip
+    argv = run_argv(Path("pgbench"), "dbname=b", opts, Path("/r/tx"))
+    assert "-r" in argv and argv[argv.index("-P") + 1] == "1"
 
 
 def test_warmup_argv_logs_nothing():

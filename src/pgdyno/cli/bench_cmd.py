@@ -130,6 +130,18 @@ def _command_record(argv: list[str]) -> list[str]:
 )
 @click.option("--repeats", type=int, default=1, show_default=True, help="Runs per cell.")
 @click.option(
+    "--per-statement",
+    is_flag=True,
+    help="Also record pgbench's per-statement latencies (-r). Off by default: with the "
+    "latency log it costs a few % of TPS at high rates.",
+)
+@click.option(
+    "--pgbench-progress",
+    is_flag=True,
+    help="Also keep pgbench's own per-second report (-P 1) as the series "
+    "pgbench.progress_tps, a cross-check of the timeline (costs a few % of TPS).",
+)
+@click.option(
     "--prewarm",
     is_flag=True,
     help="Read the dataset into shared buffers (pg_prewarm) before each run, so every run "
@@ -197,6 +209,8 @@ def bench(
     repeats: int,
     warmup: int,
     prewarm: bool,
+    per_statement: bool,
+    pgbench_progress: bool,
     latency_log: str,
     trim: int | None,
     dsn: str | None,
@@ -235,6 +249,8 @@ def bench(
         repeats=repeats,
         warmup_s=warmup,
         prewarm=prewarm,
+        per_statement=per_statement,
+        progress=pgbench_progress,
         trim_s=trim,
         latency_log=latency_log,
     )

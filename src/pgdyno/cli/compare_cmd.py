@@ -47,7 +47,8 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
             workloads=workloads, scales=scales, clients=m.clients, jobs=m.jobs,
             duration_s=m.duration, protocol=m.protocol, rate=m.rate,
             latency_limit_ms=m.latency_limit, repeats=m.repeats, warmup_s=m.warmup,
-            latency_log=m.latency_log, prewarm=m.prewarm,
+            latency_log=m.latency_log, prewarm=m.prewarm, per_statement=m.per_statement,
+            progress=m.progress,
         )  # fmt: skip
     except PgdynoError as exc:
         raise UsageError(f"{plan.where(('matrix',))}: {exc}") from None

@@ -292,7 +292,8 @@ class _CellRunner:
         workload = self.workloads[cell.workload]
         opts = RunOptions(
             workload, cell.clients, cell.jobs, self.spec.duration_s, self.spec.protocol,
-            self.spec.rate, self.spec.latency_limit_ms,
+            self.spec.rate, self.spec.latency_limit_ms, self.spec.per_statement,
+            self.spec.progress,
         )  # fmt: skip
         record = replace(record, started_at=now_iso(), dataset_bytes=dataset.size_bytes)
         try:

@@ -31,6 +31,8 @@ class BenchSpec(BaseModel):
     latency_log: Annotated[str, Field(pattern=r"^(auto|full|0?\.\d+|1(\.0*)?)$")] = "auto"
     # Read the dataset into shared buffers with pg_prewarm before each run's warm-up.
     prewarm: bool = False
+    per_statement: bool = False  # pgbench -r
+    progress: bool = False  # pgbench -P 1, kept as the series pgbench.progress_tps
 
 
 _OPTION = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pgdyno.collect.pgstats import PgStatsSampler
@@ -97,8 +97,12 @@ def measure(
         lag_avg_ms=sum(lags) / len(lags) if lags else None,
         skipped=result.summary.skipped_transactions or 0, rate=opts.rate,
     )  # fmt: skip
+    summary = result.summary
+    if summary.latency_stddev_ms is None and total.stddev_ms is not None:
+        # pgbench prints it only with -P, -R or -L; the log gives the same figure.
+        summary = replace(summary, latency_stddev_ms=total.stddev_ms)
     return Measured(
-        summary=result.summary,
+        summary=summary,
         seconds=tuple(rows),
         latency=run_percentiles(total) if total.logged else None,
         latency_source=latency_source(sampling_rate),

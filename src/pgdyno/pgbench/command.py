@@ -135,6 +135,10 @@ class RunOptions:
     protocol: str = "simple"
     rate: float | None = None  # -R, transactions per second in total
     latency_limit_ms: float | None = None  # -L
+    # Off by default: beside the transaction log, either costs about 5% of TPS on a busy
+    # 2-CPU machine (benchmarks/harness_overhead.py), and the timeline does not need them.
+    per_statement: bool = False  # -r: average latency per statement
+    progress: bool = False  # -P 1: pgbench's own per-second report, kept as a cross-check
 
 
 def run_argv(
@@ -148,17 +152,19 @@ def run_argv(
 ) -> list[str]:
     """The pgbench command line of a run.
 
-    A measured run (`log_prefix` given) adds per-statement latencies (-r), pgbench's own
-    per-second report (-P 1, which also makes it print the latency standard deviation) and
-    the per-transaction log (-l), sampled when `sampling_rate` < 1. No vacuum (-n): every run
-    starts from a fresh copy of a vacuumed dataset. Custom scripts get the dataset's scale as
-    `:scale` (pgbench only detects it for built-ins).
+    A measured run (`log_prefix` given) writes the per-transaction log (-l), sampled when
+    `sampling_rate` < 1, and on request per-statement latencies (-r) and pgbench's own
+    per-second report (-P 1). No vacuum (-n): every run starts from a fresh copy of a vacuumed
+    dataset. Custom scripts get the dataset's scale as `:scale` (pgbench only detects it for
+    built-ins).
 
     >>> from pathlib import Path
     >>> o = RunOptions(builtin_workload("select-only"), clients=2, jobs=2, duration_s=5)
     >>> run_argv(Path("pgbench"), "dbname=b", o, Path("/r/tx"), sampling_rate=0.1)[10:]
-    ['-M', 'simple', '-r', '-P', '1', '-l', '--log-prefix=/r/tx', '--sampling-rate=0.1', \
-'dbname=b']
+    ['-M', 'simple', '-l', '--log-prefix=/r/tx', '--sampling-rate=0.1', 'dbname=b']
+    >>> o = RunOptions(builtin_workload("select-only"), 2, 2, 5, per_statement=True, progress=True)
+    >>> run_argv(Path("pgbench"), "dbname=b", o, Path("/r/tx"))[10:]
+    ['-M', 'simple', '-r', '-P', '1', '-l', '--log-prefix=/r/tx', 'dbname=b']
     """
     argv = [str(pgbench), "-n"]
     for script in opts.workload.scripts:
@@ -172,7 +178,9 @@ def run_argv(
     if opts.latency_limit_ms is not None:
         argv += ["-L", f"{opts.latency_limit_ms:g}"]
     if log_prefix is not None:
-        argv += ["-r", "-P", "1", "-l", f"--log-prefix={log_prefix}"]
+        argv += ["-r"] if opts.per_statement else []
+        argv += ["-P", "1"] if opts.progress else []
+        argv += ["-l", f"--log-prefix={log_prefix}"]
         if sampling_rate < 1.0:
             argv.append(f"--sampling-rate={sampling_rate:g}")
     argv.append(conninfo)

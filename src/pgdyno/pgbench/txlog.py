@@ -91,6 +91,7 @@ class LatencySummary:
     lag_max_ms: float | None
     avg_ms: float | None = None  # exact mean of the logged successful latencies
     min_ms: float | None = None
+    stddev_ms: float | None = None  # whole run only (within the histogram's resolution)
 
 
 def _whole(token: str, name: str, signed: bool = False) -> int:
@@ -378,6 +379,7 @@ def _summary(
         lag_max_ms=_ms(tally.lag_max),
         avg_ms=_ms(histogram.mean),
         min_ms=_ms(histogram.min),
+        stddev_ms=_ms(histogram.stddev) if t is None else None,
     )
 
 

@@ -68,6 +68,8 @@ class MatrixSpec(BaseModel):
     latency_limit: Annotated[float, Field(gt=0)] | None = None
     latency_log: str = "auto"
     prewarm: bool = False
+    per_statement: bool = False
+    progress: bool = False
 
 
 class PlanSpec(BaseModel):

@@ -145,6 +145,22 @@ class LatencyHistogram:
         return self._total / self._count if self._count else None
 
     @property
+    def stddev(self) -> float | None:
+        """The sample standard deviation, from the buckets' representatives around the exact
+        mean (each value off by at most a bucket's width); None with fewer than 2 values.
+
+        >>> h = LatencyHistogram()
+        >>> h.record_counts({100: 1, 200: 1, 300: 1})
+        >>> round(h.stddev)  # exactly 100; buckets are 1/128 of an octave wide
+        101
+        """
+        if self._count < 2 or self._counts is None:
+            return None
+        mean = self._total / self._count
+        squares = sum(c * (bucket_value(i) - mean) ** 2 for i, c in enumerate(self._counts) if c)
+        return math.sqrt(squares / (self._count - 1))
+
+    @property
     def nbytes(self) -> int:
         """Size of the list of bucket counts: 0 until the first value, then always the same."""
         return 0 if self._counts is None else sys.getsizeof(self._counts)
