@@ -68,12 +68,20 @@ def rounds(
 ) -> tuple[list[float], list[float]]:
     """Per round: pgdyno/bare and pgdyno's own pgbench command/bare TPS ratios."""
     tool_ratios, command_ratios = [], []
-    command = same_command(pgdyno_run(workdir, args.clients, 3, mode)["pgbench_argv"], log_dir)
+    # The command of pgdyno's latest run: its sampling rate is sized from the run before.
+    last = pgdyno_run(workdir, args.clients, 3, mode)
     for i in range(args.pairs):
+        command = same_command(last["pgbench_argv"], log_dir)
+
+        def tool() -> float:
+            nonlocal last
+            last = pgdyno_run(workdir, args.clients, args.seconds, mode)
+            return float(last["tps"])
+
         arms = {
             "bare": lambda: bare_tps(bare),
-            "command": lambda: bare_tps(command),
-            "pgdyno": lambda: float(pgdyno_run(workdir, args.clients, args.seconds, mode)["tps"]),
+            "command": lambda command=command: bare_tps(command),
+            "pgdyno": tool,
         }
         tps = {name: arms[name]() for name in (list(arms) if i % 2 == 0 else list(arms)[::-1])}
         for path in log_dir.glob("tx*"):

@@ -19,7 +19,7 @@ def test_tpcb_run_has_a_full_timeline(run_cli, shared_workdir: Path):
     result = run_cli(
         shared_workdir, "bench", "--pg-version", "18", "-w", "tpcb-like", "-c", "2", "-T", "12",
         "--set", "checkpoint_timeout=30s", "--set", "max_wal_size=32MB", "--pgbench-progress",
-        "--json",
+        "--latency-log", "full", "--json",
     )  # fmt: skip
     assert result.code == 0, result.stderr
     run = json.loads(result.stdout)[0]
@@ -39,7 +39,7 @@ def test_tpcb_run_has_a_full_timeline(run_cli, shared_workdir: Path):
     logged_sum = sum(r["tps"] for r in common)
     progress_sum = sum(progress[r["t"]] for r in common)
     assert abs(logged_sum - progress_sum) <= 1.5 * max(r["tps"] for r in common)
-    assert run["latency_source"] == "every transaction"  # first run: no earlier TPS to size from
+    assert run["latency_source"] == "every transaction"
     assert run["latency_p50_ms"] <= run["latency_p99_ms"] <= run["latency_max_ms"]
 
     samples = run["samples"]
@@ -103,3 +103,17 @@ def test_unprivileged_role_on_an_existing_server(run_cli, workdir: Path, cache_d
         assert "not collected" in result.stderr  # says what a plain role cannot see
     finally:
         assert run_cli(workdir, "sandbox", "stop").code == 0
+
+
+def test_first_fast_run_is_sampled_after_a_probe(run_cli, workdir: Path):
+    """A fresh results database, no warm-up: a 3 s probe sizes the latency sample, so a
+    select-only run at tens of thousands of TPS does not log every transaction."""
+    result = run_cli(
+        workdir, "bench", "--pg-version", "18", "-w", "select-only", "-c", "2", "-T", "3",
+        "--json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    (run,) = json.loads(result.stdout)
+    assert run["tps"] > 3000  # fast enough that logging all of it would be sampled away
+    assert run["latency_source"].startswith("sampled: ")
+    assert "--sampling-rate=" in " ".join(run["pgbench_argv"])

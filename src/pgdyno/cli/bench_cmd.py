@@ -174,7 +174,8 @@ def _command_record(argv: list[str]) -> list[str]:
     show_default=True,
     metavar="MODE",
     help="Per-transaction latency log behind the percentiles: auto (sampled to about 2,000 "
-    "transactions a second, sized from the warm-up or the last similar run), full, or a "
+    "transactions a second, sized from the warm-up, the last similar run or a 3 s probe), "
+    "full, or a "
     "sampling rate such as 0.1.",
 )
 @click.option(

@@ -36,6 +36,8 @@ from pgdyno.store.results import ResultsStore, now_iso
 # Seconds a run costs beyond warm-up and -T (dataset copy, connections), for the ETA.
 RUN_OVERHEAD_S = 3.0
 
+PROBE_S = 3  # seconds of the probe that sizes the first run's latency sample
+
 
 class ProgressReporter(Protocol):
     def planned(self, cells: list[RunCell], seconds_per_run: float) -> None: ...
@@ -288,6 +290,33 @@ class _CellRunner:
             return float(mode)
         return sampling_rate(warmup_tps or self.expected_tps(cell))
 
+    def _unmeasured(self, opts: RunOptions, cell: RunCell, seconds: int, run_dir: Path) -> float:
+        """Run pgbench without any log for `seconds` (a warm-up or a probe); its TPS."""
+        done = execute.execute(
+            run_argv(self.pgbench, self.bench_dsn, replace(opts, duration_s=seconds), None,
+                     scale=cell.scale),
+            run_dir=run_dir, duration_s=seconds, env=self.env,
+            on_tick=lambda t: self.progress.tick(cell, t),
+        )  # fmt: skip
+        return done.summary.tps
+
+    def _needs_probe(self, cell: RunCell) -> bool:
+        """With nothing to size the latency sample from, a short probe measures the rate:
+        logging every transaction of a 50k TPS run would cost more than the probe."""
+        return (
+            self.spec.latency_log == "auto"
+            and not self.spec.warmup_s
+            and self.expected_tps(cell) is None
+        )
+
+    def _fresh_copy(self, cell: RunCell, dataset: Dataset, *, may_write: bool) -> None:
+        """Every run starts from an untouched copy of the dataset."""
+        if not is_pristine(self.client, dataset.template):
+            self.progress.phase(f"copying dataset scale {cell.scale}")
+            reset_bench_db(self.client, dataset.template, self.collect.version_num)
+        if may_write:
+            mark_in_use(self.client)
+
     def run(self, cell: RunCell, record: RunRecord, dataset: Dataset, run_dir: Path) -> RunRecord:
         workload = self.workloads[cell.workload]
         opts = RunOptions(
@@ -297,25 +326,22 @@ class _CellRunner:
         )  # fmt: skip
         record = replace(record, started_at=now_iso(), dataset_bytes=dataset.size_bytes)
         try:
-            if not is_pristine(self.client, dataset.template):
-                self.progress.phase(f"copying dataset scale {cell.scale}")
-                reset_bench_db(self.client, dataset.template, self.collect.version_num)
-            if workload.may_write:
-                mark_in_use(self.client)
+            self._fresh_copy(cell, dataset, may_write=workload.may_write)
+            probe_tps = None
+            if self._needs_probe(cell):
+                self.progress.phase("probing the transaction rate")
+                probe_tps = self._unmeasured(opts, cell, PROBE_S, run_dir / "probe")
+                if workload.may_write:  # the probe changed the copy: the run starts afresh
+                    self._fresh_copy(cell, dataset, may_write=True)
             if self.spec.prewarm:
                 self.progress.phase("prewarming")
                 prewarm(self.bench_dsn, self.password)
             offset, warmup_tps = 0.0, None
             if self.spec.warmup_s:
                 self.progress.phase("warming up")
-                warm = replace(opts, duration_s=self.spec.warmup_s)
-                warmed = execute.execute(
-                    run_argv(self.pgbench, self.bench_dsn, warm, None, scale=cell.scale),
-                    run_dir=run_dir / "warmup", duration_s=self.spec.warmup_s, env=self.env,
-                    on_tick=lambda t: self.progress.tick(cell, t),
-                )  # fmt: skip
-                offset, warmup_tps = float(self.spec.warmup_s), warmed.summary.tps
-            rate = self._sampling_rate(cell, warmup_tps)
+                warmup_tps = self._unmeasured(opts, cell, self.spec.warmup_s, run_dir / "warmup")
+                offset = float(self.spec.warmup_s)
+            rate = self._sampling_rate(cell, warmup_tps or probe_tps)
             record = replace(
                 record,
                 pgbench_argv=tuple(
