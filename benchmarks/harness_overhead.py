@@ -1,11 +1,11 @@
 """Harness overhead: TPS of `pgdyno bench` (default collection: OS and PostgreSQL samplers,
--P 1, -r, sampled latency log) against bare pgbench with the same workload and no logging.
+a latency log sampled to about 2,000 transactions a second) against bare pgbench with the same workload and no logging.
 
     python benchmarks/harness_overhead.py [--pairs 15] [--seconds 10]
 
 Select-only at the small scale with clients = CPUs, on one sandbox. Each round runs, in an
 order that alternates, three arms: bare pgbench; the exact pgbench command pgdyno ran last
-(its -r -P 1 -l --sampling-rate options, without pgdyno around it); and pgdyno bench. So the
+(its -l --sampling-rate options, without pgdyno around it); and pgdyno bench. So the
 output splits the overhead into what pgbench's own instrumentation costs and what pgdyno's
 process and samplers cost. Ratios are summarised as the geometric mean of the per-round
 ratios with its 95% confidence interval, and the median (target: pgdyno/bare >= 0.97). Then
