@@ -41,13 +41,15 @@ def main(args: Sequence[str], env: Environment) -> int:
     try:
         # Click writes help and prompts to sys.stdout: point it at the injected streams.
         with redirect_stdout(env.stdout), redirect_stderr(env.stderr):
-            cli.main(
+            # Without standalone mode, click returns the code of ctx.exit(code) instead of
+            # raising it; a command that finishes normally returns None.
+            status = cli.main(
                 args=list(args),
                 prog_name="pgdyno",
                 standalone_mode=False,
                 obj=replace(env, argv=tuple(args)),
             )
-        return ExitStatus.OK
+        return status if isinstance(status, int) else ExitStatus.OK
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.UsageError as exc:

@@ -7,6 +7,7 @@ import click
 from pgdyno import __version__
 from pgdyno.cli.bench_cmd import bench
 from pgdyno.cli.compare_cmd import compare, plan, rollback
+from pgdyno.cli.doctor_cmd import doctor
 from pgdyno.cli.pg_cmd import pg
 from pgdyno.cli.report_cmd import report
 from pgdyno.cli.runs_cmd import runs
@@ -38,3 +39,4 @@ cli.add_command(compare)
 cli.add_command(plan)
 cli.add_command(rollback)
 cli.add_command(report)
+cli.add_command(doctor)

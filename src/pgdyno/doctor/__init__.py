@@ -1,0 +1,1 @@
+"""pgdyno doctor: facts of the host and server, rules as data, findings."""

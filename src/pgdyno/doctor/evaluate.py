@@ -1,0 +1,105 @@
+"""Rules against a snapshot: what fired, what passed, what could not be checked (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgdyno.doctor import expr
+from pgdyno.doctor.rules import SEVERITIES, Rule
+from pgdyno.doctor.snapshot import scope
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: Rule
+    current: str
+    recommended: str
+    fix: str
+    persist: str | None
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    rule: Rule
+    missing: str  # the dotted name of the first fact the rule needed and did not have
+
+
+@dataclass(frozen=True)
+class Audit:
+    findings: list[Finding] = field(default_factory=list)
+    passed: list[Rule] = field(default_factory=list)
+    unchecked: list[Unchecked] = field(default_factory=list)
+
+    def at_least(self, severity: str) -> list[Finding]:
+        floor = SEVERITIES.index(severity)
+        return [f for f in self.findings if SEVERITIES.index(f.rule.spec.severity) >= floor]
+
+
+def display(value: Any) -> str:
+    """A fact or computed value as a DBA reads it.
+
+    >>> display(True), display(0.9), display(2.0), display((3, 2, 0)), display("never")
+    ('on', '0.9', '2', '3.2.0', 'never')
+    """
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):
+        return ".".join(str(part) for part in value)
+    return str(value)
+
+
+def audit(rules: Sequence[Rule], snapshot: Mapping[str, Any]) -> Audit:
+    facts = scope(snapshot)
+    result = Audit()
+    for rule in rules:
+        try:
+            finding = check(rule, facts)
+        except expr.Unknown as exc:
+            result.unchecked.append(Unchecked(rule, exc.name))
+            continue
+        if finding is None:
+            result.passed.append(rule)
+        else:
+            result.findings.append(finding)
+    result.findings.sort(key=lambda f: -SEVERITIES.index(f.rule.spec.severity))
+    return result
+
+
+def check(rule: Rule, facts: Mapping[str, Any]) -> Finding | None:
+    """The finding when the rule's condition holds; raises expr.Unknown when it cannot tell."""
+    names = _Strict(facts)
+    for name, node in rule.values:
+        try:
+            names[name] = expr.evaluate(node, names)
+        except expr.Unknown as exc:
+            names[name] = exc  # raised again only if the condition or the fix uses it
+    if not expr.evaluate(rule.when, names):
+        return None
+    shown = {
+        name: display(value)
+        for name, value in dict.items(names)
+        if name not in facts and not isinstance(value, expr.Unknown)
+    }
+    shown["current"] = display(expr.evaluate(rule.current, names))
+    shown["recommended"] = display(expr.evaluate(rule.recommended, names))
+    spec = rule.spec
+    try:
+        fix = spec.fix.format_map(shown)
+        persist = spec.persist.format_map(shown) if spec.persist else None
+    except KeyError as exc:  # the fix needs a value that rests on an unknown fact
+        raise dict.__getitem__(names, exc.args[0]) from None
+    return Finding(rule, shown["current"], shown["recommended"], fix.strip(), persist)
+
+
+class _Strict(dict[str, Any]):
+    """Names whose value is an Unknown raise it when an expression reads them."""
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        if isinstance(value, expr.Unknown):
+            raise value
+        return value

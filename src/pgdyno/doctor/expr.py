@@ -1,0 +1,239 @@
+"""The small expression language of the doctor's rules.
+
+A rule's condition, current and recommended values are Python-like expressions over the facts
+of a snapshot: `host.thp_enabled == 'always'`, `pg.shared_buffers < host.memory_bytes / 8`.
+Only what a rule needs is allowed: literals, names, attribute access on facts, arithmetic,
+comparisons, `and`/`or`/`not`, conditional expressions, tuples, and calls of the functions
+in FUNCTIONS. Anything else is refused when the rules are loaded, so a rule file cannot run
+code.
+
+A fact that a snapshot lacks (absent or null) is *unknown*. Logic follows Kleene's three
+values: `False and unknown` is False, `True or unknown` is True, anything else that touches an
+unknown fact is unknown, and the rule is reported as not checked, naming the fact.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+KiB, MiB, GiB, TiB = 1024, 1024**2, 1024**3, 1024**4
+
+
+class Unknown(Exception):
+    """A fact the snapshot does not have."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+class ExprError(ValueError):
+    """An expression outside the language, or one that cannot be evaluated."""
+
+
+class Facts:
+    """A mapping seen through attribute access; absent and null entries are unknown."""
+
+    def __init__(self, name: str, values: Mapping[str, Any]) -> None:
+        self._name = name
+        self._values = values
+
+    def get(self, key: str) -> Any:
+        value = self._values.get(key)
+        if value is None:
+            raise Unknown(f"{self._name}.{key}")
+        if isinstance(value, Mapping):
+            return Facts(f"{self._name}.{key}", value)
+        return tuple(value) if isinstance(value, list) else value
+
+    def __repr__(self) -> str:
+        return f"Facts({self._name})"
+
+
+def pg_size(value: float) -> str:
+    """Bytes as a PostgreSQL setting value, in the largest unit that keeps it whole.
+
+    >>> pg_size(6 * GiB), pg_size(1536 * MiB), pg_size(8192), pg_size(1000)
+    ('6GB', '1536MB', '8kB', '1000B')
+    """
+    number = int(value)
+    for unit, size in (("TB", TiB), ("GB", GiB), ("MB", MiB), ("kB", KiB)):
+        if number and number % size == 0:
+            return f"{number // size}{unit}"
+    return f"{number}B"
+
+
+def size(value: float) -> str:
+    """Bytes for a reader, one decimal where it helps.
+
+    >>> size(25276502016), size(512 * MiB), size(0)
+    ('23.5 GiB', '512 MiB', '0 B')
+    """
+    for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(value) >= scale:
+            shown = value / scale
+            return f"{shown:.0f} {unit}" if shown == int(shown) else f"{shown:.1f} {unit}"
+    return f"{int(value)} B"
+
+
+def round_down_pow2(value: float) -> int:
+    """The largest power of two not above `value` (sizes people recognise: 4GB, not 5.9GB).
+
+    >>> round_down_pow2(6 * GiB) == 4 * GiB, round_down_pow2(1)
+    (True, 1)
+    """
+    return 1 << max(0, int(value).bit_length() - 1)
+
+
+def option(options: str, name: str) -> bool:
+    """Whether a comma-separated mount option list holds `name` (alone or as `name=...`).
+
+    >>> option("rw,noatime,barrier=0", "barrier"), option("rw,relatime", "atime")
+    (True, False)
+    """
+    return any(item == name or item.startswith(name + "=") for item in options.split(","))
+
+
+FUNCTIONS: Mapping[str, Callable[..., Any]] = {
+    "min": min, "max": max, "abs": abs, "round": round, "int": int, "len": len, "str": str,
+    "ceil": math.ceil, "floor": math.floor, "pg_size": pg_size, "size": size,
+    "round_down_pow2": round_down_pow2, "option": option,
+}  # fmt: skip
+CONSTANTS: Mapping[str, Any] = {"KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": TiB}
+SPECIAL = ("known",)  # known(x): True when x can be evaluated; never unknown itself
+
+_BINARY: Mapping[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+}  # fmt: skip
+_COMPARE: Mapping[type[ast.cmpop], Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}  # fmt: skip
+
+
+def parse(text: str, names: frozenset[str]) -> ast.expr:
+    """Parse and vet an expression; `names` are the fact namespaces and named values it may use.
+
+    >>> parse("host.x > 1", frozenset({"host"})).__class__.__name__
+    'Compare'
+    >>> parse("__import__('os')", frozenset())
+    Traceback (most recent call last):
+    ...
+    pgdyno.doctor.expr.ExprError: unknown function '__import__'
+    """
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ExprError(f"not an expression ({exc.msg})") from None
+    for node in ast.walk(tree):
+        _vet(node, names)
+    return tree
+
+
+def _vet(node: ast.AST, names: frozenset[str]) -> None:
+    allowed = (
+        ast.Constant, ast.Name, ast.Attribute, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
+        ast.IfExp, ast.Tuple, ast.Call, ast.Load, ast.And, ast.Or, ast.Not, ast.USub,
+        *_BINARY, *_COMPARE,
+    )  # fmt: skip
+    if not isinstance(node, allowed):
+        raise ExprError(f"{type(node).__name__} is not allowed in a rule expression")
+    if isinstance(node, ast.Name) and node.id not in {*names, *FUNCTIONS, *CONSTANTS, *SPECIAL}:
+        raise ExprError(f"unknown name {node.id!r}")
+    if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+        raise ExprError(f"attribute {node.attr!r} is not allowed")
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.keywords:
+            raise ExprError("only plain calls of the listed functions are allowed")
+        if node.func.id not in FUNCTIONS and node.func.id not in SPECIAL:
+            raise ExprError(f"unknown function {node.func.id!r}")
+
+
+def evaluate(node: ast.expr, scope: Mapping[str, Any]) -> Any:
+    """The value of a vetted expression; raises Unknown when it rests on a missing fact.
+
+    >>> host = Facts("host", {"a": 3, "b": None})
+    >>> evaluate(parse("host.a > 2 or host.b > 1", frozenset({"host"})), {"host": host})
+    True
+    >>> evaluate(parse("host.a > 5 and host.b > 1", frozenset({"host"})), {"host": host})
+    False
+    >>> evaluate(parse("host.b > 1", frozenset({"host"})), {"host": host})
+    Traceback (most recent call last):
+    ...
+    pgdyno.doctor.expr.Unknown: host.b
+    """
+    match node:
+        case ast.Constant(value=value):
+            return value
+        case ast.Name(id=name):
+            if name in scope:
+                return scope[name]
+            if name in CONSTANTS:
+                return CONSTANTS[name]
+            raise ExprError(f"unknown name {name!r}")
+        case ast.Attribute(value=inner, attr=attr):
+            base = evaluate(inner, scope)
+            if not isinstance(base, Facts):
+                raise ExprError(f"{attr!r} is asked of a value, not of facts")
+            return base.get(attr)
+        case ast.Tuple(elts=items):
+            return tuple(evaluate(item, scope) for item in items)
+        case ast.UnaryOp(op=ast.Not(), operand=operand):
+            return not evaluate(operand, scope)
+        case ast.UnaryOp(op=ast.USub(), operand=operand):
+            return -evaluate(operand, scope)
+        case ast.BinOp(left=left, op=op, right=right):
+            return _apply(_BINARY[type(op)], evaluate(left, scope), evaluate(right, scope))
+        case ast.Compare(left=left, ops=ops, comparators=rights):
+            value = evaluate(left, scope)
+            for cmp, right in zip(ops, rights, strict=True):
+                other = evaluate(right, scope)
+                if not _apply(_COMPARE[type(cmp)], value, other):
+                    return False
+                value = other
+            return True
+        case ast.BoolOp(op=op, values=values):
+            return _kleene(isinstance(op, ast.And), values, scope)
+        case ast.IfExp(test=test, body=body, orelse=orelse):
+            return evaluate(body if evaluate(test, scope) else orelse, scope)
+        case ast.Call(func=ast.Name(id="known"), args=args):
+            try:
+                for arg in args:
+                    evaluate(arg, scope)
+            except Unknown:
+                return False
+            return True
+        case ast.Call(func=ast.Name(id=name), args=args):
+            return _apply(FUNCTIONS[name], *(evaluate(arg, scope) for arg in args))
+    raise ExprError(f"cannot evaluate {ast.unparse(node)!r}")  # pragma: no cover - vetted
+
+
+def _kleene(is_and: bool, values: list[ast.expr], scope: Mapping[str, Any]) -> Any:
+    """`and` stops at the first false operand, `or` at the first true one, wherever an unknown
+    sits; only when none decides does an unknown operand make the whole unknown."""
+    unknown: Unknown | None = None
+    result: Any = is_and
+    for value in values:
+        try:
+            result = evaluate(value, scope)
+        except Unknown as exc:
+            unknown = unknown or exc
+            continue
+        if bool(result) != is_and:
+            return result
+    if unknown is not None:
+        raise unknown
+    return result
+
+
+def _apply(func: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return func(*args)
+    except (TypeError, ValueError, ZeroDivisionError) as exc:
+        raise ExprError(str(exc)) from None

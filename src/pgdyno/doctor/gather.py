@@ -1,0 +1,90 @@
+"""Take a doctor snapshot of this host and, when asked, of a PostgreSQL server.
+
+The host is audited only when the server runs on it: the facts of this machine say nothing
+about a server elsewhere. Everything that cannot be read is named in `unread`, never guessed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pgdyno import __version__
+from pgdyno.doctor.snapshot import FORMAT
+from pgdyno.environment import Environment
+from pgdyno.host.inventory import read_devices, read_inventory
+from pgdyno.postgres.client import connect
+from pgdyno.postgres.inventory import read_server
+
+
+def take_snapshot(
+    env: Environment,
+    *,
+    target: str,
+    dsn: str | None = None,
+    password: str | None = None,
+    data_dir: Path | None = None,
+    wal_dir: Path | None = None,
+) -> dict[str, Any]:
+    unread: dict[str, str] = {}
+    server: dict[str, Any] | None = None
+    if dsn is not None:
+        with connect(dsn, password) as client:
+            server, missing = read_server(client, dsn)
+        unread.update(missing)
+    else:
+        unread["server"] = "no server was audited: give --dsn, or --sandbox for pgdyno's own."
+    host: dict[str, Any] | None = None
+    devices: dict[str, Any] | None = None
+    if server is not None and data_dir is not None:
+        server["local"] = True  # the user says where its data lives: it is on this host
+    if server is not None and not server.get("local"):
+        unread["host"] = (
+            "the server runs on another machine (or its data directory is not visible here): "
+            "run pgdyno doctor on that machine to audit its host."
+        )
+    else:
+        host, missing = read_inventory(env.proc_root, env.sys_root)
+        unread.update(missing)
+        data_dir = data_dir or _data_directory(server)
+        wal_dir = wal_dir or (_wal_directory(data_dir, unread) if data_dir else None)
+        if data_dir is None:
+            unread["devices"] = (
+                "no data directory known: audit a server (--dsn, --sandbox) or give --data-dir."
+            )
+        devices, missing = read_devices(data_dir, wal_dir, env.proc_root, env.sys_root)
+        unread.update(missing)
+    return {
+        "format": FORMAT,
+        "taken_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "pgdyno_version": __version__,
+        "target": target,
+        "host": host,
+        "devices": devices,
+        "server": server,
+        "unread": unread,
+    }
+
+
+def _data_directory(server: dict[str, Any] | None) -> Path | None:
+    if server is None:
+        return None
+    row = (server.get("settings") or {}).get("data_directory") or {}
+    setting = row.get("setting")
+    return Path(setting) if setting else None
+
+
+def _wal_directory(data_dir: Path, unread: dict[str, str]) -> Path | None:
+    """pg_wal, followed when it is a symlink to another device."""
+    wal = data_dir / "pg_wal"
+    try:
+        return wal.resolve(strict=True)
+    except PermissionError:
+        unread["devices.wal"] = (
+            f"cannot look inside {data_dir} (permission denied): run as the server's owner or "
+            "root, or give --wal-dir."
+        )
+    except OSError:
+        unread["devices.wal"] = f"{wal} does not exist here: give --wal-dir."
+    return None

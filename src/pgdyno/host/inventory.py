@@ -1,0 +1,436 @@
+"""The `host` and `devices` sections of a doctor snapshot (docs/doctor-snapshot.md).
+
+Each fact comes from one file under /proc or /sys, read under injectable roots so tests run on
+recorded hosts (tests/data/hosts/). The parsers are pure functions of file text. A fact that
+cannot be read is None, and `unread` gets one sentence naming the file and why ("host.swappiness":
+"/proc/sys/vm/swappiness is not readable without root."): a missing or garbled file never raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pgdyno.errors import ParseError
+from pgdyno.host.devices import BlockDevice, Mount, device_for_path, mount_for, parse_mountinfo
+from pgdyno.host.devices import parse_scheduler as parse_bracketed
+from pgdyno.host.facts import parse_cgroup_memory_limit, parse_cpu_model, parse_meminfo, read_host
+
+__all__ = [
+    "HOST_FIELDS", "detect_container", "device_fields", "hypervisor_from_dmi", "parse_cpu_flags",
+    "parse_cpu_list", "parse_swaps", "read_devices", "read_inventory",
+]  # fmt: skip
+
+LIVE_PROC = Path("/proc")
+HOST_FIELDS = (
+    "hostname", "kernel_release", "arch", "cpu_model", "cpu_count", "cpu_count_host",
+    "memory_total_bytes", "memory_limit_bytes", "memory_bytes", "memory_available_bytes",
+    "numa_nodes", "virtualization", "container", "thp_enabled", "thp_defrag",
+    "hugepage_size_bytes", "nr_hugepages", "hugepages_free", "swap_total_bytes",
+    "swap_used_bytes", "swap_devices", "swappiness", "dirty_ratio", "dirty_background_ratio",
+    "dirty_bytes", "dirty_background_bytes", "dirty_expire_centisecs",
+    "dirty_writeback_centisecs", "zone_reclaim_mode", "numa_balancing", "overcommit_memory",
+    "overcommit_ratio", "sched_migration_cost_ns", "sched_migration_cost_path",
+    "sched_autogroup_enabled", "cpufreq_driver", "cpu_governor", "cpu_governors",
+)  # fmt: skip
+
+# Integer sysctls, by field; and why a file may be missing beyond "not on this kernel".
+_SYSCTLS = {name: f"/proc/sys/vm/{name}" for name in (
+    "nr_hugepages", "swappiness", "dirty_ratio", "dirty_background_ratio", "dirty_bytes",
+    "dirty_background_bytes", "dirty_expire_centisecs", "dirty_writeback_centisecs",
+    "zone_reclaim_mode", "overcommit_memory", "overcommit_ratio",
+)} | {
+    "numa_balancing": "/proc/sys/kernel/numa_balancing",
+    "sched_autogroup_enabled": "/proc/sys/kernel/sched_autogroup_enabled",
+}  # fmt: skip
+_ABSENT_BECAUSE = {
+    "numa_balancing": "the kernel has no automatic NUMA balancing (built without, or before 3.8)",
+    "sched_autogroup_enabled": "the kernel was built without autogroup scheduling",
+    "thp_enabled": "the kernel was built without transparent huge pages",
+    "thp_defrag": "the kernel was built without transparent huge pages",
+    "arch": "older kernels do not have kernel.arch",
+}
+_MEMINFO = {
+    "memory_available_bytes": "MemAvailable",
+    "hugepage_size_bytes": "Hugepagesize",
+    "hugepages_free": "HugePages_Free",
+    "swap_total_bytes": "SwapTotal",
+}
+# Tried in order: old 3.x kernels name the sysctl without its unit; 5.13 moved it to debugfs.
+_MIGRATION_COST = (
+    "/proc/sys/kernel/sched_migration_cost_ns",
+    "/proc/sys/kernel/sched_migration_cost",
+    "/sys/kernel/debug/sched/migration_cost_ns",
+)
+_CPU = "/sys/devices/system/cpu"
+_NO_CPUFREQ = f"no cpufreq in {_CPU}/cpu0 (usual in virtual machines)"
+_CONTAINER_MARKS = (
+    ("kubepods", "kubernetes"), ("/kubelet/pods/", "kubernetes"), ("libpod", "podman"),
+    ("/containers/storage/", "podman"), ("docker", "docker"), ("lxc", "lxc"),
+)  # fmt: skip
+# DMI vendor or product -> hypervisor; first match wins (EC2's Nitro is KVM: name the cloud).
+_DMI_MARKS = (
+    ("Amazon EC2", "amazon"), ("Google", "google"), ("VMware", "vmware"), ("Xen", "xen"),
+    ("QEMU", "kvm"), ("KVM", "kvm"),
+)  # fmt: skip
+_RUNTIME_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf")
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def parse_cpu_list(text: str) -> int:
+    """How many CPUs (or NUMA nodes) a kernel list names, as in /sys/devices/system/cpu/online.
+
+    >>> parse_cpu_list("0-3,6\\n"), parse_cpu_list("0")
+    (5, 1)
+    """
+    count = 0
+    for part in text.strip().split(","):
+        first, dash, last = part.partition("-")
+        span = int(last if dash else first) - int(first) + 1
+        if span < 1:
+            raise ValueError(f"{part!r} is not a range")
+        count += span
+    return count
+
+
+def parse_swaps(text: str) -> list[dict[str, Any]]:
+    r"""/proc/swaps -> one entry per swap area; the file gives KiB, the entries bytes.
+
+    >>> [swap] = parse_swaps("Filename  Type  Size  Used  Priority\n/sw\\040ap  file  1024  4  -2")
+    >>> swap["name"], swap["size_bytes"], swap["used_bytes"], swap["priority"]
+    ('/sw ap', 1048576, 4096, -2)
+    """
+    devices: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("Filename"):
+            continue
+        name, kind, size, used, priority = line.rsplit(None, 4)
+        devices.append({
+            "name": _OCTAL_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), name),
+            "type": kind, "size_bytes": int(size) * 1024, "used_bytes": int(used) * 1024,
+            "priority": int(priority),
+        })  # fmt: skip
+    return devices
+
+
+def parse_cpu_flags(cpuinfo: str) -> set[str] | None:
+    """The CPU flags of /proc/cpuinfo; None without a `flags` line (only x86 has one).
+
+    >>> sorted(parse_cpu_flags("flags\\t\\t: fpu hypervisor\\n")), parse_cpu_flags("Features: fp")
+    (['fpu', 'hypervisor'], None)
+    """
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return set(value.split())
+    return None
+
+
+def hypervisor_from_dmi(sys_vendor: str, product_name: str) -> str | None:
+    """The hypervisor a DMI system vendor and product name show; None for real hardware.
+
+    >>> hypervisor_from_dmi("QEMU", "Standard PC (Q35 + ICH9, 2009)"), hypervisor_from_dmi(
+    ...     "Microsoft Corporation", "Surface Laptop 5")
+    ('kvm', None)
+    """
+    vendor, product = sys_vendor.strip(), product_name.strip()
+    if vendor == "Microsoft Corporation":  # Surface laptops too: only "Virtual Machine" is one
+        return "microsoft" if product == "Virtual Machine" else None
+    return next((name for mark, name in _DMI_MARKS if mark in vendor or mark in product), None)
+
+
+def detect_container(cgroup: str, mounts: list[Mount]) -> str | None:
+    """The runtime named in the cgroup of PID 1 (cgroup v1, or v2 in the host's namespace), or
+    in where /etc/hostname, /etc/hosts and /etc/resolv.conf are bind-mounted from (Docker, Podman
+    and the kubelet keep them in their own directories); "container" when the only sign is an
+    overlay root filesystem. An LXC container on cgroup v2 shows none of these: None.
+
+    >>> detect_container("0::/system.slice/docker-3f2a.scope\\n", [])
+    'docker'
+    >>> detect_container("0::/\\n", parse_mountinfo("1 0 0:52 / / rw - overlay overlay rw"))
+    'container'
+    """
+    clues = [cgroup] + [mount.root for mount in mounts if mount.mount_point in _RUNTIME_FILES]
+    for mark, runtime in _CONTAINER_MARKS:
+        if any(mark in clue for clue in clues):
+            return runtime
+    root = mount_for("/", mounts)
+    return "container" if root is not None and root.fstype == "overlay" else None
+
+
+def device_fields(path: Path, device: BlockDevice) -> dict[str, Any]:
+    """One entry of the `devices` section."""
+    disk = device.disk or ""
+    return {
+        "path": str(path), "name": device.name, "disk": device.disk,
+        "major_minor": device.major_minor, "mount_point": device.mount_point,
+        "source": device.source, "fstype": device.fstype, "mount_options": device.mount_options,
+        "rotational": device.rotational, "nvme": disk.startswith("nvme"),
+        "virtual": disk.startswith(("vd", "xvd")), "scheduler": device.scheduler,
+        "read_ahead_kb": device.read_ahead_kb,
+    }  # fmt: skip
+
+
+def _stripped(text: str) -> str | None:
+    return text.strip() or None
+
+
+class _Unreadable(Exception):
+    """The sentence for `unread`; `absent` when the file does not exist."""
+
+    def __init__(self, reason: str, absent: bool = False) -> None:
+        super().__init__(reason)
+        self.absent = absent
+
+
+def _read_text(path: Path, shown: str) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise _Unreadable(f"{shown} is not present on this kernel", absent=True) from None
+    except PermissionError:
+        raise _Unreadable(f"{shown} is not readable without root") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise _Unreadable(f"{shown} could not be read ({error})") from None
+
+
+class _Reader:
+    """Reads host files by their real name ("/proc/sys/vm/swappiness") under the given roots,
+    noting in `unread` every field it could not fill."""
+
+    def __init__(self, proc_root: Path, sys_root: Path) -> None:
+        self.proc_root, self.sys_root = proc_root, sys_root
+        self.unread: dict[str, str] = {}
+
+    def path(self, shown: str) -> Path:
+        top, _, rest = shown.lstrip("/").partition("/")
+        return (self.proc_root if top == "proc" else self.sys_root) / rest
+
+    def text(self, shown: str) -> str:
+        return _read_text(self.path(shown), shown)
+
+    def optional(self, shown: str) -> str | None:
+        try:
+            return self.text(shown)
+        except _Unreadable:
+            return None
+
+    def miss(self, name: str, reason: str) -> None:
+        self.unread[f"host.{name}"] = reason.rstrip(".") + "."
+
+    def value[T](self, name: str, shown: str, parse: Callable[[str], T | None]) -> T | None:
+        """`parse` of the file's text; a parser's None or ValueError means the text is garbled."""
+        try:
+            text = self.text(shown)
+        except _Unreadable as why:
+            because = _ABSENT_BECAUSE.get(name) if why.absent else None
+            self.miss(name, f"{why}: {because}" if because else str(why))
+            return None
+        try:
+            value = parse(text)
+        except (ValueError, ParseError):
+            value = None
+        if value is None:
+            self.miss(name, f"{shown} could not be parsed ({text.strip()[:40]!r})")
+        return value
+
+
+def read_inventory(
+    proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The `host` section of a doctor snapshot, and `unread`: dotted field name
+    ("host.sched_migration_cost_ns") -> one sentence saying why it could not be read.
+
+    Every field of HOST_FIELDS is present, None when unread. With a root other than the live
+    /proc, `cpu_count` is what `read_host` gives there: the recorded quota, capped by the CPUs
+    of the machine running this.
+    """
+    r = _Reader(proc_root, sys_root)
+    host: dict[str, Any] = {
+        "hostname": r.value("hostname", "/proc/sys/kernel/hostname", _stripped),
+        "kernel_release": r.value("kernel_release", "/proc/sys/kernel/osrelease", _stripped),
+        "arch": os.uname().machine
+        if proc_root == LIVE_PROC
+        else r.value("arch", "/proc/sys/kernel/arch", _stripped),
+    }
+    cpuinfo = r.value("cpu_model", "/proc/cpuinfo", str)
+    if cpuinfo is not None:
+        host["cpu_model"] = parse_cpu_model(cpuinfo)
+        if host["cpu_model"] == "unknown":
+            host["cpu_model"] = None
+            r.miss("cpu_model", "/proc/cpuinfo names no CPU model")
+    _memory(r, host)
+    host["cpu_count_host"] = r.value("cpu_count_host", f"{_CPU}/online", parse_cpu_list)
+    if r.path("/sys/devices/system/node").exists():
+        host["numa_nodes"] = r.value(
+            "numa_nodes", "/sys/devices/system/node/online", parse_cpu_list
+        )
+    else:  # a kernel built without NUMA support has no node directory: one node
+        host["numa_nodes"] = 1
+    host["virtualization"] = _virtualization(r, cpuinfo)
+    cgroup, mountinfo = r.optional("/proc/1/cgroup"), r.optional("/proc/self/mountinfo")
+    try:
+        mounts = parse_mountinfo(mountinfo) if mountinfo is not None else None
+    except ParseError:
+        mounts = None
+    if cgroup is None and mounts is None:
+        r.miss("container", "neither /proc/1/cgroup nor /proc/self/mountinfo could be read")
+    else:
+        host["container"] = detect_container(cgroup or "", mounts or [])
+    for name in ("thp_enabled", "thp_defrag"):
+        path = f"/sys/kernel/mm/transparent_hugepage/{name.removeprefix('thp_')}"
+        host[name] = r.value(name, path, parse_bracketed)
+    host["swap_devices"] = r.value("swap_devices", "/proc/swaps", parse_swaps)
+    for name, path in _SYSCTLS.items():
+        host[name] = r.value(name, path, int)
+    host["sched_migration_cost_ns"], host["sched_migration_cost_path"] = _migration_cost(r)
+    host["cpufreq_driver"], host["cpu_governor"], host["cpu_governors"] = _cpufreq(r)
+    return {name: host.get(name) for name in HOST_FIELDS}, r.unread
+
+
+def _memory(r: _Reader, host: dict[str, Any]) -> None:
+    """Fields from /proc/meminfo and the cgroup limits; CPUs and usable RAM from read_host."""
+    try:
+        meminfo, problem = parse_meminfo(r.text("/proc/meminfo")), ""
+    except _Unreadable as why:
+        meminfo, problem = {}, str(why)
+    except ValueError as error:
+        meminfo, problem = {}, f"/proc/meminfo could not be parsed ({error})"
+    for name, key in (*_MEMINFO.items(), ("memory_total_bytes", "MemTotal")):
+        host[name] = meminfo.get(key)
+        if host[name] is None:
+            later = " (it came in kernel 3.14)" if key == "MemAvailable" else ""
+            r.miss(name, problem or f"/proc/meminfo has no {key} line{later}")
+    if host["swap_total_bytes"] is not None and "SwapFree" in meminfo:
+        host["swap_used_bytes"] = host["swap_total_bytes"] - meminfo["SwapFree"]
+    else:
+        r.miss("swap_used_bytes", problem or "/proc/meminfo has no SwapTotal or SwapFree line")
+    limits = [  # the files read_host reads; 0 stands for "no limit" ("max")
+        r.value("memory_limit_bytes", path, lambda text: parse_cgroup_memory_limit(text) or 0)
+        for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+        if r.path(path).exists()
+    ]
+    host["memory_limit_bytes"] = min((limit for limit in limits if limit), default=None)
+    try:
+        facts = read_host(r.proc_root, r.sys_root)
+    except ValueError as error:
+        for name in ("cpu_count", "memory_bytes"):
+            r.miss(name, f"/proc/meminfo or a cgroup limit could not be parsed ({error})")
+        return
+    host["cpu_count"] = facts.cpu_count
+    if host["memory_total_bytes"] is not None:
+        host["memory_bytes"] = facts.memory_bytes
+    else:
+        r.miss("memory_bytes", problem or "/proc/meminfo has no MemTotal line")
+
+
+def _virtualization(r: _Reader, cpuinfo: str | None) -> str | None:
+    vendor = r.optional("/sys/class/dmi/id/sys_vendor")
+    product = r.optional("/sys/class/dmi/id/product_name")
+    if vendor is not None:
+        found = hypervisor_from_dmi(vendor, product or "")
+        if found:
+            return found
+    flags = parse_cpu_flags(cpuinfo) if cpuinfo is not None else None
+    if flags is not None:
+        return "unknown-hypervisor" if "hypervisor" in flags else None
+    if vendor is None:
+        r.miss("virtualization", "no DMI vendor in /sys/class/dmi/id and no CPU flags in "
+               "/proc/cpuinfo: a virtual machine cannot be told from bare metal")  # fmt: skip
+    return None
+
+
+def _migration_cost(r: _Reader) -> tuple[int | None, str | None]:
+    why = _Unreadable("")
+    for shown in _MIGRATION_COST:
+        try:
+            text = r.text(shown)
+        except _Unreadable as error:
+            why = error
+            continue
+        try:
+            return int(text), shown
+        except ValueError:
+            r.miss("sched_migration_cost_ns", f"{shown} could not be parsed ({text[:40]!r})")
+            return None, None
+    try:
+        debugfs_mounted = any(r.path("/sys/kernel/debug").iterdir())
+    except OSError:
+        debugfs_mounted = False
+    if not why.absent:
+        reason = str(why)
+    elif debugfs_mounted:
+        reason = "debugfs has no sched/migration_cost_ns (a kernel without scheduler debugging)"
+    else:
+        reason = "debugfs is not mounted (as root: mount -t debugfs none /sys/kernel/debug)"
+    r.miss("sched_migration_cost_ns", "not in /proc/sys/kernel (since 5.13 it is in debugfs), "
+           f"and {reason}")  # fmt: skip
+    return None, None
+
+
+def _cpufreq(r: _Reader) -> tuple[str | None, str | None, dict[str, int]]:
+    """cpu0's scaling driver, the governor most CPUs use (the lowest CPU's on a tie), counts."""
+    if not r.path(f"{_CPU}/cpu0/cpufreq").is_dir():
+        r.miss("cpufreq_driver", _NO_CPUFREQ)
+        r.miss("cpu_governor", _NO_CPUFREQ)
+        return None, None, {}
+    driver = r.value("cpufreq_driver", f"{_CPU}/cpu0/cpufreq/scaling_driver", _stripped)
+    cpus = [path.name for path in r.path(_CPU).glob("cpu[0-9]*") if path.name[3:].isdigit()]
+    counts = Counter(
+        governor.strip()
+        for cpu in sorted(cpus, key=lambda name: int(name[3:]))
+        if (governor := r.optional(f"{_CPU}/{cpu}/cpufreq/scaling_governor"))
+    )
+    if not counts:
+        r.miss("cpu_governor", f"no {_CPU}/cpu*/cpufreq/scaling_governor could be read")
+    return driver, counts.most_common(1)[0][0] if counts else None, dict(counts.most_common())
+
+
+def read_devices(
+    data_dir: Path | None,
+    wal_dir: Path | None,
+    proc_root: Path = LIVE_PROC,
+    sys_root: Path = Path("/sys"),
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The `devices` section: {"data": {...}|None, "wal": {...}|None, "wal_on_data_device":
+    bool|None}, and unread entries ("devices.data": reason). A directory given as None is null
+    without a word (the caller says why); one that cannot be looked up is null with a reason.
+    """
+    unread: dict[str, str] = {}
+    data = _device("data", data_dir, proc_root, sys_root, unread)
+    wal = _device("wal", wal_dir, proc_root, sys_root, unread)
+    # One physical disk under both (two partitions of it share its queue); without a block
+    # device, the same filesystem.
+    key = "disk" if data and wal and data["disk"] and wal["disk"] else "major_minor"
+    same = None if data is None or wal is None else data[key] == wal[key]
+    return {"data": data, "wal": wal, "wal_on_data_device": same}, unread
+
+
+def _device(
+    role: str, path: Path | None, proc_root: Path, sys_root: Path, unread: dict[str, str]
+) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    key = f"devices.{role}"
+    try:
+        if proc_root == LIVE_PROC:
+            path.resolve(strict=True)
+        elif not path.is_absolute():
+            raise _Unreadable(f"{path} is not an absolute path")
+        device = device_for_path(path, proc_root, sys_root)
+        if device is None:
+            _read_text(proc_root / "self/mountinfo", "/proc/self/mountinfo")
+            raise _Unreadable(f"no mount in /proc/self/mountinfo holds {path}")
+    except FileNotFoundError:
+        unread[key] = f"{path} does not exist on this machine."
+    except PermissionError:
+        unread[key] = f"{path} cannot be looked up (permission denied): run as its owner or root."
+    except (_Unreadable, OSError, RuntimeError, ParseError) as error:
+        unread[key] = f"the device under {path} is unknown: {str(error).rstrip('.')}."
+    else:
+        return device_fields(path, device)
+    return None
