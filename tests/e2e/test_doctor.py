@@ -143,7 +143,7 @@ def test_bad_input_is_one_sentence(run_cli, workdir: Path, tmp_path: Path, args,
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) <= 2
 
 
-def test_unprivileged_role(run_cli, workdir: Path, cache_dir: Path, binaries) -> None:  # noqa: ANN001
+def test_unprivileged_role(run_cli, workdir: Path, cache_dir: Path, binaries) -> None:
     """A plain role: the server is audited with what it may see, the host not (no data
     directory), unless the user names the data directory."""
     assert run_cli(workdir, "sandbox", "start", "--pg-version", "18").code == 0

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 
 import psycopg
 
-from pgdyno.postgres.client import Client
+from pgdyno.postgres.client import Client, error_reason
 from pgdyno.postgres.queries import load
 
 __all__ = ["PgStatsSampler", "pg_sample", "queries_for"]
@@ -94,9 +94,8 @@ class PgStatsSampler:
                 raise  # the connection is gone: nothing else would work either
             except psycopg.Error as exc:
                 self.queries.remove(query)
-                self.log(
-                    f"PostgreSQL statistics: {key_prefix(query)} not collected ({_reason(exc)})"
-                )
+                why = error_reason(exc)
+                self.log(f"PostgreSQL statistics: {key_prefix(query)} not collected ({why})")
                 continue
             prefix = key_prefix(query)
             for column, value in row.items():
@@ -113,13 +112,6 @@ class PgStatsSampler:
         if not rows or not isinstance(rows[0][0], dict):
             return {}
         return dict(rows[0][0])
-
-
-def _reason(exc: psycopg.Error) -> str:
-    for line in str(exc).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(exc).__name__
 
 
 # -- metrics of an interval -------------------------------------------------------------------

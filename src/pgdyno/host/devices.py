@@ -49,7 +49,7 @@ class BlockDevice:
     read_ahead_kb: int | None = None
 
 
-def _unescape(field: str) -> str:
+def unescape(field: str) -> str:
     """The kernel writes space, tab, newline and backslash in paths as octal escapes."""
     return _OCTAL_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), field)
 
@@ -77,11 +77,11 @@ def parse_mountinfo(text: str) -> list[Mount]:
                     parent_id=int(parts[1]),
                     major=int(major),
                     minor=int(minor),
-                    root=_unescape(parts[3]),
-                    mount_point=_unescape(parts[4]),
+                    root=unescape(parts[3]),
+                    mount_point=unescape(parts[4]),
                     options=parts[5],
                     fstype=parts[separator + 1],
-                    source=_unescape(parts[separator + 2]),
+                    source=unescape(parts[separator + 2]),
                     super_options=parts[separator + 3] if len(parts) > separator + 3 else "",
                 )
             )

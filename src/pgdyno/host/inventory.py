@@ -9,14 +9,20 @@ cannot be read is None, and `unread` gets one sentence naming the file and why (
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import ParseError
-from pgdyno.host.devices import BlockDevice, Mount, device_for_path, mount_for, parse_mountinfo
+from pgdyno.host.devices import (
+    BlockDevice,
+    Mount,
+    device_for_path,
+    mount_for,
+    parse_mountinfo,
+    unescape,
+)
 from pgdyno.host.devices import parse_scheduler as parse_bracketed
 from pgdyno.host.facts import parse_cgroup_memory_limit, parse_cpu_model, parse_meminfo, read_host
 
@@ -78,7 +84,6 @@ _DMI_MARKS = (
     ("QEMU", "kvm"), ("KVM", "kvm"),
 )  # fmt: skip
 _RUNTIME_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf")
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 def parse_cpu_list(text: str) -> int:
@@ -110,7 +115,7 @@ def parse_swaps(text: str) -> list[dict[str, Any]]:
             continue
         name, kind, size, used, priority = line.rsplit(None, 4)
         devices.append({
-            "name": _OCTAL_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), name),
+            "name": unescape(name),
             "type": kind, "size_bytes": int(size) * 1024, "used_bytes": int(used) * 1024,
             "priority": int(priority),
         })  # fmt: skip

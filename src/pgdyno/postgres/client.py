@@ -143,6 +143,14 @@ def connect(dsn: str, password: str | None = None) -> Iterator[Client]:
         client.close()
 
 
+def error_reason(exc: psycopg.Error) -> str:
+    """The first line of a driver error, for a one-sentence message."""
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
 def _first_line(text: str) -> str:
     for line in text.splitlines():
         line = line.strip()

@@ -25,9 +25,8 @@ from typing import Any
 import psycopg
 from psycopg import conninfo as pg_conninfo
 
-from pgdyno.collect.pgstats import _reason
 from pgdyno.errors import ConnectionFailed
-from pgdyno.postgres.client import Client, ServerInfo, describe
+from pgdyno.postgres.client import Client, ServerInfo, describe, error_reason
 from pgdyno.postgres.queries import load
 
 __all__ = ["connects_here", "is_local", "queries_for", "read_server"]
@@ -137,12 +136,12 @@ def _failure(client: Client, exc: psycopg.Error) -> str:
     """Why a query failed, as a clause; raises when the connection itself is gone."""
     if client.conn.broken or client.conn.closed:
         raise ConnectionFailed(
-            f"lost the connection to PostgreSQL at {describe(client.dsn)} ({_reason(exc)}); "
+            f"lost the connection to PostgreSQL at {describe(client.dsn)} ({error_reason(exc)}); "
             "check that the server is still running."
         ) from exc
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return f"{_reason(exc)} (a superuser can read it)"
-    return _reason(exc)
+        return f"{error_reason(exc)} (a superuser can read it)"
+    return error_reason(exc)
 
 
 # -- rows -> JSON-ready values ----------------------------------------------------------------
