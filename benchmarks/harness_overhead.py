@@ -1,5 +1,6 @@
 """Harness overhead: TPS of `pgdyno bench` (default collection: OS and PostgreSQL samplers,
-a latency log sampled to about 2,000 transactions a second) against bare pgbench with the same workload and no logging.
+a latency log sampled to about 2,000 transactions a second) against bare pgbench with the same
+workload and no logging.
 
     python benchmarks/harness_overhead.py [--pairs 15] [--seconds 10]
 
