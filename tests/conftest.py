@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from psycopg import sql
 
 from pgdyno.cli import main
 from pgdyno.environment import Environment, default_cache_dir
+from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries, resolve
-from pgdyno.postgres.cluster import all_sandboxes
+from pgdyno.postgres.client import connect
+from pgdyno.postgres.cluster import Sandbox, all_sandboxes
 from pgdyno.postgres.sandbox_user import sandbox_user
 
 IS_ROOT = os.geteuid() == 0
@@ -60,6 +63,27 @@ def shared_workdir() -> Iterator[Path]:
     path = new_workdir()
     yield path
     remove_workdir(path)
+
+
+@pytest.fixture
+def box(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
+    """A started sandbox of the embedded PostgreSQL, stopped afterwards."""
+    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
+    sandbox.start({}, owner_pid=None)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def plain_role(box: Sandbox, name: str, *options: str) -> str:
+    """(Re)create a LOGIN role without superuser on the sandbox; its connection string."""
+    with connect(box.conninfo()) as admin:
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN " + " ".join(options)).format(sql.Identifier(name))
+        )
+    return box.conninfo().replace("user=postgres", f"user={name}")
 
 
 def make_env(workdir: Path, cache_dir: Path) -> Environment:

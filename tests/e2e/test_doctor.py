@@ -7,11 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from psycopg import sql
 
-from conftest import IS_ROOT, make_env
-from pgdyno.experiment.target import open_sandbox
-from pgdyno.postgres.client import connect
+from conftest import IS_ROOT, plain_role
+from pgdyno.postgres.cluster import Sandbox
 
 DATA = Path(__file__).parent.parent / "data" / "doctor"
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -143,28 +141,19 @@ def test_bad_input_is_one_sentence(run_cli, workdir: Path, tmp_path: Path, args,
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) <= 2
 
 
-def test_unprivileged_role(run_cli, workdir: Path, cache_dir: Path, binaries) -> None:
+def test_unprivileged_role(run_cli, workdir: Path, box: Sandbox) -> None:
     """A plain role: the server is audited with what it may see, the host not (no data
     directory), unless the user names the data directory."""
-    assert run_cli(workdir, "sandbox", "start", "--pg-version", "18").code == 0
-    try:
-        box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-        with connect(box.conninfo()) as admin:
-            admin.execute(sql.SQL("DROP ROLE IF EXISTS auditor"))
-            admin.execute(sql.SQL("CREATE ROLE auditor LOGIN"))
-        dsn = box.conninfo().replace("user=postgres", "user=auditor") + " password=s3cret-xyz"
-        saved = workdir / "auditor.json"
-        result = run_cli(workdir, "doctor", "--dsn", dsn, "--json", "--fail-on", "never",
-                         "--snapshot", str(saved))  # fmt: skip
-        assert result.code == 0, result.stderr
-        assert "s3cret-xyz" not in saved.read_text() + result.stdout + result.stderr
-        data = json.loads(result.stdout)
-        assert "server.settings.sourcefile" in data["unread"]
-        assert "another machine" in data["unread"]["host"]
-        assert "shared-buffers-small" not in data["passed"]  # needs the host's RAM
-        named = run_cli(workdir, "doctor", "--dsn", dsn, "--data-dir", str(box.data_dir),
-                        "--json", "--fail-on", "never")  # fmt: skip
-        found = ids(named.stdout)
-        assert "shared-buffers-small" in found
-    finally:
-        assert run_cli(workdir, "sandbox", "stop").code == 0
+    dsn = plain_role(box, "auditor") + " password=s3cret-xyz"
+    saved = workdir / "auditor.json"
+    result = run_cli(workdir, "doctor", "--dsn", dsn, "--json", "--fail-on", "never",
+                     "--snapshot", str(saved))  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert "s3cret-xyz" not in saved.read_text() + result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert "server.settings.sourcefile" in data["unread"]
+    assert "another machine" in data["unread"]["host"]
+    assert "shared-buffers-small" not in data["passed"]  # needs the host's RAM
+    named = run_cli(workdir, "doctor", "--dsn", dsn, "--data-dir", str(box.data_dir),
+                    "--json", "--fail-on", "never")  # fmt: skip
+    assert "shared-buffers-small" in ids(named.stdout)

@@ -7,12 +7,9 @@ import io
 import json
 from pathlib import Path
 
-from psycopg import sql
-
-from conftest import make_env
+from conftest import make_env, plain_role
 from pgdyno.collect.timeline import latency_source, sampling_rate
 from pgdyno.experiment.target import open_sandbox
-from pgdyno.postgres.client import connect
 
 
 def test_tpcb_run_has_a_full_timeline(run_cli, shared_workdir: Path):
@@ -89,10 +86,7 @@ def test_unprivileged_role_on_an_existing_server(run_cli, workdir: Path, cache_d
     assert run_cli(workdir, "sandbox", "start", "--pg-version", "18").code == 0
     try:
         box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-        with connect(box.conninfo()) as admin:
-            admin.execute(sql.SQL("DROP ROLE IF EXISTS bencher"))
-            admin.execute(sql.SQL("CREATE ROLE bencher LOGIN CREATEDB"))
-        dsn = box.conninfo().replace("user=postgres", "user=bencher")
+        dsn = plain_role(box, "bencher", "CREATEDB")
         result = run_cli(workdir, "bench", "--pg-version", "18", "--dsn", dsn,
                          "-w", "select-only", "-T", "2", "--json")  # fmt: skip
         assert result.code == 0, result.stderr

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from psycopg import sql
 
-from conftest import make_env
 from pgdyno import process
-from pgdyno.experiment.target import open_sandbox
 from pgdyno.pgbench.dataset import (
     BENCH_DB,
     ensure_dataset,
@@ -23,17 +17,6 @@ from pgdyno.pgbench.dataset import (
 )
 from pgdyno.postgres.client import connect, with_dbname
 from pgdyno.postgres.cluster import Sandbox
-
-
-@pytest.fixture
-def box(workdir: Path, cache_dir: Path, binaries) -> Iterator[Sandbox]:
-    """A started sandbox of the embedded PostgreSQL, stopped afterwards."""
-    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-    sandbox.start({}, owner_pid=None)
-    try:
-        yield sandbox
-    finally:
-        sandbox.stop()
 
 
 def test_generate_once_reuse_and_reset(box: Sandbox, binaries):

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from conftest import make_env
 from pgdyno import process
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
-from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox
@@ -20,16 +14,6 @@ from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 PREFIXES = ("pgstat_bgwriter.", "pgstat_checkpointer.", "pgstat_wal.", "pgstat_database.",
             "pgstat_io.")  # fmt: skip
 DENIED = "PostgreSQL statistics: pgstat_io not collected (permission denied for view pg_stat_io)"
-
-
-@pytest.fixture
-def box(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
-    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-    sandbox.start({}, owner_pid=None)
-    try:
-        yield sandbox
-    finally:
-        sandbox.stop()
 
 
 def sampler(client: Client, notes: list[str]) -> PgStatsSampler:

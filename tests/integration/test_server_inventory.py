@@ -4,17 +4,12 @@ role with LOGIN only."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
 
-import pytest
 from psycopg import pq
 
-from conftest import make_env
-from pgdyno.experiment.target import open_sandbox
-from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.inventory import is_local, queries_for, read_server
@@ -22,16 +17,6 @@ from pgdyno.postgres.inventory import is_local, queries_for, read_server
 CACHE = {"blks_hit", "blks_read", "temp_files", "temp_bytes", "deadlocks"}
 SETTING = {"setting", "unit", "vartype", "source", "sourcefile", "sourceline", "pending_restart",
            "context", "boot_val"}  # fmt: skip
-
-
-@pytest.fixture
-def box(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
-    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-    sandbox.start({}, owner_pid=None)
-    try:
-        yield sandbox
-    finally:
-        sandbox.stop()
 
 
 def watcher_dsn(box: Sandbox) -> str:

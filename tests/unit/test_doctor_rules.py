@@ -71,7 +71,7 @@ def test_recorded_vm_findings_are_what_this_vm_has() -> None:
     snapshot = load_snapshot(DATA / "recorded-vm.json")
     result = audit(RULES, snapshot)
     ids = {f.rule.id for f in result.findings}
-    assert {"shared-buffers-small", "dirty-writeback-large", "swap-none"} <= ids
+    assert {"shared-buffers-small", "dirty-writeback-large", "swap-none", "swappiness-high"} <= ids
     assert "fsync-off" not in ids and "ext3-data" not in ids
     # Every rule is evaluated or says which fact it lacked.
     assert len(result.findings) + len(result.passed) + len(result.unchecked) == len(RULES)
@@ -103,7 +103,7 @@ RARE = {
     "wal-buffers-small", "shared-buffers-large", "connections-near-limit", "cache-hit-low",
     "temp-files-large", "virtual-disk-costs", "effective-cache-size-low", "overcommit-heuristic",
     "sched-autogroup-on", "wal-on-data-device", "huge-pages-unused", "memory-limit-below-host",
-    "read-ahead-off",
+    "read-ahead-off", "zone-reclaim-single-node",
 }  # fmt: skip
 
 
@@ -130,6 +130,7 @@ MIGRATION = {
         ("write-barriers-off", {}, {"mount_options": "rw,noatime,nobarrier"}, {}, {}),
         ("strictatime", {}, {"mount_options": "rw,strictatime"}, {}, {}),
         ("read-ahead-off", {}, {"read_ahead_kb": 0}, {}, {}),
+        ("zone-reclaim-single-node", {"zone_reclaim_mode": 1}, {}, {}, {}),
         ("kernel-before-3-13", {"kernel_release": "3.11.0-26-generic"}, {}, {}, {}),
         ("autovacuum-off", {}, {}, {"autovacuum": "off"}, {}),
         ("wal-buffers-small", {}, {}, {"wal_buffers": "64"}, {}),
