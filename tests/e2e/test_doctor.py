@@ -157,3 +157,19 @@ def test_unprivileged_role(run_cli, workdir: Path, box: Sandbox) -> None:
     named = run_cli(workdir, "doctor", "--dsn", dsn, "--data-dir", str(box.data_dir),
                     "--json", "--fail-on", "never")  # fmt: skip
     assert "shared-buffers-small" in ids(named.stdout)
+
+
+def test_a_snapshot_written_by_hand(run_cli, workdir: Path) -> None:
+    """Few facts, postgresql.conf-style values, one value of the wrong type: what can be
+    judged is, the rest is listed as not checked, and nothing crashes."""
+    result = run_cli(workdir, "doctor", "--from", str(DATA / "handwritten" / "numa-box.json"),
+                     "--json")  # fmt: skip
+    assert result.code == 1, result.stderr
+    data = json.loads(result.stdout)
+    found = {f["id"]: f for f in data["findings"]}
+    assert {"numa-zone-reclaim", "synchronous-commit-off", "shared-buffers-small"} <= set(found)
+    assert found["shared-buffers-small"]["current"] == "2GB of 128 GiB"
+    assert found["shared-buffers-small"]["recommended"] == "32GB"
+    reasons = {item["id"]: item["reason"] for item in data["not_checked"]}
+    assert "unexpected value" in reasons["dirty-writeback-large"]
+    assert "thp-always" in data["passed"] and "checkpoint-completion-target-low" in data["passed"]

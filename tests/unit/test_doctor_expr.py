@@ -81,6 +81,9 @@ def test_nested_facts_and_type_errors() -> None:
         run("host.checkpoints.timed + 'x'", **facts)
     with pytest.raises(ExprError):
         run("host.checkpoints.timed / 0", **facts)
+    with pytest.raises(ExprError):  # text where a number belongs: never a huge string
+        run("host.size * host.ratio", host={"size": 10**12, "ratio": "twenty"})
+    assert run("'a' + 'b'", host={}) == "ab"
 
 
 @given(st.integers(min_value=0, max_value=2**50))

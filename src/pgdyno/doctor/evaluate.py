@@ -24,6 +24,7 @@ class Finding:
 class Unchecked:
     rule: Rule
     missing: str  # the dotted name of the first fact the rule needed and did not have
+    problem: str | None = None  # set when the facts were there but could not be used
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ def audit(rules: Sequence[Rule], snapshot: Mapping[str, Any]) -> Audit:
             finding = check(rule, facts)
         except expr.Unknown as exc:
             result.unchecked.append(Unchecked(rule, exc.name))
+            continue
+        except expr.ExprError as exc:  # a hand-written snapshot with a value of another type
+            result.unchecked.append(Unchecked(rule, "", f"a fact has an unexpected value ({exc})"))
             continue
         if finding is None:
             result.passed.append(rule)

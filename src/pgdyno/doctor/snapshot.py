@@ -77,11 +77,13 @@ def setting_value(row: Mapping[str, Any]) -> Any:
     >>> setting_value({"setting": "-1", "unit": "kB", "vartype": "integer"})
     -1
     >>> setting_value({"setting": "on", "vartype": "bool"}), setting_value({"setting": "0.9"})
-    (True, '0.9')
+    (True, 0.9)
     """
     text, vartype, unit = row.get("setting"), row.get("vartype"), row.get("unit")
     if text is None:
         return None
+    if vartype is None:  # written by hand: a postgresql.conf value such as '16GB' or 'on'
+        return conf_value(str(text))
     if vartype == "bool":
         return text == "on"
     if vartype not in ("integer", "real"):
@@ -98,6 +100,48 @@ def setting_value(row: Mapping[str, Any]) -> Any:
     if match.group(2) in TIME_UNITS:
         return number * count * TIME_UNITS[match.group(2)] / 1_000_000
     return number
+
+
+class Switch(str):
+    """'on' or 'off' written by hand, without saying whether the setting is a boolean (fsync)
+    or an enum with on/off among its values (synchronous_commit, huge_pages): it compares as
+    the word and is true or false as the switch.
+
+    >>> off = Switch("off")
+    >>> off == "off", not off, Switch("on") == "on", bool(Switch("yes"))
+    (True, True, True, True)
+    """
+
+    def __bool__(self) -> bool:
+        return self in ("on", "true", "yes")
+
+
+_CONF_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def conf_value(text: str) -> Any:
+    """A value as written in postgresql.conf, in the same base units as `setting_value`.
+
+    >>> conf_value("16GB"), conf_value("30s"), conf_value("0.9"), bool(conf_value("off"))
+    (17179869184, 30.0, 0.9, False)
+    >>> conf_value("lz4"), conf_value("-1")
+    ('lz4', -1)
+    """
+    lowered = text.strip().lower()
+    if lowered in ("on", "true", "yes", "off", "false", "no"):
+        return Switch(lowered)
+    match = _CONF_NUMBER.match(text)
+    if not match:
+        return text
+    number: float = float(match.group(1)) if "." in match.group(1) else int(match.group(1))
+    unit = match.group(2)
+    if not unit:
+        return number
+    if unit in MEMORY_UNITS:
+        return int(number * MEMORY_UNITS[unit])
+    if unit in TIME_UNITS:
+        return number * TIME_UNITS[unit] / 1_000_000
+    return text
 
 
 def kernel_version(release: str) -> tuple[int, ...]:

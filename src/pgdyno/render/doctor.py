@@ -28,6 +28,8 @@ _SECTION = {"pg": "server.settings", "pg_source": "server.settings", "data": "de
 
 def _reason(unchecked: Unchecked, unread: Mapping[str, str]) -> str:
     """Why a rule could not be checked: the unread entry of the fact or of a section above it."""
+    if unchecked.problem:
+        return unchecked.problem
     head, _, rest = unchecked.missing.partition(".")
     name = f"{_SECTION[head]}.{rest}" if head in _SECTION else unchecked.missing
     while name:
