@@ -133,7 +133,9 @@ class LadderStep:
     stats: CellStats
     step_gain: Comparison | None  # against the previous step; None for step 0
     cumulative: Comparison | None  # against step 0; None for step 0
-    level_pct: float  # median relative to step 0's median, in % (step 0 is 100)
+    # This step relative to step 0, in % (step 0 is 100), from the ratio of geometric means:
+    # the estimator of the gains, so a waterfall's bar and its interval agree.
+    level_pct: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,8 +482,8 @@ def ladder(
     """The cumulative tuning ladder: each step applied on top of the previous one.
 
     Step 0 is the starting point. Each later step is compared with the step before (its own
-    gain) and with step 0 (the gain so far); ``level_pct`` is its median relative to step 0's,
-    for a waterfall chart.
+    gain) and with step 0 (the gain so far); ``level_pct`` is 100 plus the gain so far, for a
+    waterfall chart.
 
     >>> lad = ladder([("default", [100, 101, 99]), ("tuned", [120, 121, 119])])
     >>> [round(s.level_pct) for s in lad.steps], lad.total is not None and lad.total.verdict
@@ -497,14 +499,14 @@ def ladder(
     previous = first
     for name, values in steps[1:]:
         _check_positive(values, f"ladder step {name!r}")
-        stats = describe(values)
+        so_far = compare(first, values, higher_is_better=higher_is_better)
         out.append(
             LadderStep(
                 name,
-                stats,
+                describe(values),
                 compare(previous, values, higher_is_better=higher_is_better),
-                compare(first, values, higher_is_better=higher_is_better),
-                100.0 * stats.median / first_stats.median,
+                so_far,
+                100.0 + so_far.change_pct,
             )
         )
         previous = values
