@@ -12,15 +12,8 @@ from typing import Any
 import pytest
 
 from pgdyno.host.devices import parse_mountinfo
-from pgdyno.host.inventory import (
-    HOST_FIELDS,
-    detect_container,
-    hypervisor_from_dmi,
-    parse_cpu_list,
-    parse_swaps,
-    read_devices,
-    read_inventory,
-)
+from pgdyno.host.inventory import HOST_FIELDS, read_devices, read_inventory
+from pgdyno.host.parsers import detect_container, hypervisor_from_dmi, parse_cpu_list, parse_swaps
 
 REPO = Path(__file__).parents[2]
 HOSTS = REPO / "tests" / "data" / "hosts"

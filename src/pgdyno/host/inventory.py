@@ -1,9 +1,10 @@
 """The `host` and `devices` sections of a doctor snapshot (docs/doctor-snapshot.md).
 
 Each fact comes from one file under /proc or /sys, read under injectable roots so tests run on
-recorded hosts (tests/data/hosts/). The parsers are pure functions of file text. A fact that
-cannot be read is None, and `unread` gets one sentence naming the file and why ("host.swappiness":
-"/proc/sys/vm/swappiness is not readable without root."): a missing or garbled file never raises.
+recorded hosts (tests/data/hosts/); the parsers (host/parsers.py) are pure functions of file
+text. A fact that cannot be read is None, and `unread` gets one sentence naming the file and
+why ("host.swappiness": "/proc/sys/vm/swappiness is not readable without root."): a missing or
+garbled file never raises.
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ from typing import Any
 from pgdyno.errors import ParseError
 from pgdyno.host.devices import (
     BlockDevice,
-    Mount,
     device_for_path,
-    mount_for,
     parse_mountinfo,
-    unescape,
 )
 from pgdyno.host.devices import parse_scheduler as parse_bracketed
 from pgdyno.host.facts import parse_cgroup_memory_limit, parse_cpu_model, parse_meminfo, read_host
+from pgdyno.host.parsers import (
+    detect_container,
+    hypervisor_from_dmi,
+    parse_cpu_flags,
+    parse_cpu_list,
+    parse_swaps,
+)
 
-__all__ = [
-    "HOST_FIELDS", "detect_container", "device_fields", "hypervisor_from_dmi", "parse_cpu_flags",
-    "parse_cpu_list", "parse_swaps", "read_devices", "read_inventory",
-]  # fmt: skip
+__all__ = ["HOST_FIELDS", "device_fields", "read_devices", "read_inventory"]
 
 LIVE_PROC = Path("/proc")
 HOST_FIELDS = (
@@ -74,97 +76,6 @@ _MIGRATION_COST = (
 )
 _CPU = "/sys/devices/system/cpu"
 _NO_CPUFREQ = f"no cpufreq in {_CPU}/cpu0 (usual in virtual machines)"
-_CONTAINER_MARKS = (
-    ("kubepods", "kubernetes"), ("/kubelet/pods/", "kubernetes"), ("libpod", "podman"),
-    ("/containers/storage/", "podman"), ("docker", "docker"), ("lxc", "lxc"),
-)  # fmt: skip
-# DMI vendor or product -> hypervisor; first match wins (EC2's Nitro is KVM: name the cloud).
-_DMI_MARKS = (
-    ("Amazon EC2", "amazon"), ("Google", "google"), ("VMware", "vmware"), ("Xen", "xen"),
-    ("QEMU", "kvm"), ("KVM", "kvm"),
-)  # fmt: skip
-_RUNTIME_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf")
-
-
-def parse_cpu_list(text: str) -> int:
-    """How many CPUs (or NUMA nodes) a kernel list names, as in /sys/devices/system/cpu/online.
-
-    >>> parse_cpu_list("0-3,6\\n"), parse_cpu_list("0")
-    (5, 1)
-    """
-    count = 0
-    for part in text.strip().split(","):
-        first, dash, last = part.partition("-")
-        span = int(last if dash else first) - int(first) + 1
-        if span < 1:
-            raise ValueError(f"{part!r} is not a range")
-        count += span
-    return count
-
-
-def parse_swaps(text: str) -> list[dict[str, Any]]:
-    r"""/proc/swaps -> one entry per swap area; the file gives KiB, the entries bytes.
-
-    >>> [swap] = parse_swaps("Filename  Type  Size  Used  Priority\n/sw\\040ap  file  1024  4  -2")
-    >>> swap["name"], swap["size_bytes"], swap["used_bytes"], swap["priority"]
-    ('/sw ap', 1048576, 4096, -2)
-    """
-    devices: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("Filename"):
-            continue
-        name, kind, size, used, priority = line.rsplit(None, 4)
-        devices.append({
-            "name": unescape(name),
-            "type": kind, "size_bytes": int(size) * 1024, "used_bytes": int(used) * 1024,
-            "priority": int(priority),
-        })  # fmt: skip
-    return devices
-
-
-def parse_cpu_flags(cpuinfo: str) -> set[str] | None:
-    """The CPU flags of /proc/cpuinfo; None without a `flags` line (only x86 has one).
-
-    >>> sorted(parse_cpu_flags("flags\\t\\t: fpu hypervisor\\n")), parse_cpu_flags("Features: fp")
-    (['fpu', 'hypervisor'], None)
-    """
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return set(value.split())
-    return None
-
-
-def hypervisor_from_dmi(sys_vendor: str, product_name: str) -> str | None:
-    """The hypervisor a DMI system vendor and product name show; None for real hardware.
-
-    >>> hypervisor_from_dmi("QEMU", "Standard PC (Q35 + ICH9, 2009)"), hypervisor_from_dmi(
-    ...     "Microsoft Corporation", "Surface Laptop 5")
-    ('kvm', None)
-    """
-    vendor, product = sys_vendor.strip(), product_name.strip()
-    if vendor == "Microsoft Corporation":  # Surface laptops too: only "Virtual Machine" is one
-        return "microsoft" if product == "Virtual Machine" else None
-    return next((name for mark, name in _DMI_MARKS if mark in vendor or mark in product), None)
-
-
-def detect_container(cgroup: str, mounts: list[Mount]) -> str | None:
-    """The runtime named in the cgroup of PID 1 (cgroup v1, or v2 in the host's namespace), or
-    in where /etc/hostname, /etc/hosts and /etc/resolv.conf are bind-mounted from (Docker, Podman
-    and the kubelet keep them in their own directories); "container" when the only sign is an
-    overlay root filesystem. An LXC container on cgroup v2 shows none of these: None.
-
-    >>> detect_container("0::/system.slice/docker-3f2a.scope\\n", [])
-    'docker'
-    >>> detect_container("0::/\\n", parse_mountinfo("1 0 0:52 / / rw - overlay overlay rw"))
-    'container'
-    """
-    clues = [cgroup] + [mount.root for mount in mounts if mount.mount_point in _RUNTIME_FILES]
-    for mark, runtime in _CONTAINER_MARKS:
-        if any(mark in clue for clue in clues):
-            return runtime
-    root = mount_for("/", mounts)
-    return "container" if root is not None and root.fstype == "overlay" else None
 
 
 def device_fields(path: Path, device: BlockDevice) -> dict[str, Any]:
