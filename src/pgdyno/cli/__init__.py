@@ -50,8 +50,6 @@ def main(args: Sequence[str], env: Environment) -> int:
                 obj=replace(env, argv=tuple(args)),
             )
         return status if isinstance(status, int) else ExitStatus.OK
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
     except click.UsageError as exc:
         _error(env, _usage_message(exc))
         return ExitStatus.USAGE

@@ -14,6 +14,7 @@ from pgdyno import __version__
 from pgdyno.doctor.snapshot import FORMAT
 from pgdyno.environment import Environment
 from pgdyno.host.inventory import read_devices, read_inventory
+from pgdyno.host.layout import wal_directory
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.inventory import read_server
 
@@ -76,15 +77,14 @@ def _data_directory(server: dict[str, Any] | None) -> Path | None:
 
 
 def _wal_directory(data_dir: Path, unread: dict[str, str]) -> Path | None:
-    """pg_wal, followed when it is a symlink to another device."""
-    wal = data_dir / "pg_wal"
+    """pg_wal's real place, or None with the reason in `unread`."""
     try:
-        return wal.resolve(strict=True)
+        return wal_directory(data_dir)
     except PermissionError:
         unread["devices.wal"] = (
             f"cannot look inside {data_dir} (permission denied): run as the server's owner or "
             "root, or give --wal-dir."
         )
     except OSError:
-        unread["devices.wal"] = f"{wal} does not exist here: give --wal-dir."
+        unread["devices.wal"] = f"{data_dir / 'pg_wal'} does not exist here: give --wal-dir."
     return None

@@ -15,13 +15,11 @@ from typing import Any
 
 from pgdyno.doctor.expr import Facts
 from pgdyno.errors import UsageError
-from pgdyno.postgres.settings_meta import MEMORY_UNITS, TIME_UNITS
+from pgdyno.postgres.settings_meta import parse_bool, read_number, unit_kind, unit_size
 
 FORMAT = "pgdyno-doctor/1"
 SECTIONS = ("host", "devices", "server", "unread")
 NAMESPACES = frozenset({"host", "data", "wal", "devices", "server", "pg", "pg_source"})
-
-_UNIT = re.compile(r"^(\d*)\s*([a-zA-Z]+)$")
 
 
 def load_snapshot(path: Path) -> dict[str, Any]:
@@ -89,23 +87,27 @@ def setting_value(row: Mapping[str, Any]) -> Any:
     if vartype not in ("integer", "real"):
         return text
     number: float = int(text) if vartype == "integer" else float(text)
-    if not unit or number < 0:
+    return number if number < 0 else in_base_units(number, unit)
+
+
+def in_base_units(number: float, unit: str | None) -> float:
+    """An amount of a setting's unit in bytes (int) or seconds; other amounts as they are.
+
+    >>> in_base_units(2, "8kB"), in_base_units(1.5, "min"), in_base_units(0.9, None)
+    (16384, 90.0, 0.9)
+    """
+    kind = unit_kind(unit)
+    if kind is None or unit is None:
         return number
-    match = _UNIT.match(unit)
-    if not match:
-        return number
-    count = int(match.group(1) or 1)
-    if match.group(2) in MEMORY_UNITS:
-        return int(number * count * MEMORY_UNITS[match.group(2)])
-    if match.group(2) in TIME_UNITS:
-        return number * count * TIME_UNITS[match.group(2)] / 1_000_000
-    return number
+    if kind == "memory":
+        return int(number * unit_size(unit))
+    return number * unit_size(unit) / 1_000_000
 
 
 class Switch(str):
     """'on' or 'off' written by hand, without saying whether the setting is a boolean (fsync)
     or an enum with on/off among its values (synchronous_commit, huge_pages): it compares as
-    the word and is true or false as the switch.
+    the word and is true or false as PostgreSQL reads the boolean.
 
     >>> off = Switch("off")
     >>> off == "off", not off, Switch("on") == "on", bool(Switch("yes"))
@@ -113,10 +115,7 @@ class Switch(str):
     """
 
     def __bool__(self) -> bool:
-        return self in ("on", "true", "yes")
-
-
-_CONF_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+        return bool(parse_bool(self))
 
 
 def conf_value(text: str) -> Any:
@@ -124,23 +123,21 @@ def conf_value(text: str) -> Any:
 
     >>> conf_value("16GB"), conf_value("30s"), conf_value("0.9"), bool(conf_value("off"))
     (17179869184, 30.0, 0.9, False)
-    >>> conf_value("lz4"), conf_value("-1")
-    ('lz4', -1)
+    >>> conf_value("lz4"), conf_value("-1"), conf_value("8 kB")
+    ('lz4', -1, 8192)
     """
-    lowered = text.strip().lower()
-    if lowered in ("on", "true", "yes", "off", "false", "no"):
-        return Switch(lowered)
-    match = _CONF_NUMBER.match(text)
-    if not match:
+    read = read_number(text.strip(), integer=False)
+    if read is not None:
+        number, unit = read
+        whole = number.is_integer() and not any(c in text for c in ".eE")
+        amount: float = int(number) if whole else number
+        if not unit:
+            return amount
+        if unit_kind(unit) is not None:
+            return in_base_units(amount, unit)
         return text
-    number: float = float(match.group(1)) if "." in match.group(1) else int(match.group(1))
-    unit = match.group(2)
-    if not unit:
-        return number
-    if unit in MEMORY_UNITS:
-        return int(number * MEMORY_UNITS[unit])
-    if unit in TIME_UNITS:
-        return number * TIME_UNITS[unit] / 1_000_000
+    if parse_bool(text.strip()) is not None:
+        return Switch(text.strip().lower())
     return text
 
 

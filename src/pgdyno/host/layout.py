@@ -2,34 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
-from pgdyno.host.devices import BlockDevice, device_for_path
+from pgdyno.host.inventory import read_devices
+
+
+def wal_directory(data_dir: Path) -> Path:
+    """pg_wal, followed when it is a symbolic link to another disk (as the docs recommend for a
+    separate WAL device); OSError when it cannot be looked up."""
+    return (data_dir / "pg_wal").resolve(strict=True)
 
 
 def locate_devices(
     data_dir: Path | None, proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")
 ) -> dict[str, object]:
     """{"data": device, "wal": device, "wal_on_data_device": bool}; {} when not on this host.
-
-    pg_wal is followed when it is a symbolic link to another disk, as the docs recommend for a
-    separate WAL device.
-    """
+    The same description as a doctor snapshot's `devices` section."""
     if data_dir is None or not data_dir.is_dir():
         return {}
-    wal_dir = (data_dir / "pg_wal").resolve()
-    data = device_for_path(data_dir.resolve(), proc_root, sys_root)
-    wal = device_for_path(wal_dir, proc_root, sys_root)
-    return {
-        "data": _describe(data, data_dir),
-        "wal": _describe(wal, wal_dir),
-        "wal_on_data_device": data is not None and wal is not None and data.name == wal.name,
-    }
-
-
-def _describe(device: BlockDevice | None, path: Path) -> dict[str, object] | None:
-    return None if device is None else {"path": str(path), **asdict(device)}
+    try:
+        wal_dir: Path | None = wal_directory(data_dir)
+    except OSError:
+        wal_dir = None
+    devices, _unread = read_devices(data_dir.resolve(), wal_dir, proc_root, sys_root)
+    return devices
 
 
 def device_names(devices: dict[str, object]) -> list[str] | None:

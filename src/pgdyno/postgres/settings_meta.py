@@ -266,7 +266,7 @@ def _describe(entry: SettingMeta) -> str:
     if entry.vartype == "string":
         return "a string"
     number = "a whole number" if entry.vartype == "integer" else "a number"
-    kind = _unit_kind(entry.unit)
+    kind = unit_kind(entry.unit)
     if kind is None:
         return number
     return (
@@ -342,7 +342,7 @@ def _check_number(entry: SettingMeta, text: str, value: object, version: str) ->
         raise UsageError(f"{name} = {_shown(value)} is not a number: write {_describe(entry)}.")
     number, unit = read
     if unit:
-        kind = _unit_kind(entry.unit)
+        kind = unit_kind(entry.unit)
         if entry.unit is None:
             raise UsageError(
                 f"{name} = {_shown(value)} has a unit, but {name} takes "
@@ -447,11 +447,11 @@ def convert_to_setting_unit(number: float, unit: str, setting_unit: str) -> floa
     >>> convert_to_setting_unit(1.0004, "GB", "kB"), convert_to_setting_unit(1, "s", "kB")
     (1048576.0, None)
     """
-    kind = _unit_kind(setting_unit)
+    kind = unit_kind(setting_unit)
     if kind is None or unit not in UNIT_KINDS[kind]:
         return None
     table = UNIT_KINDS[kind]
-    base = _unit_size(setting_unit)
+    base = unit_size(setting_unit)
     names = list(table)
     position = names.index(unit)
     converted = number * (table[unit] / base)
@@ -461,7 +461,7 @@ def convert_to_setting_unit(number: float, unit: str, setting_unit: str) -> floa
     return converted
 
 
-def _unit_kind(unit: str | None) -> str | None:
+def unit_kind(unit: str | None) -> str | None:
     """ "memory", "time" or None for a setting's unit such as "8kB" or "min"."""
     if unit is None:
         return None
@@ -473,7 +473,7 @@ def _unit_kind(unit: str | None) -> str | None:
     return None
 
 
-def _unit_size(unit: str) -> int:
+def unit_size(unit: str) -> int:
     """A setting's unit in bytes or microseconds ("8kB" -> 8192); its kind must be known."""
     if unit in TIME_UNITS:
         return TIME_UNITS[unit]
@@ -493,11 +493,11 @@ def format_amount(value: float, unit: str | None) -> str:
     >>> format_amount(-1, "ms"), format_amount(2.5, "ms"), format_amount(1.1, None)
     ('-1', '2.5ms', '1.1')
     """
-    kind = _unit_kind(unit)
+    kind = unit_kind(unit)
     if unit is None or kind is None or value <= 0:
         return _plain(value)  # 0 and -1 mean the same in any unit: write them bare
     table = UNIT_KINDS[kind]
-    amount = Fraction(value) * _unit_size(unit)  # exact, in bytes or microseconds
+    amount = Fraction(value) * unit_size(unit)  # exact, in bytes or microseconds
     fitting = [name for name, size in table.items() if amount >= size]
     if not fitting:
         return f"{_plain(value)}{unit}"
