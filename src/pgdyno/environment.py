@@ -6,12 +6,16 @@ against a throwaway work directory, recorded /proc snapshots and captured stream
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
+
+from pgdyno.errors import WorkdirError
 
 ROOT_DATA_DIR = Path("/var/lib/pgdyno")
 ROOT_CACHE_DIR = Path("/var/cache/pgdyno")
@@ -111,3 +115,48 @@ class Environment:
     @property
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"
+
+
+def _within(path: Path, other: Path) -> bool:
+    return path == other or other in path.parents
+
+
+def workdir_problem(data_dir: Path, exc: OSError) -> WorkdirError | None:
+    """The work directory's fault behind `exc`, as one sentence; None when `exc` is elsewhere.
+
+    >>> ro = OSError(errno.EROFS, "Read-only file system", "/w/pgdyno.lock")
+    >>> print(workdir_problem(Path("/w"), ro))
+    the work directory /w cannot be used (Read-only file system: /w/pgdyno.lock): make it \
+writable or choose another --workdir.
+    >>> workdir_problem(Path("/w"), OSError(errno.EROFS, "Read-only file system", "/x")) is None
+    True
+    """
+    names = [n for n in (exc.filename, exc.filename2) if isinstance(n, str)]
+    paths = [Path(n).absolute() for n in names]
+    # A file under the work directory, or a parent the work directory could not be made in.
+    if not any(_within(p, data_dir) or _within(data_dir, p) for p in paths):
+        return None
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        hint = "make it writable or choose another --workdir"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = "free some space on its disk or choose another --workdir"
+    elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        hint = "a file is in the way of a directory there: choose another --workdir"
+    else:
+        hint = "choose another --workdir"
+    reason = exc.strerror or type(exc).__name__
+    return WorkdirError(
+        f"the work directory {data_dir} cannot be used ({reason}: {names[0]}): {hint}."
+    )
+
+
+@contextmanager
+def workdir_errors(data_dir: Path) -> Iterator[None]:
+    """Turn an OSError on the work directory or anything under it into one sentence."""
+    try:
+        yield
+    except OSError as exc:
+        problem = workdir_problem(data_dir, exc)
+        if problem is None:
+            raise
+        raise problem from exc

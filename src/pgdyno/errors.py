@@ -75,3 +75,27 @@ class Interrupted(PgdynoError):
     """The user or the system asked pgdyno to stop (SIGINT / SIGTERM)."""
 
     exit_status = ExitStatus.INTERRUPTED
+
+
+class WorkdirError(PgdynoError):
+    """The work directory (or a directory under it) cannot be created, opened or written."""
+
+    exit_status = ExitStatus.UNAVAILABLE
+
+
+class StoreUnavailable(StoreError):
+    """The results database file is damaged, not a database, or cannot be opened."""
+
+    exit_status = ExitStatus.UNAVAILABLE
+
+
+class OutputError(PgdynoError):
+    """pgdyno's own output could not be written as asked (e.g. a value JSON cannot carry)."""
+
+
+class ConnectionLost(ConnectionFailed):
+    """An open connection to PostgreSQL broke: the server stopped, restarted or went away."""
+
+
+class SweepStopped(PgdynoError):
+    """A fault every later run would share (server stopped, disk full) ended a bench sweep."""

@@ -1,16 +1,28 @@
 """The one place that starts external programs.
 
-Argument lists only (never a shell). Children get their own process group and die with pgdyno
-(PR_SET_PDEATHSIG), so a killed pgdyno does not leave a pgbench running; `Child` owns
-terminate -> kill -> reap. Failures become `ProcessError` carrying the program's stderr.
+Argument lists only (never a shell). Children get their own process group and die with pgdyno,
+so a killed pgdyno does not leave a pgbench running; `Child` owns terminate -> kill -> reap.
+Failures become `ProcessError` carrying the program's stderr.
+
+Dying with pgdyno: Python documents `preexec_fn` as unsafe once threads run (the timeline
+sampler does), so the child is not touched between fork and exec. Instead its argv is prefixed
+with util-linux's `setpriv --pdeathsig TERM --`, which sets PR_SET_PDEATHSIG and execs the
+program. Order matters and holds: the user switch (`user=`) happens in the child before setpriv
+runs, and the kernel clears the setting only on a later credential change or a set-user-ID
+exec, neither of which follows. The signal fires when the *thread* that forked the child ends,
+so a child must be waited for by the thread that started it (every caller here does). Without
+setpriv, the terminate -> kill -> reap of `Child` on every exit path is the fallback (it does
+not cover a SIGKILL of pgdyno itself).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import errno
+import functools
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import time
@@ -22,7 +34,8 @@ from typing import IO
 
 from pgdyno.errors import ProcessError
 
-_PR_SET_PDEATHSIG = 1
+SETPRIV = Path("/usr/bin/setpriv")
+_PDEATHSIG = ("--pdeathsig", "TERM", "--")
 
 
 @dataclass(frozen=True)
@@ -43,13 +56,36 @@ class RunAs:
         return cls(name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: SIGTERM it when pgdyno dies."""
+@functools.cache
+def _setpriv_works() -> bool:
+    """True when setpriv exists and knows --pdeathsig (util-linux 2.33+): tried once."""
+    if not os.access(SETPRIV, os.X_OK):
+        return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: best effort only
-        pass
+        probe = subprocess.run(
+            [str(SETPRIV), *_PDEATHSIG, "true"], capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
+
+
+def dying_with_parent(args: list[str], env: Mapping[str, str]) -> list[str]:
+    """The argv that starts `args` so that it gets SIGTERM when its parent thread ends.
+
+    The program is looked up here (as exec would, in the child's PATH) so that a missing or
+    non-executable program is still reported as such, not as a failure of setpriv.
+    """
+    program = args[0]
+    found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
+        path = Path(program)
+        if "/" in program and path.exists() and not path.is_dir():
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    if not _setpriv_works():
+        return args
+    return [str(SETPRIV), *_PDEATHSIG, found, *args[1:]]
 
 
 def _popen_kwargs(
@@ -79,15 +115,15 @@ def run(
     `what` names the action for error messages ("initdb", "pg_ctl start", ...).
     """
     args = [str(a) for a in argv]
+    kwargs = _popen_kwargs(run_as, env, cwd)
     try:
         proc: subprocess.CompletedProcess[str] = subprocess.run(
-            args,
+            dying_with_parent(args, kwargs["env"]),  # type: ignore[arg-type]
             capture_output=True,
             text=True,
             timeout=timeout,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
-            **_popen_kwargs(run_as, env, cwd),  # type: ignore[call-overload]
+            **kwargs,  # type: ignore[call-overload]
         )
     except FileNotFoundError as exc:
         raise ProcessError(f"{what} failed because {args[0]} does not exist.") from exc
@@ -132,19 +168,20 @@ class Child:
         run_as: RunAs | None = None,
     ) -> None:
         self.argv = [str(a) for a in argv]
+        kwargs = _popen_kwargs(run_as, env, cwd)
         try:
             self.popen: subprocess.Popen[str] = subprocess.Popen(
-                self.argv,
+                dying_with_parent(self.argv, kwargs["env"]),  # type: ignore[arg-type]
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
                 text=True,
                 # Its own process group (to signal it whole), but pgdyno's session: a new
                 # session would put pgbench in a scheduler autogroup of its own, which measured
-                # ~5% fewer TPS where sched_autogroup_enabled=1 (the seed 000 effect).
+                # ~5% fewer TPS where sched_autogroup_enabled=1 (the seed 000 effect). setpriv
+                # keeps both (it execs in place: same pid, group and session).
                 process_group=0,
-                preexec_fn=_die_with_parent,
-                **_popen_kwargs(run_as, env, cwd),  # type: ignore[call-overload]
+                **kwargs,  # type: ignore[call-overload]
             )
         except OSError as exc:
             raise ProcessError(f"could not start {self.argv[0]}: {exc.strerror}.") from exc

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,8 +135,78 @@ def test_sandbox_status_and_destroy(run_cli, workdir: Path):
     assert status[0]["running"] and status[0]["name"] == "pg18"
     refused = run_cli(workdir, "sandbox", "destroy")
     assert refused.code == 2 and "--yes" in refused.stderr
+    declined = destroy_on_a_terminal(workdir, answer="n")
+    assert declined.returncode == 0, declined.stderr
+    assert "nothing was destroyed" in declined.stdout
+    assert "interrupted" not in declined.stderr and declined.stderr == ""
+    assert (workdir / "clusters" / "pg18").is_dir()
     assert run_cli(workdir, "sandbox", "destroy", "--yes").code == 0
     assert not (workdir / "clusters" / "pg18").exists()
+
+
+def destroy_on_a_terminal(workdir: Path, answer: str) -> subprocess.CompletedProcess[str]:
+    """`pgdyno sandbox destroy` with a terminal as stdin (it asks only then), answered."""
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, answer.encode() + b"\n")
+        return subprocess.run(
+            [sys.executable, "-m", "pgdyno", "sandbox", "destroy", "--workdir", str(workdir)],
+            stdin=terminal, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(controller)
+        os.close(terminal)
+
+
+def test_failed_run_view_shows_why_with_escaped_stderr(run_cli, shared_workdir: Path, tmp_path):
+    """A script whose text holds terminal escapes: pgbench quotes it back in its error."""
+    hostile = tmp_path / "hostile.sql"
+    hostile.write_text("SELECT 1;\n\\set x \x1b]0;PWNED\x07 junk(\n")
+    failed = run_cli(shared_workdir, "bench", "--pg-version", "18", "-f", str(hostile), "-T", "1")
+    assert failed.code == 1, failed.stderr
+    run_id = json.loads(run_cli(shared_workdir, "runs", "list", "--json").stdout)[0]["id"]
+    shown = run_cli(shared_workdir, "runs", "show", str(run_id))
+    assert shown.code == 0, shown.stderr
+    for text in (failed.stdout, failed.stderr, shown.stdout):
+        assert "\x1b" not in text and "\x07" not in text  # raw ESC / BEL never printed
+    view = shown.stdout
+    assert re.search(r"│ status\s+│ failed\s+│", view)
+    assert re.search(r"│ reason\s+│ pgbench failed \(exit code 1\)", view)
+    assert "pgbench's error output (last 3 lines)" in view
+    assert "unexpected character" in view and "\\x1b]0;PWNED\\x07 junk(" in view
+    assert "None" not in view
+
+
+SECRET = "S3cr3t-pw"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench", "--dsn", f"postgresql://u:{SECRET}@[::1", "-T", "3"],
+        ["doctor", "--dsn", f"postgresql://u:{SECRET}@[::1"],
+        ["bench", "--dsn", f"host=db password='{SECRET} unterminated", "-T", "3"],
+        ["bench", "--dsn", f"host=127.0.0.1 port=1 dbname=x password={SECRET}", "-T", "1"],
+        ["doctor", "--dsn", f"postgresql://u:{SECRET}@127.0.0.1:1/x"],
+        ["bench", "--dsn", "host=x", f"password={SECRET}"],  # a shell quoting slip
+    ],
+)
+def test_no_error_shows_a_password(run_cli, workdir: Path, args):
+    for traceback in ([], ["--traceback"]):
+        result = run_cli(workdir, *traceback, *args)
+        assert result.code in (2, 3), result.stderr
+        assert SECRET not in result.stderr + result.stdout
+        assert result.stderr.splitlines()[-1].startswith("pgdyno: error: ")
+        assert "internal error" not in result.stderr
+
+
+def test_traceback_is_a_global_option(run_cli, workdir: Path):
+    before = run_cli(workdir, "--traceback", "runs", "show", "1")
+    after = run_cli(workdir, "runs", "show", "1", "--traceback")
+    for result in (before, after):
+        assert result.code == 2
+        assert "Traceback (most recent call last)" in result.stderr
+        assert result.stderr.splitlines()[-1].startswith("pgdyno: error: there is no results")
 
 
 @pytest.mark.parametrize(
@@ -153,6 +227,20 @@ def test_sandbox_status_and_destroy(run_cli, workdir: Path):
             "cannot connect to PostgreSQL at 127.0.0.1:1/x",
         ),
         (["runs", "show", "999999"], 2, "there is no"),
+        (["bench", "-R", "inf", "-T", "3"], 2, "'inf' is not a finite number"),
+        (["bench", "-R", "nan"], 2, "'nan' is not a finite number"),
+        (["bench", "-L", "1e999"], 2, "'1e999' is not a finite number"),
+        (["bench", "-R", "0"], 2, "-R' / '--rate': 0 is not greater than 0"),
+        (["bench", "-w", ""], 2, "-w/--workload '' names no workload: choose from"),
+        (["bench", "-j", "100000", "-c", "1"], 2, "more than the largest client count (1)"),
+        (["bench", "--trim", "100", "-T", "3"], 2, "--trim 100 leaves nothing of a 3 s run"),
+        (["bench", "--trim", "3", "-T", "3"], 2, "--trim 3 leaves nothing"),
+        (["bench", "--latency-log", "2"], 2, "choose auto, full or a sampling rate in (0, 1]"),
+        (["bench", "--latency-log", "0"], 2, "choose auto, full or a sampling rate"),
+        (["bench", "-T", "-1"], 2, "-T/--time -1 is not valid: it must be at least 1"),
+        (["bench", "--repeats", "0"], 2, "--repeats 0 is not valid: it must be at least 1"),
+        (["bench", "--warmup", "-5"], 2, "--warmup -5 is not valid: it must be at least 0"),
+        (["bench", "-c", "-3"], 2, "-c/--clients '-3' needs whole numbers >= 1"),
         (["frobnicate"], 2, "no such command"),
     ],
 )

@@ -39,3 +39,19 @@ def test_cli_reference_is_in_sync():
 
     doc = Path(__file__).parent.parent.parent / "docs" / "cli.md"
     assert doc.read_text() == render(), "run: python -m pgdyno.cli.reference > docs/cli.md"
+
+
+@pytest.mark.parametrize(("path", "command"), ALL, ids=[" ".join(p) for p, _ in ALL])
+def test_help_shows_percent_signs_once(run_cli, workdir, path, command):
+    """Click does not %-format help strings: a doubled %% would be shown as typed."""
+    result = run_cli(workdir, *path, "--help")
+    assert "%%" not in result.stdout
+
+
+def test_traceback_is_documented_on_the_group(run_cli, workdir):
+    from pathlib import Path
+
+    result = run_cli(workdir, "--help")
+    assert "--traceback" in result.stdout
+    doc = (Path(__file__).parent.parent.parent / "docs" / "cli.md").read_text()
+    assert "--traceback" in doc and "%%" not in doc

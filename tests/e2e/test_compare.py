@@ -63,6 +63,22 @@ BAD_PLANS = [
     ("unknown baseline", 'name = "x"\nbaseline = "c"\n' + MATRIX + '[[set]]\nname = "a"\n'
      '[[set]]\nname = "b"\n', "baseline 'c' is not a set"),
     ("not TOML", "name = \n", "is not valid TOML"),
+    # Hostile plans: refused before anything is created or changed (issue 11).
+    ("root-shell sysctl", 'name = "x"\n' + MATRIX + '[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
+     '[set.sysctl]\n"kernel.core_pattern" = "|/tmp/evil"\n', "line 15 (set 'b', "
+     "sysctl.kernel.core_pattern): sysctl kernel.core_pattern is not among the kernel settings"),
+    ("command-running setting", 'name = "x"\n' + MATRIX + '[[set]]\nname = "a"\n[[set]]\n'
+     'name = "b"\n[set.pg]\narchive_command = "/tmp/evil %p"\n', "line 15 (set 'b', "
+     "pg.archive_command): archive_command is refused in plans"),
+    ("kernel range", 'name = "x"\n' + MATRIX + '[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
+     '[set.sysctl]\n"vm.dirty_background_bytes" = "99999999999999999999999"\n', "is out of range: "
+     "the kernel takes a whole number from 1 to 18446744073709551615 (ulong)"),
+    ("infinite rate", 'name = "x"\n' + MATRIX.replace("warmup = 0", "warmup = 0\nrate = inf")
+     + '[[set]]\nname = "a"\n[[set]]\nname = "b"\n', "line 10 (matrix.rate): input should be "
+     "a finite number"),
+    ("deep nesting", 'name = "x"\n' + MATRIX + '[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
+     "[set.pg]\nx = " + "{a=" * 600 + "1" + "}" * 600 + "\n", "line 15 (set #2, pg.x): values "
+     "are nested more than 10 levels deep"),
 ]  # fmt: skip
 
 

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 from conftest import make_env, plain_role
-from pgdyno.collect.timeline import latency_source, sampling_rate
 from pgdyno.experiment.target import open_sandbox
 
 
@@ -69,16 +68,82 @@ def test_tpcb_run_has_a_full_timeline(run_cli, shared_workdir: Path):
     assert {"tps", "latency_p99_ms", "cpu.iowait_pct", "pg.wal_bytes_per_s"} <= set(rows[0])
 
 
+# The documented sampling rule (bench --help, --latency-log auto): the largest of these rates
+# that keeps the log at no more than 1.5 x 2,000 transactions a second.
+ROUND_RATES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)
+MOST_LOGGED_PER_S = 3000
+
+
+def assert_rate_fits(rate: float, expected_tps: float) -> None:
+    """`rate` is the largest round rate whose log stays under MOST_LOGGED_PER_S lines a second
+    at `expected_tps`: the next larger one would go over it."""
+    assert rate in ROUND_RATES
+    assert expected_tps * rate <= MOST_LOGGED_PER_S or rate == ROUND_RATES[-1]
+    larger = ROUND_RATES[ROUND_RATES.index(rate) - 1] if rate < 1.0 else None
+    assert larger is None or expected_tps * larger > MOST_LOGGED_PER_S
+
+
+def argv_rate(argv: list[str]) -> float:
+    """pgbench's --sampling-rate in a stored argv; 1.0 (every transaction) without one."""
+    rates = [float(a.split("=", 1)[1]) for a in argv if a.startswith("--sampling-rate=")]
+    assert len(rates) <= 1
+    return rates[0] if rates else 1.0
+
+
+def run_dir(run: dict) -> Path:
+    """Where pgbench wrote the run's files: the directory of its --log-prefix."""
+    (prefix,) = [a.split("=", 1)[1] for a in run["pgbench_argv"] if a.startswith("--log-prefix=")]
+    return Path(prefix).parent
+
+
+def pgbench_figure(stdout: Path, label: str) -> float:
+    """A figure of pgbench's own summary, read here ("tps = 24208.0 (without ...)")."""
+    (line,) = [ln for ln in stdout.read_text().splitlines() if ln.startswith(label)]
+    return float(line.removeprefix(label).split()[0])
+
+
+def assert_log_follows_rate(run: dict, rate: float) -> None:
+    """The transaction log pgbench kept holds `rate` of the transactions it processed (each
+    is logged with that probability: within six standard deviations), all of them at 1.0."""
+    folder = run_dir(run)
+    processed = int(pgbench_figure(folder / "pgbench.stdout",
+                                   "number of transactions actually processed:"))  # fmt: skip
+    assert run["transactions"] == processed
+    lines = sum(len(f.read_text().splitlines()) for f in folder.glob("tx.*"))
+    if rate == 1.0:
+        assert lines == processed
+    else:
+        spread = 6 * (processed * rate * (1 - rate)) ** 0.5
+        assert abs(lines - processed * rate) <= spread + 1, (lines, processed, rate)
+    shown = "every transaction" if rate == 1.0 else f"sampled: {rate * 100:g}% of transactions"
+    assert run["latency_source"] == shown
+
+
 def test_second_run_sizes_its_latency_log_from_the_first(run_cli, shared_workdir: Path):
-    """The sampling rate of a run follows from the TPS of the last run like it."""
-    args = ["bench", "--pg-version", "18", "-w", "select-only", "-c", "2", "-T", "3", "--json"]
+    """The sampling rate of a run follows from the TPS of the last run like it, whatever the
+    machine's speed: no probe, the rule of --latency-log auto, a log that matches the rate."""
+    args = ["bench", "--pg-version", "18", "-w", "select-only", "-c", "2", "-T", "3", "--json",
+            "--keep-logs"]  # fmt: skip
     first = json.loads(run_cli(shared_workdir, *args).stdout)[0]
     run = json.loads(run_cli(shared_workdir, *args).stdout)[0]
-    rate = sampling_rate(first["tps"])
-    assert run["latency_source"] == latency_source(rate)
-    assert (f"--sampling-rate={rate:g}" in run["pgbench_argv"]) == (rate < 1.0)
-    assert rate < 1.0 or first["tps"] < 3000  # select-only on 2 clients is fast enough here
+    assert not (run_dir(run) / "probe").exists()  # sized from the first run, not a probe
+    rate = argv_rate(run["pgbench_argv"])
+    assert_rate_fits(rate, first["tps"])
+    assert_log_follows_rate(run, rate)
     assert run["latency_p99_ms"] is not None
+
+
+def test_a_given_sampling_rate_is_what_pgbench_logs(run_cli, shared_workdir: Path):
+    """--latency-log 0.05: pgbench is told so and keeps about a twentieth of its transactions,
+    at any speed."""
+    result = run_cli(
+        shared_workdir, "bench", "--pg-version", "18", "-w", "select-only", "-c", "2", "-T", "3",
+        "--latency-log", "0.05", "--keep-logs", "--json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    (run,) = json.loads(result.stdout)
+    assert "--sampling-rate=0.05" in run["pgbench_argv"]
+    assert_log_follows_rate(run, 0.05)
 
 
 def test_unprivileged_role_on_an_existing_server(run_cli, workdir: Path, cache_dir, binaries):
@@ -99,15 +164,17 @@ def test_unprivileged_role_on_an_existing_server(run_cli, workdir: Path, cache_d
         assert run_cli(workdir, "sandbox", "stop").code == 0
 
 
-def test_first_fast_run_is_sampled_after_a_probe(run_cli, workdir: Path):
-    """A fresh results database, no warm-up: a 3 s probe sizes the latency sample, so a
-    select-only run at tens of thousands of TPS does not log every transaction."""
+def test_first_run_is_sized_by_a_probe(run_cli, workdir: Path):
+    """A fresh results database, no warm-up: a 3 s probe measures the rate first, and the
+    run's latency sample is sized from the probe's TPS (pgbench's own figure, read here)."""
     result = run_cli(
         workdir, "bench", "--pg-version", "18", "-w", "select-only", "-c", "2", "-T", "3",
-        "--json",
+        "--keep-logs", "--json",
     )  # fmt: skip
     assert result.code == 0, result.stderr
     (run,) = json.loads(result.stdout)
-    assert run["tps"] > 3000  # fast enough that logging all of it would be sampled away
-    assert run["latency_source"].startswith("sampled: ")
-    assert "--sampling-rate=" in " ".join(run["pgbench_argv"])
+    probe = run_dir(run) / "probe" / "pgbench.stdout"
+    assert pgbench_figure(probe, "duration:") == 3
+    rate = argv_rate(run["pgbench_argv"])
+    assert_rate_fits(rate, pgbench_figure(probe, "tps ="))
+    assert_log_follows_rate(run, rate)

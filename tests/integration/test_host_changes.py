@@ -21,7 +21,7 @@ import pytest
 from conftest import IS_ROOT
 from pgdyno.errors import Interrupted, UsageError
 from pgdyno.host.journal import HostChanges, ensure_clean, pending, rollback
-from pgdyno.host.knobs import HostChangeError, Knob, validate
+from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate, write_value
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="changes real kernel settings: needs root")
 
@@ -172,6 +172,28 @@ def test_kernel_refusal_changes_nothing(vm_settings: dict[str, str], tmp_path: P
         assert pending(journal) == []
 
 
+def test_write_value_names_knob_and_value_when_the_kernel_refuses(vm_settings: dict[str, str]):
+    knob = Knob.sysctl("vm.dirty_background_ratio")
+    with pytest.raises(HostChangeError) as caught:
+        write_value(knob, "999")  # a percentage
+    assert str(caught.value).startswith(
+        "the kernel refused '999' for sysctl vm.dirty_background_ratio (EINVAL: Invalid argument):"
+    )
+    assert read_vm() == vm_settings
+
+
+def test_same_knob_twice_restores_the_oldest_value(vm_settings: dict[str, str], tmp_path: Path):
+    knob = Knob.sysctl("vm.dirty_expire_centisecs")
+    first = other(vm_settings["dirty_expire_centisecs"])
+    journal = tmp_path / "host-journal.jsonl"
+    with HostChanges(journal) as host:
+        host.apply(knob, first)
+        host.apply(knob, other(first))
+        assert [c.old for c in pending(journal)] == [vm_settings["dirty_expire_centisecs"], first]
+        assert read_value(knob) == other(first)
+    assert read_vm() == vm_settings
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [
@@ -273,6 +295,15 @@ def test_block_settings_on_a_loop_device(loop_device: str, tmp_path: Path):
         assert sysfs_queue(loop_device) == {"scheduler": scheduler, "read_ahead_kb": "256"}
         with pytest.raises(UsageError, match="offers no scheduler 'no-such-scheduler'"):
             host.apply(Knob.block(loop_device, "scheduler"), "no-such-scheduler")
+    assert sysfs_queue(loop_device) == before
+
+
+def test_effective_read_ahead_is_what_the_kernel_keeps(loop_device: str, tmp_path: Path):
+    before = sysfs_queue(loop_device)
+    with HostChanges(tmp_path / "host-journal.jsonl") as host:
+        # The kernel keeps read-ahead in whole pages: 130 KiB becomes 128 with 4 KiB pages.
+        applied = host.apply(Knob.block(loop_device, "read_ahead_kb"), 130)
+        assert (applied.requested, applied.effective, applied.took_effect) == ("130", "128", False)
     assert sysfs_queue(loop_device) == before
 
 

@@ -1,11 +1,19 @@
-"""The statistics sampler and the server log tail against a real sandbox (PostgreSQL 18)."""
+"""The statistics sampler and the server log tail against a real sandbox (PostgreSQL 18):
+which views it reads, under which names, and how it reacts when the server refuses a query or
+the connection goes."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
+import pytest
+
+from conftest import wait_for
 from pgdyno import process
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
+from pgdyno.errors import ConnectionLost
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox
@@ -14,6 +22,10 @@ from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 PREFIXES = ("pgstat_bgwriter.", "pgstat_checkpointer.", "pgstat_wal.", "pgstat_database.",
             "pgstat_io.")  # fmt: skip
 DENIED = "PostgreSQL statistics: pgstat_io not collected (permission denied for view pg_stat_io)"
+# The keys a superuser's snapshot had on PostgreSQL 18.6 (recorded: tests/data/pgstats/README.md).
+RECORDED_18 = json.loads(
+    (Path(__file__).parents[1] / "data" / "pgstats" / "pg18.json").read_text()
+)["snapshots"][0]["values"]
 
 
 def sampler(client: Client, notes: list[str]) -> PgStatsSampler:
@@ -47,8 +59,9 @@ def test_snapshot_keys_and_a_write_load(box: Sandbox, binaries: Binaries):
             after = stats.snapshot()
         seconds = time.monotonic() - started
     assert notes == []
-    assert set(before) == set(after)
+    assert set(before) == set(after) == set(RECORDED_18)  # numbers only: no timestamp, no null
     assert len(before) == 36 and all(key.startswith(PREFIXES) for key in before)
+    assert all(type(value) is float for value in after.values())
     for key in ("pgstat_wal.wal_bytes", "pgstat_database.blks_hit", "pgstat_database.xact_commit"):
         assert after[key] > before[key], key
     sample = pg_sample(before, after, seconds)
@@ -111,3 +124,71 @@ def test_a_view_revoked_from_public_is_switched_off_with_one_line(box: Sandbox):
     assert notes == [DENIED]
     assert set(first) == set(second) == {k for k in everything if not k.startswith("pgstat_io.")}
     assert any(k.startswith("pgstat_io.") for k in everything)
+
+
+def no_note(message: str) -> None:
+    raise AssertionError(f"unexpected log line: {message}")
+
+
+def temp_files(client: Client, dbname: str) -> float:
+    values = PgStatsSampler(client, client.server_info().version_num, dbname, no_note).snapshot()
+    return values["pgstat_database.temp_files"]
+
+
+def test_the_database_counters_are_those_of_the_named_database(box: Sandbox):
+    """A sort that spills in `bench` shows in bench's counters, not in postgres's."""
+    with connect(box.conninfo()) as admin:
+        admin.rows("CREATE DATABASE bench")
+        assert temp_files(admin, "bench") == temp_files(admin, "postgres") == 0
+        with connect(box.conninfo("bench")) as bench:
+            bench.rows("SET work_mem = '64kB'")
+            bench.rows("SELECT g FROM generate_series(1, 200000) AS g ORDER BY g DESC LIMIT 1")
+        # The backend flushed its counters when it exited.
+        assert wait_for(lambda: temp_files(admin, "bench") >= 1, timeout=5)
+        assert temp_files(admin, "postgres") == 0
+
+
+def test_a_database_that_is_gone_gives_no_row_no_values_and_no_log_line(box: Sandbox):
+    with connect(box.conninfo()) as client:
+        notes: list[str] = []
+        stats = PgStatsSampler(client, client.server_info().version_num, "gone", notes.append)
+        values = stats.snapshot()
+    assert notes == []
+    assert not any(key.startswith("pgstat_database.") for key in values)
+    assert {key.split(".")[0] for key in values} == {
+        "pgstat_bgwriter", "pgstat_checkpointer", "pgstat_wal", "pgstat_io",
+    }  # fmt: skip
+    assert len(stats.queries) == 5  # nothing switched off: it may come back
+
+
+def test_queries_of_another_version_are_switched_off_with_one_line_each(box: Sandbox):
+    """17's files on an 18 server: pg_stat_wal lost wal_write, pg_stat_io op_bytes. PostgreSQL
+    refuses both; the sampler says so once and keeps what works."""
+    with connect(box.conninfo()) as client:
+        notes: list[str] = []
+        stats = PgStatsSampler(client, 170000, "postgres", notes.append)
+        first = stats.snapshot()
+        second = stats.snapshot()
+    assert notes == [
+        'PostgreSQL statistics: pgstat_wal not collected (column "wal_write" does not exist)',
+        'PostgreSQL statistics: pgstat_io not collected (column "op_bytes" does not exist)',
+    ]
+    assert stats.queries == [
+        "pgstat_bgwriter_post170000", "pgstat_checkpointer_post170000", "pgstat_database",
+    ]  # fmt: skip
+    assert set(first) == set(second)
+    assert {key.split(".")[0] for key in first} == {
+        "pgstat_bgwriter", "pgstat_checkpointer", "pgstat_database",
+    }  # fmt: skip
+
+
+def test_a_lost_connection_is_raised_not_switched_off(box: Sandbox):
+    with connect(box.conninfo()) as admin, connect(box.conninfo()) as client:
+        notes: list[str] = []
+        stats = sampler(client, notes)
+        assert stats.snapshot()
+        ((pid,),) = client.rows("SELECT pg_backend_pid()")
+        assert admin.rows("SELECT pg_terminate_backend(%(pid)s)", {"pid": pid}) == [(True,)]
+        with pytest.raises(ConnectionLost, match="terminating connection due to administrator"):
+            stats.snapshot()
+    assert notes == [] and len(stats.queries) == 5  # nothing switched off

@@ -130,3 +130,67 @@ def test_spec_errors_name_the_option(field: str, value: object, option: str):
     fields = {"workloads": [builtin_workload("tpcb-like")], "scales": [1], "clients": [1]}
     with pytest.raises(UsageError, match=option):
         make_spec(**fields, **{field: value})
+
+
+BASE = {"workloads": [builtin_workload("tpcb-like")], "scales": [1], "clients": [1, 4]}
+
+
+@pytest.mark.parametrize(
+    ("fields", "sentence"),
+    [
+        ({"rate": float("inf")}, "-R/--rate inf is not valid: it must be a finite number."),
+        ({"latency_limit_ms": float("nan")}, "-L/--latency-limit nan is not valid"),
+        ({"jobs": "5"}, "-j/--jobs 5 is more than the largest client count (4)"),
+        ({"jobs": "0"}, "--jobs '0' is not valid: use auto, clients or a number >= 1."),
+        ({"trim_s": 60}, "--trim 60 leaves nothing of a 60 s run"),
+        ({"latency_log": "2"}, "choose auto, full or a sampling rate in (0, 1] such as 0.1."),
+        ({"latency_log": "0.0"}, "--latency-log '0.0' is not valid"),
+        ({"latency_log": "nan"}, "--latency-log 'nan' is not valid"),
+        ({"scales": []}, "-s/--scale [] is not valid: give at least one value."),
+    ],
+)
+def test_spec_refuses_with_one_sentence(fields: dict[str, object], sentence: str):
+    with pytest.raises(UsageError) as caught:
+        make_spec(**{**BASE, **fields})
+    assert sentence in str(caught.value)
+    assert str(caught.value).count(". ") == 0 and str(caught.value).endswith(".")
+
+
+@pytest.mark.parametrize(
+    ("jobs", "trim", "log"), [("4", 59, "0.1"), ("1", 0, "1"), ("2", None, "full")]
+)
+def test_spec_accepts_the_edges(jobs: str, trim: int | None, log: str):
+    spec = make_spec(**BASE, jobs=jobs, trim_s=trim, latency_log=log)
+    # A fixed jobs count below the largest client count is capped per cell: pgbench needs
+    # jobs <= clients.
+    assert [c.jobs for c in expand(spec, [1], cpus=8)] == [1, int(jobs)]
+
+
+def test_script_names_pgbench_cannot_open_are_usage_errors():
+    for name in ("no\x00such.sql", "~no-such-user-pgdyno/x.sql", ""):
+        with pytest.raises(UsageError, match="does not exist"):
+            script_workload([name])
+
+
+def test_resumed_runs_count_as_done_in_the_progress(tmp_path: Path):
+    import io
+
+    from rich.console import Console
+
+    from pgdyno.cli.progress import MatrixProgress
+    from pgdyno.records import RunCell, RunRecord
+
+    stream = io.StringIO()
+    cells = [RunCell(index=i, scale=1, workload="select-only", clients=1, jobs=1, repeat=i + 1)
+             for i in range(4)]  # fmt: skip
+    with MatrixProgress(Console(file=stream, force_terminal=False)) as progress:
+        progress.skipped(3)  # an earlier `compare` finished three of the four runs
+        progress.planned(cells, 10.0)
+        record = RunRecord(
+            cells[0], "failed", "", "", 10, "simple", None, 0, "18", "18", (), {}, None,
+            error="pgbench failed",
+        )  # fmt: skip
+        progress.finished(cells[0], record, run_id=42)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "1 runs planned (3 already done), about 0.2 min"
+    assert lines[-1].startswith("run 42 (4/4): select-only scale 1, 1 clients, repeat 1: failed")

@@ -13,6 +13,7 @@ from pgdyno.cli.compare_cmd import bench_spec
 from pgdyno.plan.check import DEFAULT_PG_VERSION
 from pgdyno.plan.load import load_plan
 from pgdyno.plan.model import applied_sets
+from pgdyno.plan.policy import Allowed, check_pg_name, check_sysctl_name, check_sysctl_value
 from pgdyno.postgres.settings_meta import check_settings, settings_meta_from_json
 
 EXAMPLES = sorted((Path(__file__).parent.parent.parent / "examples").glob("*.toml"))
@@ -32,3 +33,7 @@ def test_example_plan_is_valid(path: Path) -> None:
         version = s.pg_version or plan.spec.pg_version or DEFAULT_PG_VERSION
         meta = settings_meta_from_json(PG_SETTINGS / f"pg{version}.json")
         assert set(check_settings(meta, s.pg, str(version))) == set(s.pg)
+        for name in s.pg:  # an example needs no --allow-pg-setting
+            check_pg_name(name, Allowed())
+        for name, value in s.sysctl.items():  # nor --allow-sysctl, and fits the kernel's range
+            check_sysctl_value(name, check_sysctl_name(name, Allowed()), str(value))

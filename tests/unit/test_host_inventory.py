@@ -73,6 +73,7 @@ def test_recorded_vm_facts():
         "kernel_release": "6.18.44-fc-v669",
         "arch": "x86_64",
         "cpu_model": "AMD EPYC",
+        "cpu_count": 2,  # its own cpu/online (0-1), no cpuset narrower, no quota (-1)
         "cpu_count_host": 2,
         "memory_total_bytes": 24_684_084 * KiB,
         "memory_limit_bytes": None,  # cgroup v1, and the "limit" is the unlimited sentinel
@@ -108,8 +109,6 @@ def test_recorded_vm_facts():
         "cpu_governors": {},
     }
     assert {name: host[name] for name in expected} == expected
-    # read_host counts the CPUs of the machine running the test when the root is not /proc.
-    assert 1 <= host["cpu_count"] <= (os.cpu_count() or 1)
 
 
 def test_recorded_vm_says_why_the_scheduler_and_cpufreq_facts_are_missing():
@@ -145,6 +144,7 @@ def test_bare_metal_with_cpufreq(tmp_path: Path):
     host, unread = inventory(edited("bare-metal-governor", tmp_path))
     assert host["virtualization"] is None  # a Dell DMI vendor and no hypervisor flag
     assert host["cpu_count_host"] == 4
+    assert host["cpu_count"] == 4  # its own 4 CPUs, not the 2 of the machine running the test
     assert host["cpufreq_driver"] == "acpi-cpufreq"
     assert host["cpu_governor"] == "ondemand"
     assert host["cpu_governors"] == {"ondemand": 3, "performance": 1}
@@ -174,6 +174,57 @@ def test_container_limits_and_runtime(tmp_path: Path):
     assert host["memory_limit_bytes"] == host["memory_bytes"] == 4 * 1024**3
     assert host["memory_total_bytes"] == 24_684_084 * KiB
     assert host["cpu_count"] == 1  # a 1.5 CPU quota
+
+
+# The CPUs of a recorded host come from its own files, never from the machine reading them.
+
+
+def test_a_cpuset_narrows_the_recorded_cpus(tmp_path: Path):
+    """The VM in a v1 cpuset of CPU 1 only (recorded, as `docker run --cpuset-cpus=1` shows it)."""
+    host, unread = inventory(edited("cpuset-1cpu", tmp_path))
+    assert (host["cpu_count"], host["cpu_count_host"]) == (1, 2)
+    assert "host.cpu_count" not in unread
+
+
+def test_the_cgroup_quota_caps_the_recorded_cpus(tmp_path: Path):
+    root = edited("bare-metal-governor", tmp_path)
+    write(root, {"sys/fs/cgroup/cpu.max": "300000 100000\n"})  # 3 CPUs of time a period
+    assert inventory(root)[0]["cpu_count"] == 3
+    write(root, {"sys/fs/cgroup/cpu.max": "lots 100000\n"})
+    host, unread = inventory(root)
+    assert host["cpu_count"] is None
+    assert unread["host.cpu_count"] == (
+        "/sys/fs/cgroup/cpu.max or /sys/fs/cgroup/cpu/cpu.cfs_quota_us could not be parsed."
+    )
+
+
+@pytest.mark.parametrize(
+    ("absent", "count"),
+    [
+        ([], 4),  # cpu/online: 0-3
+        # The base recording's /proc/stat (cpu0, cpu1) comes before the edited cpuinfo's 4.
+        (["sys/devices/system/cpu/online"], 2),
+        (["sys/devices/system/cpu/online", "proc/stat"], 4),  # four processor entries
+    ],
+)
+def test_online_cpus_from_the_first_file_the_tree_has(tmp_path: Path, absent, count):
+    root = edited("bare-metal-governor", tmp_path)
+    for name in absent:
+        (root / name).unlink()
+    host, unread = inventory(root)
+    assert host["cpu_count"] == count
+    assert "host.cpu_count" not in unread
+
+
+def test_a_tree_without_cpu_files_has_no_cpu_count(tmp_path: Path):
+    root = edited(RECORDED.name, tmp_path)
+    for name in ("sys/devices/system/cpu/online", "proc/stat", "proc/cpuinfo"):
+        (root / name).unlink()
+    host, unread = inventory(root)
+    assert host["cpu_count"] is None
+    assert unread["host.cpu_count"] == (
+        "none of /sys/devices/system/cpu/online, /proc/stat and /proc/cpuinfo could be read."
+    )
 
 
 @pytest.mark.parametrize(
@@ -215,9 +266,11 @@ def test_garbled_files_give_none_and_a_reason(tmp_path: Path):
         assert host[name] is None
         assert "could not be parsed" in unread[f"host.{name}"]
     assert unread["host.swappiness"] == "/proc/sys/vm/swappiness could not be parsed ('sixty')."
-    for name in ("memory_total_bytes", "memory_bytes", "swap_total_bytes", "cpu_count"):
+    for name in ("memory_total_bytes", "memory_bytes", "swap_total_bytes"):
         assert host[name] is None
         assert "/proc/meminfo" in unread[f"host.{name}"]
+    assert host["cpu_count"] is None  # the garbled CPU list, not another file
+    assert unread["host.cpu_count"] == "/sys/devices/system/cpu/online could not be parsed ('0-')."
     assert host["hostname"] is None
     assert "could not be read" in unread["host.hostname"]
     assert host["container"] is None  # the cgroup of PID 1 is still there, and says nothing
@@ -396,6 +449,7 @@ def test_this_machine():
     host, unread = read_inventory()
     assert list(host) == documented_fields("host")
     assert host["arch"] == os.uname().machine
+    assert 1 <= host["cpu_count"] <= len(os.sched_getaffinity(0))  # a quota may lower it
     for name in ("hostname", "kernel_release", "cpu_model"):
         assert isinstance(host[name], str) and host[name]
     for name in ("cpu_count", "cpu_count_host", "memory_total_bytes", "memory_bytes"):

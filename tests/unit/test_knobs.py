@@ -1,12 +1,13 @@
 """Host knobs and the host journal on a fake /proc and /sys tree under tmp_path.
 
-Plain files cannot refuse a write or reset a coupled sysctl, so `fake_kernel` stands in for
-the kernel's side of a write where a test needs it.
+Plain files cannot refuse a write or reset a coupled sysctl: what needs the kernel's side of a
+write (refusals, coupled pairs, read_ahead_kb rounding) is tested on the real kernel in
+tests/integration/test_host_changes.py. Here a write fails for real when the knob's file has
+been replaced by a directory (EISDIR).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -16,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import pgdyno.host.knobs as knobs
 from pgdyno.errors import UsageError
 from pgdyno.host.journal import (
     Applied,
@@ -102,26 +102,17 @@ def tree_ready(tree: Tree) -> Tree:
     return tree
 
 
-def fake_kernel(monkeypatch: pytest.MonkeyPatch, refuse: Callable[[Path, str], bool]) -> None:
-    """Writes as the kernel takes them: refusals, the coupled dirty pairs (the *_bytes ones
-    refuse 0), read_ahead_kb rounded down to whole 4 KiB pages."""
-    real = knobs._write_raw
+def break_knob(knob: Knob) -> str:
+    """Make writes to a fake knob fail for real (its file becomes a directory); its text."""
+    text = knob.path.read_text()
+    knob.path.unlink()
+    knob.path.mkdir()
+    return text
 
-    def write(path: Path, data: bytes) -> None:
-        value = data.decode().strip()
-        if refuse(path, value):
-            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
-        if path.name.endswith("_bytes") and path.parent.name == "vm":
-            if value == "0":
-                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
-            real(path.with_name(path.name.replace("_bytes", "_ratio")), b"0\n")
-        elif path.name.endswith("_ratio") and path.parent.name == "vm":
-            real(path.with_name(path.name.replace("_ratio", "_bytes")), b"0\n")
-        elif path.name == "read_ahead_kb":
-            value = str(int(value) // 4 * 4)
-        real(path, value.encode() + b"\n")
 
-    monkeypatch.setattr(knobs, "_write_raw", write)
+def mend_knob(knob: Knob, text: str) -> None:
+    knob.path.rmdir()
+    knob.path.write_text(text)
 
 
 # Knobs ------------------------------------------------------------------------------------
@@ -260,21 +251,19 @@ def test_validate_messages(
     assert text.endswith(".") and ": " in text  # what is wrong: what to do.
 
 
-def test_write_value_reads_back(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_value_reads_back(tree: Tree) -> None:
     assert write_value(tree.sysctl("vm.dirty_ratio"), "40") == "40"
     assert tree.file(tree.sysctl("vm.dirty_ratio")) == "40\n"
-    fake_kernel(monkeypatch, lambda _path, _value: False)
-    assert write_value(tree.block("vda", "read_ahead_kb"), "130") == "128"
+    assert write_value(tree.block("vda", "read_ahead_kb"), "256") == "256"
 
 
-def test_write_value_names_knob_and_value_when_refused(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake_kernel(monkeypatch, lambda _path, value: value == "999")
+def test_write_value_names_knob_and_value_when_it_fails(tree: Tree) -> None:
+    knob = tree.sysctl("vm.dirty_ratio")
+    break_knob(knob)
     with pytest.raises(HostChangeError) as caught:
-        write_value(tree.sysctl("vm.dirty_ratio"), "999")
+        write_value(knob, "40")
     assert str(caught.value).startswith(
-        "the kernel refused '999' for sysctl vm.dirty_ratio (EINVAL: Invalid argument):"
+        "the kernel refused '40' for sysctl vm.dirty_ratio (EISDIR: Is a directory):"
     )
 
 
@@ -288,20 +277,9 @@ def test_write_value_never_creates_a_knob(tree: Tree) -> None:
 # The journal and HostChanges --------------------------------------------------------------
 
 
-def test_change_is_journalled_and_fsynced_before_the_write(
-    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_change_is_journalled_then_marked_restored(tree_ready: Tree) -> None:
     tree = tree_ready
     knob = tree.sysctl("vm.dirty_ratio")
-    seen: list[list[str]] = []
-    real = knobs._write_raw
-
-    def write(path: Path, data: bytes) -> None:
-        # At the moment of the write, the journal on disk already holds the old value.
-        seen.append([change.old for change in tree.pending()])
-        real(path, data)
-
-    monkeypatch.setattr(knobs, "_write_raw", write)
     with tree.changes() as host:
         applied = host.apply(knob, 40)
         assert applied == Applied(knob, old="20", requested="40", effective="40")
@@ -325,8 +303,7 @@ def test_change_is_journalled_and_fsynced_before_the_write(
                 "old": "0",
             },
         }
-    # Journalled before the change; marked restored only after the restore write.
-    assert seen == [["20"], ["20"]]
+        assert [change.old for change in tree.pending()] == ["20"]
     assert tree.pending() == []
     assert tree.file(knob) == "20\n"
 
@@ -358,14 +335,9 @@ def test_keyboard_interrupt_restores(tree_ready: Tree) -> None:
     ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
 
 
-def test_same_knob_twice_restores_the_oldest_value(
-    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_same_knob_twice_restores_the_oldest_value(tree_ready: Tree) -> None:
     tree = tree_ready
     knob = tree.sysctl("vm.dirty_ratio")
-    writes: list[bytes] = []
-    real = knobs._write_raw
-    monkeypatch.setattr(knobs, "_write_raw", lambda p, d: (writes.append(d), real(p, d))[1])
     with tree.changes() as host:
         host.apply(knob, 30)
         host.apply(knob, 40)
@@ -374,7 +346,6 @@ def test_same_knob_twice_restores_the_oldest_value(
             "30",
         ]
     assert read_value(knob) == "20"
-    assert writes == [b"30\n", b"40\n", b"20\n"]  # one restore write, straight to the oldest
 
 
 def test_restore_between_sets(tree_ready: Tree) -> None:
@@ -400,85 +371,38 @@ def test_unchanged_value_is_not_written_or_journalled(tree_ready: Tree) -> None:
         assert tree.journal.read_text() == ""
 
 
-def test_effective_value_is_what_reads_back(
-    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tree = tree_ready
-    fake_kernel(monkeypatch, lambda _path, _value: False)
-    knob = tree.block("vda", "read_ahead_kb")
-    with tree.changes() as host:
-        applied = host.apply(knob, 130)
-        assert (applied.requested, applied.effective, applied.took_effect) == ("130", "128", False)
-    assert read_value(knob) == "8192"
-
-
-def test_coupled_sysctls_restore_through_the_one_in_use(
-    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tree = tree_ready
-    fake_kernel(monkeypatch, lambda _path, _value: False)
-    ratio = tree.sysctl("vm.dirty_background_ratio")
-    bytes_ = tree.sysctl("vm.dirty_background_bytes")
-    with tree.changes() as host:
-        host.apply(bytes_, 64 << 20)
-        assert (read_value(ratio), read_value(bytes_)) == ("0", str(64 << 20))
-        # Writing 0 to *_bytes is refused by the kernel: restore must write the ratio.
-    assert (read_value(ratio), read_value(bytes_)) == ("10", "0")
-
-
-def test_refused_write_leaves_nothing_pending(
-    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tree = tree_ready
-    fake_kernel(monkeypatch, lambda _path, value: value == "1000")
-    knob = tree.sysctl("vm.dirty_ratio")
-    with tree.changes() as host:
-        with pytest.raises(HostChangeError, match=r"refused '1000' for sysctl vm\.dirty_ratio"):
-            host.apply(knob, 1000)
-        assert tree.pending() == []
-    assert read_value(knob) == "20"
-
-
-def test_failed_restore_keeps_going_then_rollback_retries(
-    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_restore_keeps_going_then_rollback_retries(tree_ready: Tree) -> None:
     tree = tree_ready
     ratio, expire = tree.sysctl("vm.dirty_ratio"), tree.sysctl("vm.dirty_expire_centisecs")
-    broken = {"on": False}
-    fake_kernel(monkeypatch, lambda path, _value: broken["on"] and path == ratio.path)
     with pytest.raises(RestoreError) as caught, tree.changes() as host:
         host.apply(ratio, 40)
         host.apply(expire, 1000)
-        broken["on"] = True
+        text = break_knob(ratio)
     message = str(caught.value)
     assert message == (
-        "could not restore sysctl vm.dirty_ratio to '20' (EINVAL: Invalid argument): "
+        "could not restore sysctl vm.dirty_ratio to '20' (EISDIR: Is a directory): "
         "the journal keeps it, run `pgdyno rollback` to retry."
     )
     assert caught.value.failed == [ratio]
     assert read_value(expire) == "3000"  # the others were still restored
+    mend_knob(ratio, text)
     assert read_value(ratio) == "40"
     left = tree.pending()
     assert [(c.knob, c.old, c.new) for c in left] == [(ratio, "20", "40")]
     with pytest.raises(UsageError, match="holds 1 change not restored"):
         ensure_clean(tree.journal, proc_root=tree.proc)
-    broken["on"] = False
     done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     assert [(r.knob, r.now, r.set_to) for r in done] == [(ratio, "20", "40")]
     assert read_value(ratio) == "20"
     assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys) == []
 
 
-def test_restore_error_replaces_a_keyboard_interrupt_but_keeps_it(
-    tree_ready: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_restore_error_replaces_a_keyboard_interrupt_but_keeps_it(tree_ready: Tree) -> None:
     tree = tree_ready
     knob = tree.sysctl("vm.dirty_ratio")
-    broken = {"on": False}
-    fake_kernel(monkeypatch, lambda _path, _value: broken["on"])
     with pytest.raises(RestoreError) as caught, tree.changes() as host:
         host.apply(knob, 40)
-        broken["on"] = True
+        break_knob(knob)
         raise KeyboardInterrupt
     assert isinstance(caught.value.__context__, KeyboardInterrupt)
 

@@ -1,5 +1,7 @@
-"""PostgreSQL statistics: version ranges, the sampler's failure handling, metrics of recorded
-snapshot pairs of PostgreSQL 14 to 18 (tests/data/pgstats)."""
+"""PostgreSQL statistics, the pure part: which query files on which version, and the metrics of
+recorded snapshot pairs of PostgreSQL 14 to 18 (tests/data/pgstats). The sampler itself (keys,
+the database parameter, refused queries, a lost connection) is tested against a real server in
+tests/integration/test_pgstats.py."""
 
 from __future__ import annotations
 
@@ -7,10 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from pgdyno.collect.pgstats import PgStatsSampler, pg_sample, queries_for
+from pgdyno.collect.pgstats import pg_sample, queries_for
 from pgdyno.postgres.queries import load
 
 DATA = Path(__file__).parent.parent / "data" / "pgstats"
@@ -198,80 +199,3 @@ def test_missing_counters_and_no_time_give_no_rates():
     prev = {"pgstat_wal.wal_bytes": 1.0, "pgstat_wal.wal_buffers_full": 1.0}
     cur = {"pgstat_wal.wal_bytes": 9.0, "pgstat_wal.wal_buffers_full": 2.0}
     assert pg_sample(prev, cur, 0.0) == {"pg.wal_buffers_full": 1.0}
-
-
-# -- the sampler, with a stand-in for the client ------------------------------------------------
-
-
-class FakeClient:
-    """Answers every query with one row; raises for queries that read a given view."""
-
-    def __init__(self, fail: dict[str, Exception] | None = None, rows: list | None = None):
-        self.fail = fail or {}
-        self.answer = [({"n": 7, "t": 1.5, "gone": None, "text": "x"},)] if rows is None else rows
-        self.calls: list[tuple[str, Any]] = []
-
-    def rows(self, query: str, params: Any = None) -> list:
-        self.calls.append((query, params))
-        for view, exc in self.fail.items():
-            if f"FROM {view}\n" in query:
-                raise exc
-        return self.answer
-
-
-def test_sampler_reads_each_query_once_and_names_the_keys():
-    client = FakeClient()
-    notes: list[str] = []
-    values = PgStatsSampler(client, 180006, "bench", notes.append).snapshot()  # type: ignore[arg-type]
-    assert len(client.calls) == 5 and notes == []
-    assert values == {
-        f"{query}.{column}": value
-        for query in ("pgstat_bgwriter", "pgstat_checkpointer", "pgstat_wal", "pgstat_database",
-                      "pgstat_io")
-        for column, value in (("n", 7.0), ("t", 1.5))
-    }  # fmt: skip
-    params = [p for _q, p in client.calls]
-    assert params == [None, None, None, {"dbname": "bench"}, None]
-
-
-def test_a_failing_query_is_switched_off_with_one_log_line():
-    denied = psycopg.errors.InsufficientPrivilege("permission denied for view pg_stat_io")
-    client = FakeClient({"pg_stat_io": denied})
-    notes: list[str] = []
-    sampler = PgStatsSampler(client, 170000, "bench", notes.append)  # type: ignore[arg-type]
-    first = sampler.snapshot()
-    second = sampler.snapshot()
-    assert notes == [
-        "PostgreSQL statistics: pgstat_io not collected (permission denied for view pg_stat_io)"
-    ]
-    assert first == second
-    assert "pgstat_wal.n" in first and not any(k.startswith("pgstat_io.") for k in first)
-    assert len(client.calls) == 5 + 4
-
-
-def test_a_missing_view_is_switched_off_too():
-    missing = psycopg.errors.UndefinedTable('relation "pg_stat_checkpointer" does not exist')
-    client = FakeClient({"pg_stat_checkpointer": missing})
-    notes: list[str] = []
-    values = PgStatsSampler(client, 170000, "b", notes.append).snapshot()  # type: ignore[arg-type]
-    assert notes == [
-        "PostgreSQL statistics: pgstat_checkpointer not collected "
-        '(relation "pg_stat_checkpointer" does not exist)'
-    ]
-    assert "pgstat_bgwriter.n" in values
-
-
-def test_a_lost_connection_is_raised_not_switched_off():
-    client = FakeClient({"pg_stat_wal": psycopg.OperationalError("server closed the connection")})
-    notes: list[str] = []
-    sampler = PgStatsSampler(client, 160000, "bench", notes.append)  # type: ignore[arg-type]
-    with pytest.raises(psycopg.OperationalError):
-        sampler.snapshot()
-    assert notes == [] and len(sampler.queries) == 5
-
-
-def test_no_row_gives_no_values_and_no_log_line():
-    notes: list[str] = []
-    sampler = PgStatsSampler(FakeClient(rows=[]), 140000, "gone", notes.append)  # type: ignore[arg-type]
-    assert sampler.snapshot() == {}
-    assert notes == [] and len(sampler.queries) == 4

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pgdyno.errors import UsageError
+from pgdyno.errors import BinariesError, UsageError
+from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.settings_catalog import (
+    describe_settings,
+    merge,
+    parse_describe_config,
+    recorded_settings,
+)
 from pgdyno.postgres.settings_meta import (
     SettingMeta,
     check_setting,
@@ -348,3 +355,46 @@ def test_convert_to_setting_unit(number, unit, setting_unit, expected):
 )
 def test_format_amount(value, unit, expected):
     assert format_amount(value, unit) == expected
+
+
+# -- the catalog shipped with pgdyno (no cluster needed) ------------------------------------------
+
+
+@pytest.mark.parametrize("major", VERSIONS)
+def test_shipped_catalog_is_the_recording(major):
+    shipped = recorded_settings(major)
+    assert shipped.keys() == meta(major).keys()
+    for name, entry in meta(major).items():
+        assert shipped[name] == SettingMeta(
+            entry.name, entry.vartype, entry.unit, entry.min_val, entry.max_val,
+            entry.enumvals, entry.context,
+        ), name  # fmt: skip
+
+
+def test_describe_settings_without_binaries_is_the_recording(tmp_path):
+    missing = Binaries(tmp_path / "nothing" / "bin", "16", "not installed")
+    described = describe_settings(missing)
+    assert described["work_mem"].unit == "kB"
+    assert described["wal_compression"].enumvals == ("pglz", "lz4", "zstd", "on", "off")
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_describe_settings_of_an_unrecorded_missing_version_says_so(tmp_path):
+    with pytest.raises(BinariesError, match=r"PostgreSQL 13 is neither installed .* recorded"):
+        describe_settings(Binaries(tmp_path / "bin", "13.4", "not installed"))
+
+
+def test_settings_only_the_binaries_know_are_left_to_postgresql():
+    described = parse_describe_config(
+        "extension_destdir\tsuperuser\tClient\tSTRING\t\t\t\tx\t\n"
+        "vendor_mem\tuser\tResource Usage\tINTEGER\t0\t64\t2147483647\tx\t\n"
+        "vendor_mode\tuser\tResource Usage\tENUM\tfast\t\t\tx\t\n"
+    )
+    merged = merge(meta(15), described)
+    # Units and enum values are unknown: PostgreSQL judges values that use them...
+    assert check_setting(merged, "vendor_mem", "4MB", "15") == "4MB"
+    assert check_setting(merged, "vendor_mode", "turbo", "15") == "turbo"
+    # ...but bare numbers are still held to the range the binaries describe.
+    with pytest.raises(UsageError, match="out of range"):
+        check_setting(merged, "vendor_mem", 1, "15")
+    assert merged["work_mem"].unit == "kB" and merged["work_mem"].complete

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import traceback
@@ -15,6 +16,7 @@ import click
 from pgdyno.cli.app import cli
 from pgdyno.environment import Environment
 from pgdyno.errors import ExitStatus, Interrupted, PgdynoError
+from pgdyno.textsafe import safe_text
 
 
 def _usage_message(exc: click.UsageError) -> str:
@@ -30,6 +32,7 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 def main(args: Sequence[str], env: Environment) -> int:
     """Run the CLI; every failure becomes one sentence on stderr and a non-zero status."""
+    # Read before parsing: the option works before the command (documented) and after it.
     show_traceback = "--traceback" in args
     previous = signal.getsignal(signal.SIGTERM)
     handler_set = False
@@ -58,7 +61,7 @@ def main(args: Sequence[str], env: Environment) -> int:
         return ExitStatus.INTERRUPTED
     except PgdynoError as exc:
         if show_traceback:
-            traceback.print_exc(file=env.stderr)
+            _traceback(env)
         _error(env, str(exc))
         return exc.exit_status
     except click.ClickException as exc:
@@ -66,11 +69,11 @@ def main(args: Sequence[str], env: Environment) -> int:
         return exc.exit_code
     except Exception as exc:
         if show_traceback:
-            traceback.print_exc(file=env.stderr)
+            _traceback(env)
         _error(
             env,
-            f"internal error ({type(exc).__name__}: {exc}); run again with --traceback and "
-            "report it.",
+            f"internal error ({type(exc).__name__}: {exc}); run again as `pgdyno --traceback "
+            "...` and report it.",
         )
         return ExitStatus.ERROR
     finally:
@@ -79,7 +82,15 @@ def main(args: Sequence[str], env: Environment) -> int:
 
 
 def _error(env: Environment, message: str) -> None:
-    print(f"pgdyno: error: {message}", file=env.stderr)
+    """The one place errors reach the user: one line, no password, no raw control character."""
+    # A message may quote a tool's multi-line text: its line breaks become spaces.
+    line = re.sub(r"\s*[\r\n]+\s*", " ", message.strip())
+    print(f"pgdyno: error: {safe_text(line)}", file=env.stderr)
+
+
+def _traceback(env: Environment) -> None:
+    # Exception texts may quote a connection string: scrub it here as well.
+    print(safe_text(traceback.format_exc(), multiline=True), end="", file=env.stderr)
 
 
 def run() -> None:

@@ -18,7 +18,13 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 @click.group(context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="pgdyno")
-def cli() -> None:
+@click.option(
+    "--traceback",
+    is_flag=True,
+    help="On an error, also print the Python traceback (for bug reports); also accepted after "
+    "the command.",
+)
+def cli(traceback: bool) -> None:
     """pgdyno: a performance lab for PostgreSQL on Linux.
 
     Runs pgbench matrices on a sandbox PostgreSQL it manages (or on an existing server) and keeps
@@ -29,6 +35,8 @@ def cli() -> None:
       pgdyno bench --workload select-only -c 1,2 -T 10
       pgdyno runs list
     """
+    # main() reads --traceback from the raw arguments: it must work before parsing finishes.
+    del traceback
 
 
 cli.add_command(bench)

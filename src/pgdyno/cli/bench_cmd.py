@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from pgdyno.cli.common import (
+    POSITIVE,
     binaries_options,
     environment,
     err,
@@ -23,22 +24,27 @@ from pgdyno.experiment.matrix import make_spec
 from pgdyno.experiment.target import Target, sandbox_target, server_target, workdir_lock
 from pgdyno.host.facts import read_host
 from pgdyno.pgbench.command import (
+    BUILTINS,
     PROTOCOLS,
     Workload,
     builtin_workload,
-    jobs_for,
     parse_int_list,
     script_workload,
 )
 from pgdyno.pgbench.scale import parse_scale_spec
-from pgdyno.postgres.client import split_password
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.render.terminal import results_table
 from pgdyno.store.results import ResultsStore
+from pgdyno.textsafe import scrub_secrets
 
 
 def _workloads(workload: str | None, scripts: tuple[str, ...]) -> list[Workload]:
     names = [w.strip() for w in (workload or "").split(",") if w.strip()]
+    if workload is not None and not names:
+        raise UsageError(
+            f"-w/--workload {workload!r} names no workload: choose from {', '.join(BUILTINS)} "
+            "(comma list), or leave the option out for tpcb-like."
+        )
     if not names and not scripts:
         names = ["tpcb-like"]
     found = [builtin_workload(name) for name in names] if not scripts else []
@@ -48,16 +54,23 @@ def _workloads(workload: str | None, scripts: tuple[str, ...]) -> list[Workload]
     return found
 
 
+def _scales(scale: str) -> list[str | int]:
+    scales = [parse_scale_spec(s) for s in scale.split(",") if s.strip()]
+    if not scales:
+        raise UsageError(
+            f"-s/--scale {scale!r} names no scale: give small, medium, large or a pgbench "
+            "scale (comma list to sweep)."
+        )
+    return scales
+
+
 def _command_record(argv: list[str]) -> list[str]:
-    """The argv kept in the results database, with any --dsn password removed."""
-    kept = []
-    for i, arg in enumerate(argv):
-        if i > 0 and argv[i - 1] == "--dsn":
-            arg = split_password(arg)[0]
-        elif arg.startswith("--dsn="):
-            arg = "--dsn=" + split_password(arg.removeprefix("--dsn="))[0]
-        kept.append(arg)
-    return kept
+    """The argv kept in the results database, with any password masked (any syntax, any option).
+
+    >>> _command_record(["pgdyno", "bench", "--dsn", "host=db password=pw", "--dsn=postgres://u:pw@h"])
+    ['pgdyno', 'bench', '--dsn', 'host=db password=********', '--dsn=postgres://u:********@h']
+    """
+    return [scrub_secrets(arg) for arg in argv]
 
 
 @click.command()
@@ -83,8 +96,8 @@ def _command_record(argv: list[str]) -> list[str]:
     default="small",
     show_default=True,
     metavar="LIST",
-    help="Dataset size: small (fits in shared_buffers), medium (~50%% of RAM), large "
-    "(~200%% of RAM) or a pgbench scale; comma list to sweep.",
+    help="Dataset size: small (fits in shared_buffers), medium (~50% of RAM), large "
+    "(~200% of RAM) or a pgbench scale; comma list to sweep.",
 )
 @click.option(
     "-c",
@@ -101,7 +114,8 @@ def _command_record(argv: list[str]) -> list[str]:
     show_default=True,
     metavar="POLICY",
     help="pgbench threads: auto (clients capped at CPUs), clients (jobs = clients, as "
-    "in Vondra's benchmarks) or a number.",
+    "in Vondra's benchmarks) or a number (pgbench needs jobs <= clients: a number above the "
+    "largest -c is refused; smaller client counts run with jobs = clients).",
 )
 @click.option(
     "-T",
@@ -120,11 +134,11 @@ def _command_record(argv: list[str]) -> list[str]:
     show_default=True,
     help="Query protocol.",
 )
-@click.option("-R", "--rate", type=float, help="Target transactions per second (total).")
+@click.option("-R", "--rate", type=POSITIVE, help="Target transactions per second (total).")
 @click.option(
     "-L",
     "--latency-limit",
-    type=float,
+    type=POSITIVE,
     metavar="MS",
     help="Count transactions slower than this (ms) as late; with -R, skip them.",
 )
@@ -176,14 +190,14 @@ def _command_record(argv: list[str]) -> list[str]:
     help="Per-transaction latency log behind the percentiles: auto (sampled to about 2,000 "
     "transactions a second, sized from the warm-up, the last similar run or a 3 s probe), "
     "full, or a "
-    "sampling rate such as 0.1.",
+    "sampling rate in (0, 1] such as 0.1.",
 )
 @click.option(
     "--trim",
     type=int,
     metavar="S",
-    help="Seconds at the start of each run left out when judging steady state (default: 10%% "
-    "of -T up to 30 s, or 0 after --warmup).",
+    help="Seconds at the start of each run left out when judging steady state, less than -T "
+    "(default: 10% of -T up to 30 s, or 0 after --warmup).",
 )
 @click.option(
     "--keep-logs",
@@ -240,7 +254,7 @@ def bench(
         raise UsageError("--set applies to the sandbox only; change an existing server yourself.")
     spec = make_spec(
         workloads=_workloads(workload, scripts),
-        scales=[parse_scale_spec(s) for s in scale.split(",") if s.strip()],
+        scales=_scales(scale),
         clients=parse_int_list(clients, "-c/--clients"),
         jobs=jobs,
         duration_s=duration,
@@ -256,7 +270,6 @@ def bench(
         latency_log=latency_log,
     )
     host = read_host(env.proc_root, env.sys_root)
-    jobs_for(1, spec.jobs, host.cpu_count)  # validate the policy before anything starts
     binaries = pick_binaries(env, pg_bin, pg_version)
     log = err(env).print
     with ExitStack() as stack:

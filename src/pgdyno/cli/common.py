@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from pgdyno.environment import Environment
 from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.textsafe import safe_text, strict_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +42,7 @@ def workdir_options[F: Callable[..., Any]](func: F) -> F:
         help="Where sandbox clusters and run files live (default: ~/.local/share/pgdyno, or "
         "/var/lib/pgdyno as root; env PGDYNO_HOME).",
     )(func)
+    # Documented on the group (`pgdyno --traceback CMD`); also accepted after the command.
     return click.option("--traceback", is_flag=True, hidden=True)(func)
 
 
@@ -68,13 +71,66 @@ def pick_binaries(env: Environment, pg_bin: Path | None, pg_version: int | None)
     return resolve(pg_bin, pg_version, env.cache_dir)
 
 
+if TYPE_CHECKING:  # click >= 8.2 types ParamType as a generic; 8.1 cannot subscript it
+    _FloatParam = click.ParamType[float, Any]
+else:
+    _FloatParam = click.ParamType
+
+
+class FiniteFloat(_FloatParam):
+    """A float option that refuses inf and nan (and, with `above`, values not above it).
+
+    Python's float() accepts "inf", "nan" and "1e999"; none of them is a rate or a limit.
+    """
+
+    name = "number"
+
+    def __init__(self, above: float | None = None) -> None:
+        self.above = above
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float) and math.isfinite(value):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{safe_text(value)!r} is not a number: give e.g. 100 or 2.5", param, ctx)
+            if not math.isfinite(number):
+                self.fail(f"{safe_text(value)!r} is not a finite number: give e.g. 100 or 2.5",
+                          param, ctx)  # fmt: skip
+        if self.above is not None and number <= self.above:
+            self.fail(f"{number:g} is not greater than {self.above:g}", param, ctx)
+        return number
+
+
+POSITIVE = FiniteFloat(above=0)
+
+
+class SafeConsole(Console):
+    """A Rich console for text pgdyno does not control (stderr tails, names, server-log lines).
+
+    Every string it renders, table cells and titles included, passes through `safe_text`: no
+    password and no raw control character reaches the terminal. Markup and emoji codes are off,
+    so a `[` or `:x:` in a script name is shown as typed; colours come from Text styles.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(markup=False, emoji=False, **kwargs)
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(safe_text(text, multiline=True), **kwargs)
+
+
 def out(env: Environment) -> Console:
-    return Console(file=env.stdout, soft_wrap=False, width=None if env.stdout.isatty() else 160)
+    return SafeConsole(file=env.stdout, soft_wrap=False, width=None if env.stdout.isatty() else 160)
 
 
 def err(env: Environment) -> Console:
-    return Console(file=env.stderr, stderr=True, highlight=False)
+    return SafeConsole(file=env.stderr, stderr=True, highlight=False)
 
 
 def print_json(env: Environment, data: object) -> None:
-    env.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    env.stdout.write(strict_json(data) + "\n")

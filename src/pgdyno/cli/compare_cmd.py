@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -11,7 +13,7 @@ from rich.table import Table
 from pgdyno.cli.common import environment, err, json_option, out, print_json, workdir_options
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
-from pgdyno.errors import PgbenchFailed, PgdynoError, UsageError
+from pgdyno.errors import PgbenchFailed, PgdynoError, StoreError, UsageError
 from pgdyno.experiment.compare import run_compare, settings_meta_loader
 from pgdyno.experiment.matrix import BenchSpec, make_spec
 from pgdyno.experiment.target import workdir_lock
@@ -21,13 +23,35 @@ from pgdyno.host.facts import HostFacts, read_host
 from pgdyno.host.journal import rollback as rollback_changes
 from pgdyno.pgbench.command import builtin_workload, jobs_for
 from pgdyno.pgbench.scale import parse_scale_spec
-from pgdyno.plan.check import CheckedSet, MetaLoader, check_plan
+from pgdyno.plan.check import (
+    CheckedSet,
+    MetaLoader,
+    check_plan,
+    find_installed,
+    is_installed,
+)
 from pgdyno.plan.load import Plan, load_plan
+from pgdyno.plan.policy import Allowed
+from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.render.compare import ladder_tables, verdict_table
 from pgdyno.store.comparisons import Comparisons
 from pgdyno.store.results import ResultsStore
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+
+
+def allow_options[F: Callable[..., Any]](func: F) -> F:
+    """Names a plan may not change unless the person running pgdyno allows them here."""
+    func = click.option(
+        "--allow-pg-setting", "allow_pg", metavar="NAME", multiple=True,
+        help="Let the plan set this PostgreSQL setting although it runs commands, loads code "
+        "or names files (archive_command, shared_preload_libraries, ...). Repeatable.",
+    )(func)  # fmt: skip
+    return click.option(
+        "--allow-sysctl", "allow_sysctl", metavar="NAME", multiple=True,
+        help="Let the plan write this sysctl although it is not one of the kernel settings for "
+        "database performance (vm.*, kernel.sched_*, kernel.shm*, ...). Repeatable.",
+    )(func)  # fmt: skip
 
 
 def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
@@ -54,13 +78,28 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
         raise UsageError(f"{plan.where(('matrix',))}: {exc}") from None
 
 
-def _checked(env: Environment, plan: Plan, meta_for: MetaLoader) -> list[CheckedSet]:
+def _checked(
+    env: Environment, plan: Plan, meta_for: MetaLoader, allowed: Allowed
+) -> list[CheckedSet]:
     env.clusters_dir.mkdir(parents=True, exist_ok=True)
     device = device_for_path(env.clusters_dir, env.proc_root, env.sys_root)
     return check_plan(
         plan, cache_dir=env.cache_dir, meta_for=meta_for,
         data_disk=device.disk if device else None, is_root=env.is_root,
-        proc_root=env.proc_root, sys_root=env.sys_root,
+        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed,
+    )  # fmt: skip
+
+
+def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSet]:
+    """`_checked` for `plan check`: creates no directory, starts no sandbox, installs nothing."""
+    existing = env.clusters_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the clusters will live on the disk of this directory
+    device = device_for_path(existing, env.proc_root, env.sys_root)
+    return check_plan(
+        plan, cache_dir=env.cache_dir, meta_for=describe_settings,
+        data_disk=device.disk if device else None, is_root=env.is_root,
+        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed, find=find_installed,
     )  # fmt: skip
 
 
@@ -74,11 +113,12 @@ def _runs_in(spec: BenchSpec, sets: int) -> int:
               "skipping the runs it finished.")  # fmt: skip
 @click.option("--keep-files", is_flag=True, help="Keep pgbench's output and logs of each run.")
 @json_option
+@allow_options
 @workdir_options
 @click.pass_context
 def compare(
     ctx: click.Context, /, plan_file: Path, resume: bool, keep_files: bool, as_json: bool,
-    **_: object,
+    allow_sysctl: tuple[str, ...], allow_pg: tuple[str, ...], **_: object,
 ) -> None:  # fmt: skip
     """Compare configuration sets from a plan file: apply, run, restore, give a verdict.
 
@@ -89,12 +129,19 @@ def compare(
     table compares each set with the baseline on TPS and p99 latency.
 
     \b
+    A plan may change only the kernel settings that matter for database performance and no
+    PostgreSQL setting that runs commands, loads code or names files (the lists are in
+    pgdyno's data/host_settings.toml and data/pg_settings_policy.toml); --allow-sysctl and
+    --allow-pg-setting allow one more name each.
+
+    \b
     Examples:
       pgdyno plan check examples/aa.toml
       pgdyno compare examples/aa.toml
       pgdyno compare examples/002-shared-buffers.toml --resume
     """
     env = environment(ctx)
+    allowed = Allowed.of(allow_sysctl, allow_pg)
     plan = load_plan(plan_file)
     host = read_host(env.proc_root, env.sys_root)
     spec = bench_spec(plan, host.cpu_count)
@@ -102,7 +149,7 @@ def compare(
     with ExitStack() as stack:
         stack.enter_context(workdir_lock(env))
         meta_for = settings_meta_loader(env, log)  # one loader: pg_settings read once per version
-        checked = _checked(env, plan, meta_for)
+        checked = _checked(env, plan, meta_for, allowed)
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))
         outcome = run_compare(
@@ -114,7 +161,11 @@ def compare(
         comparisons = Comparisons(store)
         runs = comparisons.runs(outcome.comparison_id)
         info = comparisons.get(outcome.comparison_id)
-    assert info is not None
+    if info is None:  # written by run_compare just before: the database changed under us
+        raise StoreError(
+            f"comparison {outcome.comparison_id} is missing from {env.results_path} right "
+            "after it was stored: check that no other program rewrites the results database."
+        )
     analysis = analyse(runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode)
     if as_json:
         print_json(env, {"comparison": info, "analysis": analysis.as_dict(), "runs": runs})
@@ -150,14 +201,21 @@ def plan() -> None:
 
 @plan.command("check")
 @PLAN
+@allow_options
 @workdir_options
 @click.pass_context
-def plan_check(ctx: click.Context, /, plan_file: Path, **_: object) -> None:
+def plan_check(
+    ctx: click.Context, /, plan_file: Path, allow_sysctl: tuple[str, ...],
+    allow_pg: tuple[str, ...], **_: object,
+) -> None:  # fmt: skip
     """Validate a plan against this machine and the PostgreSQL versions it names.
 
-    Checks the file's form, every PostgreSQL setting against the target version's pg_settings
-    (type, unit, range, allowed values), every sysctl and block-device setting against the
-    running kernel. Changes nothing.
+    Checks the file's form, every PostgreSQL setting against the target version's settings
+    (type, unit, range, allowed values: from `postgres --describe-config` and pgdyno's
+    recorded pg_settings of each version), every sysctl and block-device setting against what
+    a plan may change and the running kernel. Changes nothing: it creates no file, starts no
+    server and installs no PostgreSQL version (one that is missing is checked against the
+    recording and installed when the plan runs).
 
     \b
     Example:
@@ -167,8 +225,7 @@ def plan_check(ctx: click.Context, /, plan_file: Path, **_: object) -> None:
     loaded = load_plan(plan_file)
     host: HostFacts = read_host(env.proc_root, env.sys_root)
     spec = bench_spec(loaded, host.cpu_count)
-    with workdir_lock(env):
-        checked = _checked(env, loaded, settings_meta_loader(env, err(env).print))
+    checked = _previewed(env, loaded, Allowed.of(allow_sysctl, allow_pg))
     table = Table(title=f"plan {loaded.name}: valid", title_justify="left")
     for name in ("set", "PostgreSQL", "settings", "host settings"):
         table.add_column(name)
@@ -184,6 +241,13 @@ def plan_check(ctx: click.Context, /, plan_file: Path, **_: object) -> None:
     runs = _runs_in(spec, len(checked))
     minutes = runs * (spec.warmup_s + spec.duration_s + 5) / 60
     console.print(f"{runs} runs, about {minutes:.0f} minutes (mode: {loaded.spec.mode})")
+    for binaries in {c.binaries.version: c.binaries for c in checked}.values():
+        if not is_installed(binaries):
+            console.print(
+                f"PostgreSQL {binaries.version} is not installed here: checked against pgdyno's "
+                f"recorded settings of {binaries.version}; it is "
+                f"{binaries.source.partition(': ')[2]}."
+            )
 
 
 @click.command()

@@ -13,6 +13,7 @@ from rich.progress import (
 )
 
 from pgdyno.records import RunCell, RunRecord
+from pgdyno.textsafe import safe_text
 
 
 class MatrixProgress:
@@ -22,7 +23,8 @@ class MatrixProgress:
         self.console = console
         self.live = console.is_terminal
         self.bar = Progress(
-            TextColumn("{task.description}"),
+            # No markup: descriptions carry set names from plans, shown as written.
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             TextColumn("{task.fields[runs]}"),
             TimeElapsedColumn(),
@@ -34,7 +36,8 @@ class MatrixProgress:
         self.task: TaskID | None = None
         self.per_run = 1.0
         self.total_runs = 0
-        self.done_runs = 0
+        self.done_runs = 0  # finished in this command or earlier (skipped on --resume)
+        self.before = 0  # of those, the runs an earlier command finished
 
     def __enter__(self) -> MatrixProgress:
         if self.live:
@@ -49,28 +52,42 @@ class MatrixProgress:
         self.per_run = seconds_per_run
         self.total_runs = len(cells)
         self.task = self.bar.add_task(
-            "starting", total=seconds_per_run * len(cells), runs=f"0/{len(cells)} runs"
-        )
+            "starting", total=seconds_per_run * len(cells),
+            completed=round(self.before * seconds_per_run),
+            runs=f"{self.done_runs}/{len(cells)} runs",
+        )  # fmt: skip
         if not self.live:
-            minutes = seconds_per_run * len(cells) / 60
-            self.console.print(f"{len(cells)} runs planned, about {minutes:.1f} min")
+            left = len(cells) - self.before
+            minutes = seconds_per_run * left / 60
+            done = f" ({self.before} already done)" if self.before else ""
+            self.console.print(f"{left} runs planned{done}, about {minutes:.1f} min")
+
+    def skipped(self, count: int) -> None:
+        """Runs an earlier command finished (compare --resume): done, not remaining."""
+        self.before += count
+        self.done_runs += count
+        if self.task is not None:
+            self.bar.update(
+                self.task, completed=self.done_runs * self.per_run,
+                runs=f"{self.done_runs}/{self.total_runs} runs",
+            )  # fmt: skip
 
     def phase(self, text: str) -> None:
         if self.task is not None:
-            self.bar.update(self.task, description=text)
+            self.bar.update(self.task, description=safe_text(text))
         if not self.live and text.startswith("dataset"):
             self.console.print(text)
 
     def tick(self, cell: RunCell, elapsed_s: float) -> None:
         if self.task is not None:
-            done = cell.index * self.per_run + min(elapsed_s, self.per_run)
+            done = (self.before + cell.index) * self.per_run + min(elapsed_s, self.per_run)
             self.bar.update(self.task, completed=done)
 
     def finished(self, cell: RunCell, record: RunRecord, run_id: int) -> None:
         self.done_runs += 1
         if self.task is not None:
             self.bar.update(
-                self.task, completed=(cell.index + 1) * self.per_run,
+                self.task, completed=(self.before + cell.index + 1) * self.per_run,
                 runs=f"{self.done_runs}/{self.total_runs} runs",
             )  # fmt: skip
         tps = f"{record.summary.tps:,.1f} TPS" if record.summary else record.status

@@ -19,6 +19,7 @@ from pgdyno.render.terminal import fmt
 from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load, parse_run_ids
 from pgdyno.store.results import ResultsStore
+from pgdyno.textsafe import safe_text
 
 CSV_COLUMNS = (
     "workload", "scale", "clients", "group", "baseline", "runs", "failed", "tps_median",
@@ -151,4 +152,4 @@ def report(
         out(env).print(summary_table(built))
         for note in built["notes"]:
             out(env).print(f"note: {note}")
-    (env.stderr if as_json or as_csv else env.stdout).write(f"report: {path}\n")
+    (env.stderr if as_json or as_csv else env.stdout).write(f"report: {safe_text(path)}\n")

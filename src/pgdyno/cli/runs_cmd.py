@@ -24,12 +24,12 @@ def runs() -> None:
 
 def _open(ctx: click.Context) -> ResultsStore:
     env = environment(ctx)
-    if not env.results_path.is_file():
+    if not env.results_path.exists():
         raise UsageError(
             f"there is no results database at {env.results_path} yet: run `pgdyno bench` "
             "first or pass --results FILE."
         )
-    return ResultsStore(env.results_path)
+    return ResultsStore(env.results_path, writing=False)
 
 
 @runs.command("list")

@@ -18,7 +18,7 @@ from pgdyno.cli.common import (
     workdir_options,
 )
 from pgdyno.errors import UsageError
-from pgdyno.experiment.target import open_sandbox, workdir_lock
+from pgdyno.experiment.target import check_settings_for, open_sandbox, workdir_lock
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes, cluster_name, recover, taken_ports
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.sandbox_user import sandbox_user
@@ -65,6 +65,7 @@ def start(
     env = environment(ctx)
     settings = parse_assignments(assignments)
     binaries = pick_binaries(env, pg_bin, pg_version)
+    check_settings_for(binaries, settings)  # before a running sandbox is stopped
     with workdir_lock(env):
         box = open_sandbox(env, binaries, err(env).print)
         if box.postmaster_pid() is not None:
@@ -140,6 +141,8 @@ def status(ctx: click.Context, /, as_json: bool, **_: object) -> None:
 def destroy(ctx: click.Context, /, pg_version: int | None, yes: bool, **_: object) -> None:
     """Stop and delete sandboxes with their data (results are kept).
 
+    Asks first on a terminal; answering no destroys nothing and exits with status 0.
+
     \b
     Example:
       pgdyno sandbox destroy --pg-version 16 --yes
@@ -153,7 +156,9 @@ def destroy(ctx: click.Context, /, pg_version: int | None, yes: bool, **_: objec
     if not yes:
         if not env.stdin_isatty:
             raise UsageError(f"destroying {names} deletes their data: add --yes to confirm.")
-        click.confirm(f"Delete sandbox {names} and its data?", abort=True)
+        if not click.confirm(f"Delete sandbox {names} and its data?"):
+            out(env).print("nothing was destroyed")
+            return
     with workdir_lock(env):
         for box in boxes:
             box.destroy()

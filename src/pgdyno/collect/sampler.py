@@ -3,7 +3,8 @@
 Ticks fall on wall-clock second boundaries, so that every series shares the clock of
 pgbench's per-transaction log: the values of the tick at second t+1 describe the interval
 [t, t+1) and are stored under the epoch second t. A source that fails is switched off with one
-log line; the others go on.
+log line; the others go on. Whatever cuts a series short (a source switched off, the thread
+dying or hanging) is also listed in `Timeline.gaps`, so the run is flagged, not just logged.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
@@ -45,6 +47,7 @@ class Timeline:
     events: list[Event] = field(default_factory=list)
     client_cpu_ticks: int = 0
     client_seconds: float = 0.0
+    gaps: list[str] = field(default_factory=list)  # why series end early, one clause each
 
     @property
     def client_cpu_pct(self) -> float | None:
@@ -74,8 +77,10 @@ class TimelineSampler:
         self.timeline = Timeline()
         self._pid: int | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="pgdyno-sampler", daemon=True)
-        self._failed: set[str] = set()
+        self._thread = threading.Thread(target=self._run, name="pgdyno-sampler", daemon=True)
+        self._failed: dict[str, str] = {}  # source -> when and why it was switched off
+        self._died: str | None = None
+        self._started = time.monotonic()
 
     def watch_pid(self, pid: int) -> None:
         """Also measure this process's CPU use (the load generator)."""
@@ -84,15 +89,30 @@ class TimelineSampler:
     def start(self) -> None:
         if self.server_log is not None:
             self.server_log.start()
+        self._started = time.monotonic()
         self._thread.start()
 
-    def stop(self) -> Timeline:
+    def stop(self, timeout_s: float = 10.0) -> Timeline:
+        """End sampling; the timeline, with `gaps` saying which series end early and why."""
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=timeout_s)
+        if self._thread.is_alive():
+            self._died = (
+                f"the timeline sampler hung (no answer within {timeout_s:.0f} s of the run's "
+                f"end, e.g. a read of {self.proc_root} that never returned); the series of the "
+                "run end early"
+            )
+            self.log(self._died)
         if self.server_log is not None:
             events = self._guard("server log", self.server_log.read_events) or []
             self.timeline.events.extend(checkpoint_event(e) for e in events)
-        return self.timeline
+        # A copy: a hung thread that wakes up later must not change what is stored.
+        timeline = replace(self.timeline, samples=list(self.timeline.samples))
+        timeline.gaps = [*([self._died] if self._died else []), *self._failed.values()]
+        return timeline
+
+    def _elapsed(self) -> str:
+        return f"{time.monotonic() - self._started:.0f} s into the run"
 
     def _guard[T](self, source: str, read: Callable[[], T]) -> T | None:
         if source in self._failed:
@@ -100,9 +120,22 @@ class TimelineSampler:
         try:
             return read()
         except Exception as exc:  # a collector must never end a benchmark run
-            self._failed.add(source)
+            self._failed[source] = (
+                f"{source} sampling stopped {self._elapsed()} ({exc}); its series end there"
+            )
             self.log(f"{source} sampling stopped: {exc}")
             return None
+
+    def _run(self) -> None:
+        """The thread: whatever escapes the per-source guards is recorded, never silent."""
+        try:
+            self._loop()
+        except Exception as exc:
+            self._died = (
+                f"the timeline sampler died {self._elapsed()} ({type(exc).__name__}: {exc}); "
+                "every series ends there"
+            )
+            self.log(self._died)
 
     def _loop(self) -> None:
         # Lower this thread's priority (Linux sets nice per thread): when the CPUs are busy,
@@ -124,31 +157,38 @@ class TimelineSampler:
             pid = self._pid
             ticks = process_cpu_ticks(pid, self.proc_root) if pid else None
             if prev_tick is not None:
-                self._record(prev_tick, tick, prev_os, cur_os, prev_pg, cur_pg)
+                self._record(prev_tick, tick, (prev_os, cur_os), (prev_pg, cur_pg))
                 if prev_cpu is not None and ticks is not None and prev_cpu[0] == pid:
                     used = ticks - prev_cpu[1]
-                    seconds = tick - prev_tick
-                    self.timeline.samples.append(
-                        (round(prev_tick), "client.cpu_pct", 100.0 * used / CLOCK_TICKS / seconds)
-                    )
-                    self.timeline.client_cpu_ticks += used
-                    self.timeline.client_seconds += seconds
+                    self._guard("pgbench CPU", partial(self._client_cpu, (prev_tick, tick), used))
             prev_os, prev_pg, prev_tick = cur_os, cur_pg, tick
             prev_cpu = (pid, ticks) if pid and ticks is not None else None
+
+    def _client_cpu(self, interval: tuple[float, float], used: int) -> None:
+        seconds = interval[1] - interval[0]
+        pct = 100.0 * used / CLOCK_TICKS / seconds
+        self.timeline.samples.append((round(interval[0]), "client.cpu_pct", pct))
+        self.timeline.client_cpu_ticks += used
+        self.timeline.client_seconds += seconds
 
     def _record(
         self,
         prev_tick: float,
         tick: float,
-        prev_os: ProcSnapshot | None,
-        cur_os: ProcSnapshot | None,
-        prev_pg: dict[str, float] | None,
-        cur_pg: dict[str, float] | None,
+        os_pair: tuple[ProcSnapshot | None, ProcSnapshot | None],
+        pg_pair: tuple[dict[str, float] | None, dict[str, float] | None],
     ) -> None:
         values: dict[str, float] = {}
+        prev_os, cur_os = os_pair
         if prev_os is not None and cur_os is not None:
-            values.update(os_sample(prev_os, cur_os, self.devices))
+            # Guarded like the reads: a value that parses but breaks the arithmetic (a
+            # counter too large for a float) switches the source off, not the sampler.
+            values.update(self._guard("OS", lambda: os_sample(prev_os, cur_os, self.devices)) or {})
+        prev_pg, cur_pg = pg_pair
         if prev_pg is not None and cur_pg is not None:
-            values.update(pg_sample(prev_pg, cur_pg, tick - prev_tick))
+            seconds = tick - prev_tick
+            values.update(
+                self._guard("PostgreSQL", lambda: pg_sample(prev_pg, cur_pg, seconds)) or {}
+            )
         t = round(prev_tick)
         self.timeline.samples.extend((t, name, float(v)) for name, v in values.items())

@@ -7,7 +7,6 @@ rule expressions see, with PostgreSQL settings in base units.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 from pgdyno.doctor.expr import Facts
 from pgdyno.errors import UsageError
 from pgdyno.postgres.settings_meta import parse_bool, read_number, unit_kind, unit_size
+from pgdyno.textsafe import strict_json, strict_loads
 
 FORMAT = "pgdyno-doctor/1"
 SECTIONS = ("host", "devices", "server", "unread")
@@ -25,10 +25,10 @@ NAMESPACES = frozenset({"host", "data", "wal", "devices", "server", "pg", "pg_so
 def load_snapshot(path: Path) -> dict[str, Any]:
     """Read and check a snapshot file; UsageError with one sentence when it is not one."""
     try:
-        data = json.loads(path.read_text())
+        data = strict_loads(path.read_text())
     except OSError as exc:
         raise UsageError(f"cannot read snapshot {path} ({exc.strerror}).") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, NaN or Infinity
         raise UsageError(f"{path} is not a JSON file ({exc}); give a file written by "
                          "`pgdyno doctor --snapshot`.") from None  # fmt: skip
     return check_snapshot(data, str(path))
@@ -61,7 +61,7 @@ def check_snapshot(data: Any, name: str) -> dict[str, Any]:
 
 
 def save_snapshot(path: Path, snapshot: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(snapshot, indent=2, sort_keys=False) + "\n")
+    path.write_text(strict_json(snapshot) + "\n")
 
 
 def setting_value(row: Mapping[str, Any]) -> Any:

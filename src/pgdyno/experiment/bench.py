@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Protocol
 
 from pgdyno.collect.timeline import sampling_rate
-from pgdyno.errors import DatasetError, Interrupted, PgbenchFailed
+from pgdyno.errors import (
+    ConnectionFailed,
+    DatasetError,
+    Interrupted,
+    ParseError,
+    PgbenchFailed,
+    SweepStopped,
+)
+from pgdyno.experiment.failure import Verdict, Where, failed_run
 from pgdyno.experiment.matrix import BenchSpec, expand
 from pgdyno.experiment.measure import Collect, measure
 from pgdyno.experiment.target import Target
@@ -29,6 +37,7 @@ from pgdyno.pgbench.dataset import (
 )
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
 from pgdyno.postgres.client import Client, ServerInfo, connect, with_dbname
+from pgdyno.postgres.serverlog import log_end
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.steady import default_trim
 from pgdyno.store.results import ResultsStore, now_iso
@@ -44,6 +53,7 @@ class ProgressReporter(Protocol):
     def phase(self, text: str) -> None: ...
     def tick(self, cell: RunCell, elapsed_s: float) -> None: ...
     def finished(self, cell: RunCell, record: RunRecord, run_id: int) -> None: ...
+    def skipped(self, count: int) -> None: ...  # runs an earlier command finished
 
 
 @dataclass(frozen=True)
@@ -138,7 +148,12 @@ def connected(
                 cell.workload, cell.scale, cell.clients, info.version, target.label
             )
 
-        runner = _CellRunner(spec, target, client, collect, child_env, progress, log, expected_tps)
+        where = Where(
+            client, target.dsn, target.password, target.server_log, data_path, proc_root, sys_root
+        )
+        runner = _CellRunner(
+            spec, target, client, collect, child_env, progress, log, expected_tps, where
+        )
         yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)
 
 
@@ -155,7 +170,8 @@ def run_cells(
 ) -> list[tuple[int, RunRecord]]:
     """Run and store each cell in turn; `record_fields` go into every record (set_name, ...).
 
-    Raises Interrupted after storing the run that was cut short.
+    Raises Interrupted after storing the run that was cut short, and SweepStopped after storing
+    a run that failed in a way every later run would too (server stopped, disk full).
     """
     records: list[tuple[int, RunRecord]] = []
     base = replace(ready.base, **record_fields)  # type: ignore[arg-type]
@@ -166,16 +182,18 @@ def run_cells(
                 ready.client, ready.pgbench, cell.scale, env=ready.env
             )
         run_dir = run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
-        record = ready.runner.run(
+        record, fatal = ready.runner.run(
             cell, replace(base, cell=cell), ready.datasets[cell.scale], run_dir
         )
+        if not keep_files:  # first: on a full disk, the run's files are what frees space
+            shutil.rmtree(run_dir, ignore_errors=True)
         run_id = store.add_run(session_id, record)
         records.append((run_id, record))
         progress.finished(cell, record, run_id)
         if record.status == "interrupted":
             raise Interrupted("pgdyno was interrupted; the finished runs are saved.")
-        if not keep_files:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        if fatal is not None:
+            raise SweepStopped(fatal.sweep_stopped(run_id, session_id))
     return records
 
 
@@ -269,8 +287,10 @@ class _CellRunner:
         progress: ProgressReporter,
         log: Callable[[str], None],
         expected_tps: Callable[[RunCell], float | None],
+        where: Where,
     ) -> None:
         self.spec = spec
+        self.where = where
         self.client = client
         self.collect = collect
         self.pgbench = target.binaries.tool("pgbench")
@@ -317,7 +337,11 @@ class _CellRunner:
         if may_write:
             mark_in_use(self.client)
 
-    def run(self, cell: RunCell, record: RunRecord, dataset: Dataset, run_dir: Path) -> RunRecord:
+    def run(
+        self, cell: RunCell, record: RunRecord, dataset: Dataset, run_dir: Path
+    ) -> tuple[RunRecord, Verdict | None]:
+        """The run's record, and the verdict when it failed in a way that ends the sweep."""
+        log_mark = log_end(self.where.server_log)
         workload = self.workloads[cell.workload]
         opts = RunOptions(
             workload, cell.clients, cell.jobs, self.spec.duration_s, self.spec.protocol,
@@ -357,19 +381,16 @@ class _CellRunner:
                 collect=self.collect, run_dir=run_dir, env=self.env,
                 on_tick=lambda t: self.progress.tick(cell, offset + t), log=self.log,
             )  # fmt: skip
-        except PgbenchFailed as exc:
-            return replace(
-                record, status="failed", finished_at=now_iso(), error=str(exc),
-                stderr=exc.stderr[-20000:],
-            )  # fmt: skip
         except (KeyboardInterrupt, Interrupted):
             return replace(
                 record, status="interrupted", finished_at=now_iso(),
                 error="interrupted before the run finished",
-            )  # fmt: skip
+            ), None  # fmt: skip
+        except (PgbenchFailed, ConnectionFailed, ParseError, OSError) as exc:
+            return failed_run(self.where, record, exc, log_mark, run_dir)
         return replace(
             record, finished_at=now_iso(), summary=measured.summary, seconds=measured.seconds,
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
             health=measured.health.as_dict(),
-        )  # fmt: skip
+        ), None  # fmt: skip

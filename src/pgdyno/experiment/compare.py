@@ -175,6 +175,21 @@ def _cells(spec: BenchSpec, scales: list[int], cpus: int, repeat: int) -> list[R
     return [replace(cell, repeat=repeat) for cell in one]
 
 
+_Done = set[tuple[str, str, int, int, int]]
+
+
+def _earlier(comparisons: Comparisons, plan: Plan) -> tuple[int | None, list[int] | None, _Done]:
+    """For --resume: the last comparison of this very plan, its scales and its finished cells."""
+    earlier = comparisons.latest(plan.digest)
+    if earlier is None:
+        raise UsageError(
+            f"no earlier run of this plan ({plan.path}, unchanged) to resume: run it "
+            "without --resume."
+        )
+    comparison_id = int(earlier["id"])
+    return comparison_id, list(earlier["scales"]), comparisons.finished_cells(comparison_id)
+
+
 def run_compare(
     plan: Plan,
     checked: list[CheckedSet],
@@ -193,18 +208,7 @@ def run_compare(
     comparisons = Comparisons(store)
     journal = env.journal_path
     ensure_clean(journal, proc_root=env.proc_root, sys_root=env.sys_root)
-    comparison_id: int | None = None
-    scales: list[int] | None = None
-    done: set[tuple[str, str, int, int, int]] = set()
-    if resume:
-        earlier = comparisons.latest(plan.digest)
-        if earlier is None:
-            raise UsageError(
-                f"no earlier run of this plan ({plan.path}, unchanged) to resume: run it "
-                "without --resume."
-            )
-        comparison_id, scales = int(earlier["id"]), list(earlier["scales"])
-        done = comparisons.finished_cells(comparison_id)
+    comparison_id, scales, done = _earlier(comparisons, plan) if resume else (None, None, set())
     switcher = SandboxSwitcher(env, meta_for, log)
     made = skipped = 0
     planned = False
@@ -225,12 +229,15 @@ def run_compare(
             )
         )
         if comparison_id is not None:
+            comparisons.resume(comparison_id)  # running again, owned by this process
             stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
         for repeat in range(1, spec.repeats + 1):
             for checked_set in checked:
                 name = checked_set.name
                 if scales is not None and not _todo(spec, scales, host, repeat, name, done):
-                    skipped += len(_cells(spec, scales, host.cpu_count, repeat))
+                    before = len(_cells(spec, scales, host.cpu_count, repeat))
+                    skipped += before
+                    progress.skipped(before)  # finished earlier: done, not remaining
                     continue
                 changes.restore()  # the previous set's host settings, before anything else
                 applied = [changes.apply(knob, value) for knob, value in checked_set.host]
@@ -268,7 +275,9 @@ def run_compare(
                             spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S,
                         )  # fmt: skip
                     cells = _todo(spec, scales, host, repeat, name, done)
-                    skipped += len(_cells(spec, scales, host.cpu_count, repeat)) - len(cells)
+                    before = len(_cells(spec, scales, host.cpu_count, repeat)) - len(cells)
+                    skipped += before
+                    progress.skipped(before)
                     effective = {
                         "pg": effective_pg(ready.client, sorted(checked_set.pg)),
                         "host": {str(a.knob): a.effective for a in applied},
@@ -289,7 +298,8 @@ def run_compare(
                             set_name=checked_set.name,
                         )
                     )
-    assert comparison_id is not None
+    if comparison_id is None:  # only when the plan had no set to run
+        raise UsageError(f"{plan.path} has no configuration set to run: add a set to the plan.")
     return CompareOutcome(comparison_id, session_id, made, skipped)
 
 

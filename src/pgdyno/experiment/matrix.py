@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pgdyno.errors import UsageError
 from pgdyno.pgbench.command import Workload, jobs_for
@@ -22,20 +23,42 @@ class BenchSpec(BaseModel):
     jobs: str = "auto"
     duration_s: Annotated[int, Field(ge=1, le=7 * 86400)] = 60
     protocol: Literal["simple", "extended", "prepared"] = "simple"
-    rate: Annotated[float, Field(gt=0)] | None = None
-    latency_limit_ms: Annotated[float, Field(gt=0)] | None = None
+    rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    latency_limit_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     repeats: Annotated[int, Field(ge=1, le=1000)] = 1
     warmup_s: Annotated[int, Field(ge=0, le=86400)] = 0
     trim_s: Annotated[int, Field(ge=0, le=86400)] | None = None  # None: default_trim()
     # auto (sample to ~2000 logged transactions a second), full, or a rate in (0, 1]
-    latency_log: Annotated[str, Field(pattern=r"^(auto|full|0?\.\d+|1(\.0*)?)$")] = "auto"
+    latency_log: str = "auto"
     # Read the dataset into shared buffers with pg_prewarm before each run's warm-up.
     prewarm: bool = False
     per_statement: bool = False  # pgbench -r
     progress: bool = False  # pgbench -P 1, kept as the series pgbench.progress_tps
 
+    @field_validator("latency_log")
+    @classmethod
+    def _latency_log(cls, value: str) -> str:
+        if value in ("auto", "full") or _sampling_rate(value) is not None:
+            return value
+        raise ValueError("choose auto, full or a sampling rate in (0, 1] such as 0.1")
+
+
+def _sampling_rate(text: str) -> float | None:
+    """A pgbench --sampling-rate: a finite number in (0, 1], else None.
+
+    >>> _sampling_rate("0.1"), _sampling_rate("1"), _sampling_rate("0"), _sampling_rate("nan")
+    (0.1, 1.0, None, None)
+    """
+    try:
+        rate = float(text)
+    except ValueError:
+        return None
+    return rate if math.isfinite(rate) and 0 < rate <= 1 else None
+
 
 _OPTION = {
+    "workloads": "-w/--workload",
+    "scales": "-s/--scale",
     "duration_s": "-T/--time",
     "repeats": "--repeats",
     "warmup_s": "--warmup",
@@ -48,16 +71,65 @@ _OPTION = {
 }
 
 
+_BOUND = {
+    "greater_than_equal": ("at least", "ge"),
+    "greater_than": ("more than", "gt"),
+    "less_than_equal": ("at most", "le"),
+    "less_than": ("less than", "lt"),
+}
+
+
+def _reason(error: Any) -> str:
+    """What a pydantic error means for the option, in words."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "value_error":
+        return str(ctx.get("error"))
+    if kind in _BOUND:
+        words, key = _BOUND[kind]
+        return f"it must be {words} {ctx.get(key)}"
+    if kind == "finite_number":
+        return "it must be a finite number"
+    if kind == "too_short":
+        return "give at least one value"
+    return str(error["msg"]).lower()
+
+
 def make_spec(**fields: object) -> BenchSpec:
-    """Validate bench options; the first problem becomes one sentence naming the option."""
+    """Validate bench options; the first problem becomes one sentence naming the option.
+
+    >>> from pgdyno.pgbench.command import builtin_workload
+    >>> make_spec(workloads=[builtin_workload("select-only")], scales=[1], clients=[1],
+    ...           duration_s=0)
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: -T/--time 0 is not valid: it must be at least 1.
+    """
     try:
-        return BenchSpec(**fields)  # type: ignore[arg-type]
+        spec = BenchSpec(**fields)  # type: ignore[arg-type]
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "options"
         raise UsageError(
-            f"{_OPTION.get(field, field)}: {error['msg'].lower()} (got {error.get('input')!r})."
+            f"{_OPTION.get(field, field)} {error.get('input')!r} is not valid: {_reason(error)}."
         ) from None
+    _check_combinations(spec)
+    return spec
+
+
+def _check_combinations(spec: BenchSpec) -> None:
+    """Options that are valid alone but not together."""
+    jobs_for(1, spec.jobs, 1)  # the policy itself: auto, clients or a number >= 1
+    most = max(spec.clients)
+    if spec.jobs.isdigit() and int(spec.jobs) > most:
+        raise UsageError(
+            f"-j/--jobs {spec.jobs} is more than the largest client count ({most}): pgbench "
+            "needs jobs <= clients, so give at most that many, or auto."
+        )
+    if spec.trim_s is not None and spec.trim_s >= spec.duration_s:
+        raise UsageError(
+            f"--trim {spec.trim_s} leaves nothing of a {spec.duration_s} s run (-T): give a "
+            "trim shorter than the run."
+        )
 
 
 def expand(spec: BenchSpec, scales: list[int], cpus: int) -> list[RunCell]:

@@ -97,6 +97,8 @@ def measure(
         lag_avg_ms=sum(lags) / len(lags) if lags else None,
         skipped=result.summary.skipped_transactions or 0, rate=opts.rate,
     )  # fmt: skip
+    # A series cut short is part of the run's story: flagged in its health, not only logged.
+    health = replace(health, warnings=[*health.warnings, *timeline.gaps])
     summary = result.summary
     if summary.latency_stddev_ms is None and total.stddev_ms is not None:
         # pgbench prints it only with -P, -R or -L; the log gives the same figure.

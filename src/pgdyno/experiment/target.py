@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
-from pgdyno.environment import Environment
-from pgdyno.errors import ClusterError
+from pgdyno.environment import Environment, workdir_errors
+from pgdyno.errors import ClusterError, UsageError
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import describe, split_password
 from pgdyno.postgres.cluster import Sandbox, cluster_name, recover, taken_ports
 from pgdyno.postgres.sandbox_user import sandbox_user
+from pgdyno.postgres.settings_catalog import describe_settings
+from pgdyno.postgres.settings_meta import check_setting
 
 
 @dataclass(frozen=True)
@@ -34,30 +38,89 @@ class Target:
         return env
 
 
+LOCK_FILE = "pgdyno.lock"
+PID_WAIT_S = 2.0  # how long to retry when the holder is gone before it could be named
+
+
 @contextmanager
 def workdir_lock(env: Environment) -> Iterator[None]:
-    """One pgdyno command at a time may drive the sandboxes of a work directory."""
-    env.data_dir.mkdir(parents=True, exist_ok=True)
-    path = env.data_dir / "pgdyno.lock"
-    with path.open("a+") as handle:
+    """One pgdyno command at a time may drive the sandboxes of a work directory.
+
+    The flock on `pgdyno.lock` is held for the command's life and dies with its process; the
+    file holds the holder's pid, for the message another command gives. Any OSError on the work
+    directory inside the block becomes one sentence naming it.
+    """
+    with workdir_errors(env.data_dir):
+        env.data_dir.mkdir(parents=True, exist_ok=True)
+        with (env.data_dir / LOCK_FILE).open("a+") as handle:
+            _acquire(handle, env.data_dir)
+            try:
+                yield
+            finally:
+                handle.seek(0)
+                handle.truncate()
+
+
+def _acquire(handle: TextIO, data_dir: Path) -> None:
+    """Lock, or say who holds the lock (from the kernel's lock table, else from the file)."""
+    deadline = time.monotonic() + PID_WAIT_S
+    while True:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise ClusterError(
-                f"another pgdyno command (pid {holder}) is using {env.data_dir}: wait for it to "
-                "finish or use another --workdir."
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+            # The kernel's table first: the file may still name a holder killed earlier.
+            holder = _flock_holder(handle) or _pid_in(handle)
+            if holder is not None or time.monotonic() > deadline:
+                who = f"pid {holder}" if holder else "a process whose pid is unknown"
+                raise ClusterError(
+                    f"another pgdyno command ({who}) is using {data_dir}: wait for it to "
+                    "finish or use another --workdir."
+                ) from None
+            time.sleep(0.02)  # the holder is just letting go: try again
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+
+
+def _pid_in(handle: TextIO) -> int | None:
+    handle.seek(0)
+    text = handle.read().strip()
+    return int(text) if text.isdigit() else None
+
+
+def _flock_holder(handle: TextIO, locks: Path = Path("/proc/locks")) -> int | None:
+    """The pid holding an flock on this file, from the kernel's lock table (Linux)."""
+    st = os.fstat(handle.fileno())
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        lines = locks.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 6276 fe:00:9980840 0 EOF"
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == inode:
+            # 0 when the holder lives in another pid namespace: not a pid to show
+            return int(fields[4]) if fields[4].isdigit() and int(fields[4]) > 0 else None
+    return None
+
+
+def check_settings_for(binaries: Binaries, settings: Mapping[str, str]) -> None:
+    """`--set` values checked against these binaries' settings before any server (re)starts.
+
+    What only the server can tell (an extension's setting, a value that fits the type but not
+    this machine) is still caught at start, from the server log (Sandbox.start).
+    """
+    if not settings:
+        return
+    meta = describe_settings(binaries)  # reads the binaries; starts nothing
+    for name, value in settings.items():
         try:
-            yield
-        finally:
-            handle.seek(0)
-            handle.truncate()
+            check_setting(meta, name, value, binaries.version)
+        except UsageError as exc:
+            raise UsageError(str(exc).replace("from the plan", "from --set")) from None
 
 
 def open_sandbox(env: Environment, binaries: Binaries, log: Callable[[str], None]) -> Sandbox:
@@ -80,6 +143,7 @@ def sandbox_target(
     log: Callable[[str], None],
 ) -> Iterator[Target]:
     """A running sandbox for the duration of the block; stopped again if this started it."""
+    check_settings_for(binaries, settings)
     box = open_sandbox(env, binaries, log)
     started_here = False
     if box.postmaster_pid() is None:

@@ -1,22 +1,27 @@
 """Host facts recorded with every run: kernel, CPU, memory (honouring cgroup limits), disk.
 
 Parsers are pure functions of file text; `read_host` reads them under injectable roots so
-tests run on recorded snapshots.
+tests run on recorded snapshots. Under a root other than the live /proc nothing is read from the
+machine running this: a recorded host's CPUs come from its own files.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from pgdyno.host.parsers import count_processors, count_stat_cpus, parse_cpu_list
 
 
 @dataclass(frozen=True)
 class HostFacts:
     kernel: str
     cpu_model: str
-    cpu_count: int  # usable CPUs: affinity and cgroup quota applied
+    cpu_count: int  # usable CPUs: affinity (or a recorded tree's CPUs) and cgroup quota applied;
+    # 0 when a recorded tree names no CPU
     memory_bytes: int  # usable RAM: the smaller of MemTotal and the cgroup limit
     memory_total_bytes: int  # MemTotal, what the host has
 
@@ -91,28 +96,93 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def read_host(proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")) -> HostFacts:
-    meminfo = parse_meminfo(_read(proc_root / "meminfo") or "")
-    total = meminfo.get("MemTotal", 0)
+LIVE_PROC = Path("/proc")
+# Where a recorded tree says how many CPUs were online, tried in order: the kernel's list, a
+# cpuN line of /proc/stat or a processor entry of /proc/cpuinfo for each online CPU.
+_ONLINE: tuple[tuple[str, Callable[[str], int]], ...] = (
+    ("/sys/devices/system/cpu/online", parse_cpu_list),
+    ("/proc/stat", count_stat_cpus),
+    ("/proc/cpuinfo", count_processors),
+)
+# The cpuset of the tree's cgroup (v2, then v1); on the live machine the affinity mask has it.
+_CPUSET: tuple[tuple[str, Callable[[str], int]], ...] = (
+    ("/sys/fs/cgroup/cpuset.cpus.effective", parse_cpu_list),
+    ("/sys/fs/cgroup/cpuset/cpuset.effective_cpus", parse_cpu_list),
+)
+
+
+def _first_count(
+    proc_root: Path, sys_root: Path, sources: Sequence[tuple[str, Callable[[str], int]]]
+) -> int | None:
+    """The count the first readable file gives; a ValueError naming it when it is garbled."""
+    for shown, parse in sources:
+        top, _, rest = shown.lstrip("/").partition("/")
+        text = _read((proc_root if top == "proc" else sys_root) / rest)
+        if text is None:
+            continue
+        try:
+            return parse(text)
+        except ValueError:
+            raise ValueError(f"{shown} could not be parsed ({text.strip()[:40]!r})") from None
+    return None
+
+
+def recorded_cpus(proc_root: Path, sys_root: Path) -> int | None:
+    """The CPUs a recorded host let its processes use: those online, narrowed to the cpuset
+    of the tree's cgroup. Only the tree is read, never the machine running this; None when
+    the tree names no CPU, ValueError (naming the file) when a file is garbled."""
+    online = _first_count(proc_root, sys_root, _ONLINE)
+    cpuset = _first_count(proc_root, sys_root, _CPUSET)
+    if online is None or cpuset is None:
+        return cpuset if online is None else online
+    return min(online, cpuset)
+
+
+def cgroup_cpu_quota(sys_root: Path) -> float | None:
+    """The CPU quota of the cgroup at `sys_root`/fs/cgroup (v2, then v1), in CPUs; a
+    ValueError naming the file when it is garbled."""
+    v2 = _read(sys_root / "fs/cgroup/cpu.max") or ""
+    v1 = [_read(sys_root / "fs/cgroup/cpu" / f) for f in ("cpu.cfs_quota_us", "cpu.cfs_period_us")]
+    try:
+        quota = parse_cgroup_cpu_quota(v2)
+        if quota is None and v1[0] and v1[1] and not v1[0].strip().startswith("-"):  # -1: none
+            quota = parse_cgroup_cpu_quota(f"{v1[0].strip()} {v1[1].strip()}")
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(
+            "/sys/fs/cgroup/cpu.max or /sys/fs/cgroup/cpu/cpu.cfs_quota_us could not be parsed"
+        ) from None
+    return quota
+
+
+def usable_cpus(proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")) -> int | None:
+    """CPUs pgbench and PostgreSQL can use, capped by the cgroup's CPU quota: on the live
+    /proc, this process's affinity mask; under any other root, what the tree recorded."""
+    if proc_root == LIVE_PROC:
+        cpus: int | None = len(os.sched_getaffinity(0))
+    else:
+        cpus = recorded_cpus(proc_root, sys_root)
+    quota = cgroup_cpu_quota(sys_root)
+    if cpus is None or quota is None:
+        return cpus
+    return max(1, min(cpus, int(quota)))
+
+
+def usable_memory(proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")) -> tuple[int, int]:
+    """(MemTotal, the smaller of it and the cgroup memory limit), in bytes; 0 when unknown."""
+    total = parse_meminfo(_read(proc_root / "meminfo") or "").get("MemTotal", 0)
     limits = [
         parse_cgroup_memory_limit(_read(sys_root / "fs/cgroup" / name) or "")
         for name in ("memory.max", "memory/memory.limit_in_bytes")
     ]
-    usable = min([total, *(limit for limit in limits if limit)]) if total else 0
-    cpus = len(os.sched_getaffinity(0)) if proc_root == Path("/proc") else os.cpu_count() or 1
-    quota = parse_cgroup_cpu_quota(_read(sys_root / "fs/cgroup/cpu.max") or "")
-    if quota is None:  # cgroup v1
-        v1 = [
-            _read(sys_root / "fs/cgroup/cpu" / f) for f in ("cpu.cfs_quota_us", "cpu.cfs_period_us")
-        ]
-        if v1[0] and v1[1] and not v1[0].strip().startswith("-"):
-            quota = parse_cgroup_cpu_quota(f"{v1[0].strip()} {v1[1].strip()}")
-    if quota is not None:
-        cpus = max(1, min(cpus, int(quota)))
+    return total, min([total, *(limit for limit in limits if limit)]) if total else 0
+
+
+def read_host(proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")) -> HostFacts:
+    total, usable = usable_memory(proc_root, sys_root)
     return HostFacts(
         kernel=(_read(proc_root / "sys/kernel/osrelease") or "unknown").strip(),
         cpu_model=parse_cpu_model(_read(proc_root / "cpuinfo") or ""),
-        cpu_count=cpus,
+        cpu_count=usable_cpus(proc_root, sys_root) or 0,
         memory_bytes=usable,
         memory_total_bytes=total,
     )

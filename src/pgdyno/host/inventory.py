@@ -22,7 +22,14 @@ from pgdyno.host.devices import (
     parse_mountinfo,
 )
 from pgdyno.host.devices import parse_scheduler as parse_bracketed
-from pgdyno.host.facts import parse_cgroup_memory_limit, parse_cpu_model, parse_meminfo, read_host
+from pgdyno.host.facts import (
+    LIVE_PROC,
+    parse_cgroup_memory_limit,
+    parse_cpu_model,
+    parse_meminfo,
+    usable_cpus,
+    usable_memory,
+)
 from pgdyno.host.parsers import (
     detect_container,
     hypervisor_from_dmi,
@@ -33,7 +40,6 @@ from pgdyno.host.parsers import (
 
 __all__ = ["HOST_FIELDS", "device_fields", "read_devices", "read_inventory"]
 
-LIVE_PROC = Path("/proc")
 HOST_FIELDS = (
     "hostname", "kernel_release", "arch", "cpu_model", "cpu_count", "cpu_count_host",
     "memory_total_bytes", "memory_limit_bytes", "memory_bytes", "memory_available_bytes",
@@ -162,8 +168,8 @@ def read_inventory(
     ("host.sched_migration_cost_ns") -> one sentence saying why it could not be read.
 
     Every field of HOST_FIELDS is present, None when unread. With a root other than the live
-    /proc, `cpu_count` is what `read_host` gives there: the recorded quota, capped by the CPUs
-    of the machine running this.
+    /proc, every field comes from the recorded tree, `cpu_count` too (its online CPUs, cpuset
+    and CPU quota), never from the machine running this.
     """
     r = _Reader(proc_root, sys_root)
     host: dict[str, Any] = {
@@ -180,6 +186,7 @@ def read_inventory(
             host["cpu_model"] = None
             r.miss("cpu_model", "/proc/cpuinfo names no CPU model")
     _memory(r, host)
+    host["cpu_count"] = _cpu_count(r)
     host["cpu_count_host"] = r.value("cpu_count_host", f"{_CPU}/online", parse_cpu_list)
     if r.path("/sys/devices/system/node").exists():
         host["numa_nodes"] = r.value(
@@ -209,7 +216,7 @@ def read_inventory(
 
 
 def _memory(r: _Reader, host: dict[str, Any]) -> None:
-    """Fields from /proc/meminfo and the cgroup limits; CPUs and usable RAM from read_host."""
+    """Fields from /proc/meminfo and the cgroup limits; usable RAM as read_host has it."""
     try:
         meminfo, problem = parse_meminfo(r.text("/proc/meminfo")), ""
     except _Unreadable as why:
@@ -232,16 +239,28 @@ def _memory(r: _Reader, host: dict[str, Any]) -> None:
     ]
     host["memory_limit_bytes"] = min((limit for limit in limits if limit), default=None)
     try:
-        facts = read_host(r.proc_root, r.sys_root)
+        _total, usable = usable_memory(r.proc_root, r.sys_root)
     except ValueError as error:
-        for name in ("cpu_count", "memory_bytes"):
-            r.miss(name, f"/proc/meminfo or a cgroup limit could not be parsed ({error})")
+        r.miss("memory_bytes", f"/proc/meminfo or a cgroup limit could not be parsed ({error})")
         return
-    host["cpu_count"] = facts.cpu_count
     if host["memory_total_bytes"] is not None:
-        host["memory_bytes"] = facts.memory_bytes
+        host["memory_bytes"] = usable
     else:
         r.miss("memory_bytes", problem or "/proc/meminfo has no MemTotal line")
+
+
+def _cpu_count(r: _Reader) -> int | None:
+    """Usable CPUs as `read_host` counts them: the live affinity mask, or the recorded tree's
+    own CPU files (never this machine's), capped by the cgroup quota."""
+    try:
+        count = usable_cpus(r.proc_root, r.sys_root)
+    except ValueError as error:  # the message names the garbled file
+        r.miss("cpu_count", str(error))
+        return None
+    if count is None:
+        r.miss("cpu_count", "none of /sys/devices/system/cpu/online, /proc/stat and "
+               "/proc/cpuinfo could be read")  # fmt: skip
+    return count
 
 
 def _virtualization(r: _Reader, cpuinfo: str | None) -> str | None:

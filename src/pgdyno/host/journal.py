@@ -58,6 +58,7 @@ from pgdyno.host.knobs import (
     validate,
     write_value,
 )
+from pgdyno.textsafe import strict_json
 
 
 class JournalError(PgdynoError):
@@ -415,7 +416,7 @@ class _Journal:
         return _parse(_read_all(self.fd), self.path, self.proc_root, self.sys_root)
 
     def append(self, record: dict[str, object]) -> None:
-        line = (json.dumps(record) + "\n").encode()
+        line = (strict_json(record, indent=None) + "\n").encode()
         try:
             if os.write(self.fd, line) != len(line):
                 raise OSError(0, "short write")
@@ -596,7 +597,11 @@ class HostChanges:
         journal = _Journal.open(
             self.journal_path, create=True, proc_root=self.proc_root, sys_root=self.sys_root
         )
-        assert journal is not None
+        if journal is None:  # created by another process and removed again at once
+            raise JournalError(
+                f"the host journal {self.journal_path} vanished while it was being opened: "
+                "check what else uses this work directory, then run again."
+            )
         # Holding the lock and starting clean: every pending change from now on is ours.
         count = len(journal.read().pending)
         if count:

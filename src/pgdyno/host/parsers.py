@@ -4,6 +4,7 @@ areas, CPU flags, and the signs of a hypervisor or a container runtime.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pgdyno.host.devices import Mount, mount_for, unescape
@@ -33,6 +34,34 @@ def parse_cpu_list(text: str) -> int:
         if span < 1:
             raise ValueError(f"{part!r} is not a range")
         count += span
+    return count
+
+
+def count_stat_cpus(stat: str) -> int:
+    """How many CPUs /proc/stat has a line for (one per online CPU, after the total).
+
+    >>> count_stat_cpus("cpu  9 0 4 80\\ncpu0 5 0 2 40\\ncpu1 4 0 2 40\\nintr 42\\n")
+    2
+    """
+    count = sum(1 for line in stat.splitlines() if re.match(r"cpu[0-9]+ ", line))
+    if not count:
+        raise ValueError("no cpuN line")
+    return count
+
+
+_PROCESSOR = re.compile(r"processor( [0-9]+)?$")  # "processor 0" on s390x
+
+
+def count_processors(cpuinfo: str) -> int:
+    """How many CPUs /proc/cpuinfo describes (one entry per online CPU).
+
+    >>> count_processors("processor\\t: 0\\nmodel name\\t: EPYC\\n\\nprocessor\\t: 1\\n")
+    2
+    """
+    keys = (line.partition(":")[0].strip() for line in cpuinfo.splitlines())
+    count = sum(1 for key in keys if _PROCESSOR.match(key))
+    if not count:
+        raise ValueError("no processor entry")
     return count
 
 

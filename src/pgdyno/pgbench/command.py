@@ -81,14 +81,30 @@ def script_workload(specs: list[str], builtins: list[str] | None = None) -> Work
     scripts = []
     for spec in specs:
         path, weight = _split_weight(spec)
-        file = Path(path).expanduser().resolve()
-        if not file.is_file():
-            raise UsageError(f"script file {path} does not exist: give a path to a pgbench script.")
+        file = _script_file(path)
         scripts.append(Script(file.stem, weight, file))
     for name in builtins or []:
         scripts.extend(builtin_workload(name).scripts)
     label = "+".join(f"{s.name}@{s.weight}" if len(scripts) > 1 else s.name for s in scripts)
     return Workload(f"custom:{label}", tuple(scripts))
+
+
+def _script_file(path: str) -> Path:
+    """A script's resolved path; UsageError when it is not a file.
+
+    >>> _script_file("/no/such.sql")
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: script file '/no/such.sql' does not exist: give a path to a \
+pgbench script.
+    """
+    try:
+        file = Path(path).expanduser().resolve()
+        if file.is_file():
+            return file
+    except (OSError, ValueError, RuntimeError):  # NUL in the name, ~nobody, symlink loops
+        pass
+    raise UsageError(f"script file {path!r} does not exist: give a path to a pgbench script.")
 
 
 def jobs_for(clients: int, policy: str, cpus: int) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from psycopg import sql
 from pgdyno import process
 from pgdyno.errors import DatasetError, ProcessError
 from pgdyno.pgbench.command import INIT_STEPS, init_argv
-from pgdyno.postgres.client import Client, connect, with_dbname
+from pgdyno.postgres.client import Client, connect, error_reason, with_dbname
 from pgdyno.postgres.queries import load
 
 BENCH_DB = "pgdyno_bench"
@@ -79,8 +79,9 @@ def ensure_dataset(
     existing = ready_templates(client)
     if name in existing:
         return Dataset(name, scale, existing[name], False, time.monotonic() - started)
-    _drop(client, name)  # an incomplete one from an interrupted run
-    client.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    with _as_dataset_error(f"creating the database {name} for scale {scale}"):
+        _drop(client, name)  # an incomplete one from an interrupted run
+        client.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         process.run(
             init_argv(pgbench, with_dbname(client.dsn, name), scale),
@@ -89,7 +90,8 @@ def ensure_dataset(
             timeout=None,
         )
     except ProcessError as exc:
-        _drop(client, name)
+        with _as_dataset_error(f"removing the incomplete dataset {name}"):
+            _drop(client, name)
         if "No space left on device" in exc.stderr:
             raise DatasetError(
                 f"the disk under the database filled up while generating scale {scale}: free "
@@ -99,9 +101,24 @@ def ensure_dataset(
         raise DatasetError(
             f"generating the dataset (pgbench -i -s {scale}) failed: {reason}"
         ) from exc
-    _comment(client, name, marker(scale))
-    _checkpoint(client)
-    return Dataset(name, scale, client.database_size(name), True, time.monotonic() - started)
+    with _as_dataset_error(f"finishing the dataset {name}"):
+        _comment(client, name, marker(scale))
+        _checkpoint(client)
+        size = client.database_size(name)
+    return Dataset(name, scale, size, True, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _as_dataset_error(doing: str) -> Iterator[None]:
+    """A failed statement while preparing a dataset (a full disk, a missing right) becomes one
+    sentence; a lost connection stays ConnectionLost (it is not the dataset's fault)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise DatasetError(
+            f"{doing} failed ({error_reason(exc)}); check free disk space and that the role "
+            "may create databases."
+        ) from exc
 
 
 def _checkpoint(client: Client) -> None:

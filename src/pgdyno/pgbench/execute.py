@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,40 +41,86 @@ def execute(
 
     Raises PgbenchFailed (with pgbench's stderr) when pgbench fails or its output is unusable.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = run_dir / "pgbench.stdout", run_dir / "pgbench.stderr"
     started = time.monotonic()
     started_at = time.time()
-    with (
-        out_path.open("w") as out,
-        err_path.open("w") as err,
-        process.Child(argv, stdout=out, stderr=err, env=env, cwd=run_dir) as child,
-    ):
-        if on_spawn:
-            on_spawn(child.pid)
-        while child.poll() is None:
-            elapsed = time.monotonic() - started
-            if elapsed > duration_s + GRACE_S:
-                child.stop()
-                raise PgbenchFailed(
-                    f"pgbench did not finish within {duration_s + GRACE_S:.0f} s and was stopped.",
-                    err_path.read_text(errors="replace"),
-                )
-            if on_tick:
-                on_tick(elapsed)
-            time.sleep(POLL_S)
-        code = child.wait()
-    stdout = out_path.read_text(errors="replace")
-    stderr = err_path.read_text(errors="replace")
-    if code != 0:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with (
+            out_path.open("w") as out,
+            err_path.open("w") as err,
+            process.Child(argv, stdout=out, stderr=err, env=env, cwd=run_dir) as child,
+        ):
+            if on_spawn:
+                on_spawn(child.pid)
+            code = _wait(child, started, duration_s, on_tick, err_path)
+        stdout = out_path.read_text(errors="replace")
+        stderr = err_path.read_text(errors="replace")
+    except OSError as exc:  # a full or read-only disk under the run's directory
         raise PgbenchFailed(
-            f"pgbench failed (exit code {code}): {process.last_line(stderr or stdout)}", stderr
-        )
+            f"pgbench's output files under {run_dir} could not be written or read: "
+            f"{exc.strerror or exc}"
+        ) from exc
+    if code != 0:
+        raise PgbenchFailed(failure_reason(code, stderr), stderr)
     try:
         summary = parse_summary(stdout)
     except ParseError as exc:
         raise PgbenchFailed(f"pgbench's output could not be read: {exc}", stderr) from exc
     return PgbenchResult(summary, stdout, stderr, started_at)
+
+
+def _wait(
+    child: process.Child,
+    started: float,
+    duration_s: float,
+    on_tick: Callable[[float], None] | None,
+    err_path: Path,
+) -> int:
+    """pgbench's exit code; stopped (and PgbenchFailed) when it overstays -T by GRACE_S."""
+    while child.poll() is None:
+        elapsed = time.monotonic() - started
+        if elapsed > duration_s + GRACE_S:
+            child.stop()
+            raise PgbenchFailed(
+                f"pgbench did not finish within {duration_s + GRACE_S:.0f} s and was stopped.",
+                err_path.read_text(errors="replace"),
+            )
+        if on_tick:
+            on_tick(elapsed)
+        time.sleep(POLL_S)
+    return child.wait()
+
+
+# pgbench's closing line after a client aborted: true, but it hides the line saying why.
+_GENERIC = ("Run was aborted", "the above results are incomplete")
+
+
+def failure_reason(code: int, stderr: str) -> str:
+    r"""Why pgbench failed, from its stderr only: stdout holds the summary (`tps = ...`), which
+    is never a reason. The first telling line wins; "Run was aborted" only closes the report.
+
+    >>> failure_reason(2, "FATAL:  terminating connection due to unexpected postmaster exit\n"
+    ...                "pgbench: error: client 0 aborted in command 4 (SQL) of script 0\n"
+    ...                "pgbench: error: Run was aborted; the above results are incomplete.\n")
+    'pgbench failed (exit code 2): FATAL:  terminating connection due to unexpected postmaster exit'
+    >>> failure_reason(2, ""), failure_reason(-9, "")
+    ('pgbench failed (exit code 2) without an error message', 'pgbench was killed by signal SIGKILL')
+    """  # noqa: E501
+    if code < 0:
+        return f"pgbench was killed by signal {_signal_name(-code)}"
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    telling = [line for line in lines if not any(g in line for g in _GENERIC)]
+    if not lines:
+        return f"pgbench failed (exit code {code}) without an error message"
+    return f"pgbench failed (exit code {code}): {telling[0] if telling else lines[-1]}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 def version(pgbench: Path) -> str:

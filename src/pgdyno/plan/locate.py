@@ -22,6 +22,44 @@ _ASSIGN = re.compile(rf"^\s*({_KEY})\s*=")
 _PART = re.compile(rf"{_BARE}|{_QUOTED}")
 
 
+# What can hold a bracket that is not structure: strings (four kinds) and comments.
+_TOKEN = re.compile(
+    r'''"""(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)'''
+    r"""|'''(?:[^']|'(?!''))*(?:'''|\Z)"""
+    r"""|"(?:[^"\\\n]|\\.)*"?"""
+    r"""|'[^'\n]*'?"""
+    r"|\#[^\n]*"
+    r"|[\[\]{}\n]",
+    re.DOTALL,
+)
+
+
+def too_deep(text: str, limit: int) -> int | None:
+    r"""The line where brackets ([ and {) outside strings and comments first nest deeper than
+    `limit` (the line where that outermost value starts), or None.
+
+    tomllib and pydantic both recurse once per level, so this runs before either sees the text.
+
+    >>> too_deep('a = [[1]]\nb = "[[[[["\nc = {x = [[[1]]]}\n', 3)
+    3
+    >>> too_deep("a = [1] # [[[[\n", 3) is None
+    True
+    """
+    depth, line, start = 0, 1, 1
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            start = line if depth == 0 else start
+            depth += 1
+            if depth > limit:
+                return start
+        elif token in ("]", "}"):
+            depth = max(0, depth - 1)
+        else:
+            line += token.count("\n")
+    return None
+
+
 def _parts(key: str) -> tuple[str, ...]:
     """
     >>> _parts('sysctl."vm.dirty_ratio"')

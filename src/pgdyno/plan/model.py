@@ -6,16 +6,94 @@ PostgreSQL setting or a sysctl exists on the target is checked by :mod:`pgdyno.p
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 
-Scalar = str | int | float | bool
 SET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$"
 PG_MAJORS = (14, 15, 16, 17, 18)
+# The widest integer any value goes to: the kernel's unsigned long / PostgreSQL's int64.
+INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1
+MAX_VALUE_CHARS = 4096
+
+# Control characters (C0, DEL, C1) would reach a terminal, a log or postgresql.conf as they are.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_VALUE_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # a value is one line
+_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{0,127}")
+
+
+def _text(value: str) -> str:
+    """Plan text (names, descriptions): tabs and newlines only.
+
+    >>> _text("a\\tb")
+    'a\\tb'
+    """
+    if match := _CONTROL.search(value):
+        raise ValueError(f"the text contains the control character {match.group()!r}; remove it")
+    return value
+
+
+def _key(name: str) -> str:
+    """A setting name as a table key: letters, digits and _ . : / @ + - only."""
+    if not _KEY.fullmatch(name):
+        raise ValueError(f"{name!r} is not a setting name (letters, digits and _ . : / @ + - only)")
+    return name
+
+
+def _scalar(value: object) -> str | int | float | bool:
+    """A setting's value: one line of text, a finite number, a 64-bit integer or a boolean.
+
+    >>> _scalar(4), _scalar("4MB"), _scalar(True)
+    (4, '4MB', True)
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not INT_MIN <= value <= INT_MAX:
+            raise ValueError(
+                f"a whole number of {len(str(abs(value)))} digits is beyond any setting's range "
+                "(64 bits); use a real value"
+            )
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not a finite number; give a real value")
+        return value
+    if isinstance(value, str):
+        if match := _VALUE_CONTROL.search(value):
+            raise ValueError(
+                f"the value contains the control character {match.group()!r}; a setting's "
+                "value is one line of printable text"
+            )
+        if len(value) > MAX_VALUE_CHARS:
+            raise ValueError(f"the value is longer than {MAX_VALUE_CHARS} characters; shorten it")
+        return value
+    shown = type(value).__name__ if isinstance(value, list | dict) else repr(value)
+    raise ValueError(f"a setting takes one value (a string, number or boolean), not a {shown}")
+
+
+def _scale(value: object) -> str | int:
+    """A scale: a name or number as text (pgbench.scale reads it), or a whole number that fits
+    pgbench's C int."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value > 2**31 - 1:
+            raise ValueError(f"{value} is more than pgbench's largest scale, {2**31 - 1}")
+        return value
+    raise ValueError(f"a scale is a whole number or a name such as small, not {value!r}")
+
+
+Text = Annotated[str, AfterValidator(_text)]
+Scale = Annotated[str | int, PlainValidator(_scale)]
+Key = Annotated[str, AfterValidator(_key)]
+Scalar = Annotated[str | int | float | bool, PlainValidator(_scalar)]
 
 # Strict: TOML has real types, so "2" where a number belongs is an error, not a conversion.
-_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
+# inf and nan are TOML floats too: no value of a plan may be one.
+_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class BlockSpec(BaseModel):
@@ -23,7 +101,7 @@ class BlockSpec(BaseModel):
 
     model_config = _STRICT
 
-    scheduler: str | None = None
+    scheduler: Text | None = None
     read_ahead_kb: Annotated[int, Field(ge=0, le=1 << 20)] | None = None
 
 
@@ -33,12 +111,12 @@ class SetSpec(BaseModel):
     model_config = _STRICT
 
     name: Annotated[str, Field(pattern=SET_NAME)]
-    description: str | None = None
-    pg: dict[str, Scalar] = {}
-    sysctl: dict[str, Scalar] = {}
+    description: Text | None = None
+    pg: dict[Key, Scalar] = {}
+    sysctl: dict[Key, Scalar] = {}
     block: BlockSpec = BlockSpec()
     pg_version: Literal[14, 15, 16, 17, 18] | None = None
-    pg_bin: str | None = None
+    pg_bin: Text | None = None
 
     @model_validator(mode="after")
     def _one_binary_source(self) -> SetSpec:
@@ -56,31 +134,35 @@ class MatrixSpec(BaseModel):
 
     model_config = _STRICT
 
-    workloads: Annotated[list[str], Field(min_length=1)]
-    scales: Annotated[list[str | int], Field(min_length=1)]
-    clients: Annotated[list[Annotated[int, Field(ge=1, le=10000)]], Field(min_length=1)]
-    jobs: str = "auto"
+    workloads: Annotated[list[Text], Field(min_length=1, max_length=100)]
+    scales: Annotated[list[Scale], Field(min_length=1, max_length=100)]
+    clients: Annotated[
+        list[Annotated[int, Field(ge=1, le=10000)]], Field(min_length=1, max_length=100)
+    ]
+    jobs: Text = "auto"
     duration: Annotated[int, Field(ge=1, le=86400)] = 30
     repeats: Annotated[int, Field(ge=1, le=100)] = 3
     warmup: Annotated[int, Field(ge=0, le=3600)] = 5
     protocol: Literal["simple", "extended", "prepared"] = "simple"
     rate: Annotated[float, Field(gt=0)] | None = None
     latency_limit: Annotated[float, Field(gt=0)] | None = None
-    latency_log: str = "auto"
+    latency_log: Text = "auto"
     prewarm: bool = False
     per_statement: bool = False
     progress: bool = False
 
 
 class PlanSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", strict=True, populate_by_name=True, allow_inf_nan=False
+    )
 
-    name: str | None = None
-    description: str | None = None
+    name: Text | None = None
+    description: Text | None = None
     mode: Literal["sets", "ladder"] = "sets"
-    baseline: str | None = None
+    baseline: Text | None = None
     pg_version: Literal[14, 15, 16, 17, 18] | None = None
-    pg_bin: str | None = None
+    pg_bin: Text | None = None
     matrix: MatrixSpec
     sets: Annotated[list[SetSpec], Field(alias="set", min_length=2)]
 

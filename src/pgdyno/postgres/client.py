@@ -11,8 +11,9 @@ import psycopg
 from psycopg import conninfo as pg_conninfo
 from psycopg import sql
 
-from pgdyno.errors import ConnectionFailed, UsageError
+from pgdyno.errors import ConnectionFailed, ConnectionLost, UsageError
 from pgdyno.postgres.queries import load
+from pgdyno.textsafe import scrub_secrets
 
 CONNECT_TIMEOUT_S = 10
 
@@ -38,7 +39,12 @@ def split_password(dsn: str) -> tuple[str, str | None]:
     try:
         params = pg_conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
-        raise UsageError(f"--dsn is not a valid connection string ({exc}).") from exc
+        # libpq quotes the whole string, password included: scrub it from the reason.
+        reason = " ".join(scrub_secrets(str(exc)).split())
+        raise UsageError(
+            f"--dsn is not a valid connection string ({reason}): write key=value pairs or a "
+            "postgresql:// URI."
+        ) from None
     password = params.pop("password", None)
     return _join(params), None if password is None else str(password)
 
@@ -111,13 +117,27 @@ class Client:
 
     def rows(self, query: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         # Queries come from pgdyno's .sql files; values always travel as parameters.
-        with self.conn.cursor() as cur:
+        with self._lost_as_error(), self.conn.cursor() as cur:
             cur.execute(query.encode(), params)
             return cur.fetchall() if cur.description else []
 
     def execute(self, statement: sql.SQL | sql.Composed) -> None:
-        with self.conn.cursor() as cur:
+        with self._lost_as_error(), self.conn.cursor() as cur:
             cur.execute(statement)
+
+    @contextmanager
+    def _lost_as_error(self) -> Iterator[None]:
+        """A broken connection becomes ConnectionLost; a failed statement stays the driver's
+        error (callers tell a missing privilege or view from other failures by its class)."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            if not connection_lost(exc, self.conn.broken or self.conn.closed):
+                raise
+            raise ConnectionLost(
+                f"lost the connection to PostgreSQL at {describe(self.dsn)} "
+                f"({error_reason(exc)}); check that the server is still running."
+            ) from exc
 
     def server_info(self) -> ServerInfo:
         row = self.rows(load("server_info"))[0]
@@ -141,6 +161,23 @@ def connect(dsn: str, password: str | None = None) -> Iterator[Client]:
         yield client
     finally:
         client.close()
+
+
+# SQLSTATEs of a server that ended the session: admin shutdown, crash shutdown, cannot connect
+# now (starting up or recovering); class 08 is a connection exception.
+_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
+
+
+def connection_lost(exc: psycopg.Error, broken: bool) -> bool:
+    """True when `exc` means the session is gone rather than that one statement failed.
+
+    >>> connection_lost(psycopg.errors.AdminShutdown(), False)
+    True
+    >>> connection_lost(psycopg.errors.DiskFull(), False), connection_lost(psycopg.Error(), True)
+    (False, True)
+    """
+    state = exc.sqlstate or ""
+    return broken or state in _SESSION_ENDED or state.startswith("08")
 
 
 def error_reason(exc: psycopg.Error) -> str:

@@ -26,11 +26,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pgdyno import process
-from pgdyno.errors import ClusterError, ProcessError
+from pgdyno.errors import ClusterError, ProcessError, UsageError
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.postgres.conf import render_settings
+from pgdyno.postgres.conf import quote_value, refused_settings, render_settings
 from pgdyno.postgres.sandbox_user import hand_over, require_reachable
 from pgdyno.process import RunAs
+from pgdyno.textsafe import strict_json
 
 SUPERUSER = "postgres"
 FIRST_PORT = 54330
@@ -126,7 +127,7 @@ class Sandbox:
 
     def _save(self, state: ClusterState) -> None:
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
+        tmp.write_text(strict_json(asdict(state)) + "\n")
         tmp.replace(self.state_file)
 
     def binaries(self) -> Binaries:
@@ -236,6 +237,7 @@ class Sandbox:
         self._write_settings(settings)
         started = process.start_time(owner_pid) if owner_pid else None
         self._save(replace(state, owner_pid=owner_pid, owner_started=started))
+        log_offset = self._log_size()
         try:
             process.run(
                 [Path(state.bin_dir) / "pg_ctl", "start", "-D", self.data_dir, "-l",
@@ -244,10 +246,42 @@ class Sandbox:
             )  # fmt: skip
         except ProcessError as exc:
             self._save(replace(state, owner_pid=None, owner_started=None))
-            raise ClusterError(
+            raise self._start_failure(log_offset, settings, state.version) from exc
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_file.stat().st_size
+        except OSError:
+            return 0
+
+    def _log_since(self, offset: int) -> list[str]:
+        try:
+            with self.log_file.open("rb") as handle:
+                handle.seek(offset)
+                return handle.read().decode("utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+
+    def _start_failure(
+        self, log_offset: int, settings: Mapping[str, str], version: str
+    ) -> ClusterError | UsageError:
+        """Why the start failed, from this start's server log; a refused setting is named."""
+        refused = refused_settings(self._log_since(log_offset))
+        if not refused:
+            return ClusterError(
                 f"the sandbox PostgreSQL did not start: {self.last_log_error()}; "
                 f"see {self.log_file}."
-            ) from exc
+            )
+        name, reason = refused[0]
+        what = "its settings"
+        if name is not None and name in settings:
+            what = f"{name} = {quote_value(settings[name])}"
+        elif name is not None:
+            what = f"the setting {name}"
+        return UsageError(
+            f"PostgreSQL {version} refused {what} and did not start ({reason}): change or "
+            f"remove that setting (server log: {self.log_file})."
+        )
 
     def reload(self, settings: Mapping[str, str]) -> None:
         """Replace the run's settings and have the running postmaster re-read them.

@@ -31,8 +31,26 @@ def render_settings(settings: Mapping[str, str], header: str) -> str:
     """
     lines = [header]
     for name in sorted(settings):
-        lines.append(f"{check_name(name)} = {quote_value(settings[name])}")
+        lines.append(f"{check_name(name)} = {quote_value(check_value(name, settings[name]))}")
     return "\n".join(lines) + "\n"
+
+
+def check_value(name: str, value: str) -> str:
+    """A value postgresql.conf can hold: a line break would end the quoted string early.
+
+    >>> check_value("application_name", "a\\tb")
+    'a\\tb'
+    >>> check_value("application_name", "a\\nb")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: the value of application_name holds a control character ...
+    """
+    if any((ord(c) < 32 and c != "\t") or c == "\x7f" for c in value):
+        raise UsageError(
+            f"the value of {name} holds a control character (such as a line break), which "
+            "postgresql.conf cannot hold: remove it."
+        )
+    return value
 
 
 def check_name(name: str) -> str:
@@ -62,5 +80,50 @@ def parse_assignments(items: Iterable[str]) -> dict[str, str]:
         name, sep, value = item.partition("=")
         if not sep or not value.strip():
             raise UsageError(f"--set {item!r} is not NAME=VALUE: write e.g. --set work_mem=8MB.")
-        settings[check_name(name.strip().lower())] = value.strip()
+        name = check_name(name.strip().lower())
+        settings[name] = check_value(name, value.strip())
     return settings
+
+
+# A server log line: "2026-11-23 01:31:18.123 UTC [6479] LOG:  message".
+_LOG_LINE = re.compile(r"\[\d+\] (?P<level>[A-Z]+\d?):\s+(?P<message>.*?)\s*$")
+_PARAMETER = re.compile(r'parameter "(?P<name>[^"]+)"')
+
+
+def refused_settings(log_lines: Iterable[str]) -> list[tuple[str | None, str]]:
+    """Why PostgreSQL refused its configuration, from the log lines of a failed start.
+
+    Each item is (setting name or None, PostgreSQL's own words with its hint); empty when the
+    start failed for another reason.
+
+    >>> refused_settings([
+    ...     '2026-11-23 01:31:18.123 UTC [6479] LOG:  1 kB is outside the valid range for '
+    ...     'parameter "work_mem" (64 .. 2147483647)',
+    ...     '2026-11-23 01:31:18.123 UTC [6479] FATAL:  configuration file "/d/x.conf" contains '
+    ...     'errors'])
+    [('work_mem', '1 kB is outside the valid range for parameter "work_mem" (64 .. 2147483647)')]
+    """
+    found: list[tuple[str | None, str]] = []
+    previous_found = False  # a HINT or DETAIL belongs to the line just before it
+    for line in log_lines:
+        match = _LOG_LINE.search(line)
+        if match is None:
+            continue
+        level, message = match["level"], match["message"]
+        if level in ("HINT", "DETAIL"):
+            if previous_found:
+                name, words = found[-1]
+                found[-1] = (name, f"{words} ({message.rstrip('.')})")
+            continue
+        previous_found = _about_settings(message)
+        if previous_found:
+            param = _PARAMETER.search(message)
+            found.append((param["name"] if param else None, message))
+    return found
+
+
+def _about_settings(message: str) -> bool:
+    return (
+        "parameter" in message
+        and any(w in message for w in ("invalid", "outside", "unrecognized", "requires", "cannot"))
+    ) or message.startswith("syntax error in file")

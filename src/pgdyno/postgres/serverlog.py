@@ -28,7 +28,16 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckpointEvent", "LogTail", "parse_checkpoint_line", "parse_checkpoint_log"]
+__all__ = [
+    "CheckpointEvent",
+    "LogProblem",
+    "LogTail",
+    "log_end",
+    "parse_checkpoint_line",
+    "parse_checkpoint_log",
+    "parse_problem_line",
+    "problems_since",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,3 +206,71 @@ class LogTail:
             if event is not None:
                 events.append(event)
         return events
+
+
+# -- what went wrong: the error lines of a failed run ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogProblem:
+    """A line that tells why a run failed: ERROR, FATAL, PANIC, or a server process's death."""
+
+    at: float | None
+    level: str  # "ERROR" | "FATAL" | "PANIC" | "LOG"
+    message: str
+
+
+_PROBLEM = re.compile(
+    r"^(?P<date>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P<zone>\S+) \[\d+\] "
+    r"(?P<level>ERROR|FATAL|PANIC|LOG):\s+(?P<message>.*?)\s*$"
+)
+# LOG lines by which the postmaster reports a child's death (the cause of a crash restart).
+_DEATH = re.compile(r"was terminated by signal|exited with exit code|terminating any other")
+# The most a failed run's share of the log is read for its problems (the newest part).
+PROBLEM_SCAN_BYTES = 4 * 1024 * 1024
+
+
+def parse_problem_line(line: str) -> LogProblem | None:
+    """The problem one server log line reports; None for any other line.
+
+    >>> parse_problem_line('2026-11-23 01:31:23.264 UTC [6578] PANIC:  could not write to file '
+    ...                    '"pg_wal/xlogtemp.6578": No space left on device').message
+    'could not write to file "pg_wal/xlogtemp.6578": No space left on device'
+    >>> parse_problem_line("2026-11-23 01:31:23.265 UTC [6483] LOG:  client backend (PID 6578) "
+    ...                    "was terminated by signal 6: Aborted").level
+    'LOG'
+    >>> parse_problem_line("2026-11-23 01:31:23.270 UTC [6483] LOG:  database system is ready")
+    """
+    match = _PROBLEM.match(line)
+    if match is None:
+        return None
+    if match["level"] == "LOG" and not _DEATH.search(match["message"]):
+        return None
+    return LogProblem(_epoch(match["date"], match["zone"]), match["level"], match["message"])
+
+
+def log_end(path: Path | None) -> int:
+    """Where the log ends now: mark it before a run, read its problems from there after."""
+    if path is None:
+        return 0
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def problems_since(path: Path | None, offset: int) -> list[LogProblem]:
+    """The problems written to the log after `offset` (all of it when it shrank since)."""
+    if path is None:
+        return []
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, 2)
+            start = offset if offset <= size else 0
+            start = max(start, size - PROBLEM_SCAN_BYTES)
+            handle.seek(start)
+            data = handle.read(size - start)
+    except OSError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return [problem for problem in map(parse_problem_line, lines) if problem is not None]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgdyno.errors import UsageError
 from pgdyno.postgres.queries import load
+from pgdyno.textsafe import strict_json
 
 if TYPE_CHECKING:
     from pgdyno.postgres.client import Client
@@ -85,6 +86,9 @@ class SettingMeta:
     enumvals: tuple[str, ...]  # empty unless an enum
     context: str  # "postmaster", "sighup", "user", "internal", ...
     setting: str | None = None  # its value on the server the metadata was read from
+    # False when only `postgres --describe-config` knew the setting: it gives no unit and no
+    # enum values, so values with a unit, and enum values, are left to PostgreSQL to judge.
+    complete: bool = True
 
     @property
     def needs_restart(self) -> bool:
@@ -144,7 +148,7 @@ def settings_meta_to_json(meta: Mapping[str, SettingMeta]) -> str:
         }
         for m in sorted(meta.values(), key=lambda m: m.name)
     ]
-    return json.dumps(docs, indent=1) + "\n"
+    return strict_json(docs, indent=1) + "\n"
 
 
 def _bound_text(value: float | None, vartype: str) -> str | None:
@@ -262,7 +266,7 @@ def _describe(entry: SettingMeta) -> str:
     if entry.vartype == "bool":
         return "on or off"
     if entry.vartype == "enum":
-        return f"one of {_or_list(entry.enumvals)}"
+        return f"one of {_or_list(entry.enumvals)}" if entry.enumvals else "one of its values"
     if entry.vartype == "string":
         return "a string"
     number = "a whole number" if entry.vartype == "integer" else "a number"
@@ -322,6 +326,8 @@ def _check_bool(entry: SettingMeta, text: str, value: object, version: str) -> s
 
 
 def _check_enum(entry: SettingMeta, text: str, value: object, version: str) -> str:
+    if not entry.complete:
+        return text.strip()
     lowered = text.lower()
     for listed in entry.enumvals:
         if listed.lower() == lowered:
@@ -343,6 +349,8 @@ def _check_number(entry: SettingMeta, text: str, value: object, version: str) ->
     number, unit = read
     if unit:
         kind = unit_kind(entry.unit)
+        if not entry.complete:
+            return text.strip()  # its unit is not known here: PostgreSQL will judge
         if entry.unit is None:
             raise UsageError(
                 f"{name} = {_shown(value)} has a unit, but {name} takes "

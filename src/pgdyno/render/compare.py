@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from pgdyno.experiment.verdicts import Analysis
 from pgdyno.render.terminal import fmt
@@ -33,13 +34,13 @@ def _p99_text(change: Comparison | None) -> str:
     return f"{change_text(change)} {change.verdict}"
 
 
-def _verdict(change: Comparison | None, is_baseline: bool) -> str:
+def _verdict(change: Comparison | None, is_baseline: bool) -> Text:
+    # A Text style, not markup: consoles print strings as written (cli.common.SafeConsole).
     if is_baseline:
-        return "baseline"
+        return Text("baseline")
     if change is None:
-        return "-"
-    colour = _COLOUR.get(change.verdict)
-    return f"[{colour}]{change.verdict}[/{colour}]" if colour else change.verdict
+        return Text("-")
+    return Text(change.verdict, style=_COLOUR.get(change.verdict, ""))
 
 
 def verdict_table(analysis: Analysis, title: str) -> Table:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from pgdyno.doctor.evaluate import Audit, Finding, Unchecked
 from pgdyno.doctor.rules import LAYERS
+from pgdyno.textsafe import safe_text
 
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 TAKES_EFFECT = {
@@ -66,16 +67,17 @@ def _finding(finding: Finding) -> RenderableType:
             f"[/] [dim]({spec.id})[/]"
         ),
         Text.from_markup(
-            f"  now: {escape(finding.current)}   [green]recommended: "
-            f"{escape(finding.recommended)}[/]"
+            f"  now: {escape(safe_text(finding.current))}   [green]recommended: "
+            f"{escape(safe_text(finding.recommended))}[/]"
         ),
         Text(f"  why: {' '.join(spec.rationale.split())}", style="default"),
     ]
     lines += [Text(f"  evidence: {item}", style="dim") for item in spec.evidence]
     lines.append(Text(f"  fix ({TAKES_EFFECT[spec.takes_effect]}):"))
-    lines += [Text(f"    {line}", style="bold") for line in finding.fix.splitlines()]
+    # Facts from a snapshot file reach these lines: Text bypasses the console's own escaping.
+    lines += [Text(f"    {safe_text(line)}", style="bold") for line in finding.fix.splitlines()]
     if finding.persist:
-        lines.append(Text(f"  to keep it after a reboot: {finding.persist}"))
+        lines.append(Text(f"  to keep it after a reboot: {safe_text(finding.persist)}"))
     if spec.caveats:
         lines.append(Text(f"  caveat: {' '.join(spec.caveats.split())}", style="magenta"))
     return Group(*lines, Text(""))
@@ -84,7 +86,7 @@ def _finding(finding: Finding) -> RenderableType:
 def render(audit: Audit, snapshot: Mapping[str, Any]) -> Iterator[RenderableType]:
     """Findings by layer, most severe first; one all-clear line for each layer that passes."""
     unread: Mapping[str, str] = snapshot.get("unread") or {}
-    yield Text(f"pgdyno doctor: {headline(snapshot)}", style="bold")
+    yield Text(f"pgdyno doctor: {safe_text(headline(snapshot))}", style="bold")
     yield Text("")
     for layer in LAYERS:
         found = [f for f in audit.findings if f.rule.spec.layer == layer]
@@ -103,7 +105,7 @@ def render(audit: Audit, snapshot: Mapping[str, Any]) -> Iterator[RenderableType
         for item in unchecked:
             reasons.setdefault(_reason(item, unread), []).append(item.rule.id)
         for reason, ids in reasons.items():
-            yield Text(f"  not checked: {', '.join(ids)}: {reason}", style="dim")
+            yield Text(f"  not checked: {', '.join(ids)}: {safe_text(reason)}", style="dim")
     yield Text("")
     by_severity = {s: sum(f.rule.spec.severity == s for f in audit.findings) for s in STYLE}
     yield Text(

@@ -6,10 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from pgdyno.postgres.binaries import Available
 from pgdyno.postgres.cluster import Status
 from pgdyno.records import RunRecord
+
+# The tail of pgbench's stderr that `runs show` prints for a run that did not finish.
+STDERR_TAIL_LINES = 20
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -31,10 +35,22 @@ def results_table(records: Sequence[tuple[int, RunRecord]]) -> Table:
             str(run_id), rec.cell.workload, str(rec.cell.scale), str(rec.cell.clients),
             str(rec.cell.jobs), str(rec.cell.repeat), fmt(s.tps if s else None),
             fmt(s.latency_avg_ms if s else None, 3), fmt(s.latency_stddev_ms if s else None, 3),
-            str(s.failed_transactions) if s else "-",
-            rec.status if rec.status == "ok" else f"[red]{rec.status}[/red]",
+            str(s.failed_transactions) if s else "-", status_text(rec.status),
         )  # fmt: skip
     return table
+
+
+def status_text(status: str) -> Text:
+    """A run's status, red unless it is ok (a Text style: data is never read as markup)."""
+    return Text(status, style="" if status == "ok" else "red")
+
+
+def _text(value: object) -> str:
+    """
+    >>> _text(None), _text(0)
+    ('-', '0')
+    """
+    return "-" if value is None else str(value)
 
 
 def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
@@ -44,11 +60,19 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
         table.add_column(name)
     for row in rows:
         table.add_row(
-            str(row["id"]), str(row["session_id"]), row["finished_at"][:19].replace("T", " "),
+            str(row["id"]), _session(row), row["finished_at"][:19].replace("T", " "),
             row["workload"], str(row["scale"]), str(row["clients"]), fmt(row["tps"]),
-            fmt(row["latency_avg_ms"], 3), row["pg_version"], row["status"],
+            fmt(row["latency_avg_ms"], 3), _text(row["pg_version"]), status_text(row["status"]),
         )  # fmt: skip
     return table
+
+
+def _session(row: dict[str, Any]) -> str:
+    """The session id, with its status when it did not end well (a killed pgdyno's)."""
+    status = row.get("session_status")
+    if status in ("interrupted", "failed"):
+        return f"{row['session_id']} ({status})"
+    return str(row["session_id"])
 
 
 def run_detail(run: dict[str, Any]) -> list[Table]:
@@ -57,8 +81,10 @@ def run_detail(run: dict[str, Any]) -> list[Table]:
     info.add_column("value")
     host = run["host"]
     rows = [
-        ("status", run["status"] + (f": {run['error']}" if run.get("error") else "")),
+        ("status", run["status"]),
+        *([("reason", str(run["error"]))] if run.get("error") else []),
         ("target", run["target"]),
+        ("session", _session(run)),
         ("started / finished", f"{run['started_at']} / {run['finished_at']}"),
         ("workload", f"{run['workload']}, scale {run['scale']}, {run['clients']} clients, "
                      f"{run['jobs']} jobs, {run['duration_s']} s, protocol {run['protocol']}"),
@@ -69,12 +95,15 @@ def run_detail(run: dict[str, Any]) -> list[Table]:
          " / ".join(fmt(run.get(f"latency_{p}_ms"), 3)
                     for p in ("p50", "p90", "p99", "p999", "max"))
          + (f"  ({run['latency_source']})" if run.get("latency_source") else "")),
-        ("transactions / failed", f"{run['transactions']} / {run['failed_transactions']}"),
+        ("transactions / failed",
+         f"{_text(run['transactions'])} / {_text(run['failed_transactions'])}"),
         ("dataset", f"{(run['dataset_bytes'] or 0) / 1024**2:,.0f} MiB"),
-        ("PostgreSQL / pgbench", f"{run['pg_version']} / {run['pgbench_version']}"),
+        ("PostgreSQL / pgbench",
+         f"{_text(run['pg_version'])} / {_text(run['pgbench_version'])}"),
         ("host", f"{host['kernel']}, {host['cpu_model']} x{host['cpu_count']}, "
                  f"{host['memory_bytes'] / 1024**3:.1f} GiB"),
-        ("pgbench", " ".join(run["pgbench_argv"])),
+        ("pgbench", " ".join(run["pgbench_argv"])
+         or "- (pgbench failed before the measured run started)"),
         *_health_rows(run.get("health") or {}),
         *_device_rows(run.get("devices") or {}),
         ("settings", ", ".join(f"{k}={v}" for k, v in sorted(run["settings"].items()))),
@@ -82,6 +111,8 @@ def run_detail(run: dict[str, Any]) -> list[Table]:
     for name, value in rows:
         info.add_row(name, value)
     tables = [info]
+    if run["status"] != "ok":
+        tables.append(stderr_tail(run.get("stderr") or ""))
     if run["statements"]:
         st = Table(title="per-statement latency (pgbench -r)", title_justify="left")
         for name in ("script", "ms", "failures", "statement"):
@@ -94,6 +125,20 @@ def run_detail(run: dict[str, Any]) -> list[Table]:
             )  # fmt: skip
         tables.append(st)
     return tables
+
+
+def stderr_tail(stderr: str, lines: int = STDERR_TAIL_LINES) -> Table:
+    """The last lines pgbench wrote on stderr, for a run that failed or was interrupted."""
+    kept = stderr.rstrip("\n").splitlines()[-lines:]
+    table = Table(
+        title=f"pgbench's error output (last {min(lines, len(kept))} lines)" if kept
+        else "pgbench's error output: empty",
+        title_justify="left", show_header=False,
+    )  # fmt: skip
+    table.add_column("line")
+    for line in kept:
+        table.add_row(line)
+    return table
 
 
 def _health_rows(health: dict[str, Any]) -> list[tuple[str, str]]:

