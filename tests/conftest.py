@@ -125,3 +125,11 @@ def wait_for(condition, timeout: float) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def one_clear_sentence(stderr: str) -> str:
+    """The one `pgdyno: error: ...` line a failure must print, with no traceback around it."""
+    lines = [line for line in stderr.splitlines() if line.startswith("pgdyno: error: ")]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    return lines[0]

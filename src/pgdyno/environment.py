@@ -160,3 +160,13 @@ def workdir_errors(data_dir: Path) -> Iterator[None]:
         if problem is None:
             raise
         raise problem from exc
+
+
+def ensure_writable(data_dir: Path, directory: Path) -> None:
+    """Make `directory` (under the work directory) and prove files can be written in it, so an
+    unusable work directory is one sentence before any run, not a failure of every run."""
+    with workdir_errors(data_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".pgdyno-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()

@@ -140,6 +140,21 @@ def run(
     return proc
 
 
+def start_guard(argv: Sequence[str | Path]) -> subprocess.Popen[bytes]:
+    """Start a helper tied to pgdyno by a pipe on its stdin (see postgres/watchdog.py).
+
+    The kernel closes the pipe when pgdyno exits, however it exits, which is what the helper
+    waits for. It gets a session of its own: terminal signals are pgdyno's to handle.
+    """
+    return subprocess.Popen(
+        [str(a) for a in argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 def last_line(text: str) -> str:
     """The most telling line of a program's complaint: the last non-empty one.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import one_clear_sentence as clear_sentence
 from pgdyno.errors import UsageError
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox
@@ -22,11 +23,8 @@ BAD = {
 
 
 def one_clear_sentence(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("pgdyno: error: ")]
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
     assert "contains errors" not in stderr, stderr  # PostgreSQL's reason, not its summary
-    return lines[0]
+    return clear_sentence(stderr)
 
 
 @pytest.mark.parametrize("assignment", BAD)

@@ -15,14 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_clear_sentence
 from pgdyno.store.results import ResultsStore
-
-
-def one_clear_sentence(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("pgdyno: error: ")]
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
-    return lines[0]
 
 
 def sound_database(path: Path) -> Path:

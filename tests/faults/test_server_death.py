@@ -20,17 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from conftest import one_clear_sentence, wait_for
 from pgdyno.process import pid_alive, pid_cmdline
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
-
-
-def one_clear_sentence(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("pgdyno: error: ")]
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
-    return lines[0].removeprefix("pgdyno: error: ")
 
 
 def stored(results: Path) -> list[tuple[int, str]]:
@@ -99,7 +92,7 @@ def test_postmaster_sigkill_mid_run_ends_the_sweep_with_one_sentence(workdir: Pa
             bench.wait()
 
     assert bench.returncode == 1, stderr
-    sentence = one_clear_sentence(stderr)
+    sentence = one_clear_sentence(stderr).removeprefix("pgdyno: error: ")
     log = workdir / "clusters" / "pg18" / "log" / "postgresql.log"
     assert sentence.startswith("the sweep stopped at run ")
     assert f"the PostgreSQL server stopped during the run (see its log: {log}" in sentence

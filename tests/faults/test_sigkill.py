@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from conftest import IS_ROOT, wait_for
+from conftest import IS_ROOT, make_env, wait_for
+from pgdyno.experiment.target import open_sandbox
 from pgdyno.process import pid_alive, pid_cmdline
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
@@ -54,6 +55,17 @@ def processes_in(workdir: Path, program: str) -> list[int]:
             if cmd and Path(cmd[0]).name == program and any(str(workdir) in c for c in cmd):
                 found.append(int(entry.name))
     return found
+
+
+def watchdogs_of(workdir: Path) -> list[int]:
+    """pids of sandbox watchdogs (postgres/watchdog.py) watching a cluster of the work dir."""
+    return [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and "pgdyno.postgres.watchdog" in (cmd := pid_cmdline(int(entry.name)))
+        and any(str(workdir) in c for c in cmd)
+    ]
 
 
 def postmaster_running(workdir: Path) -> bool:
@@ -116,11 +128,12 @@ def test_sigkill_mid_bench(workdir: Path, run_cli):
     table = run_cli(workdir, "runs", "list")
     assert "1 (interrupted)" in table.stdout  # the session column of the table, too
 
-    # The postmaster outlived pgdyno; the next sandbox command finds it and stops it.
+    # The postmaster does not outlive pgdyno: its watchdog stops it, no other command needed.
+    assert wait_for(lambda: not postmaster_running(workdir), timeout=90)
+    assert wait_for(lambda: not processes_in(workdir, "postgres"), timeout=15)
+    assert not watchdogs_of(workdir)
     status = run_cli(workdir, "sandbox", "status", "--json")
-    assert status.code == 0
-    assert "left running by an interrupted pgdyno" in status.stderr
-    assert not postmaster_running(workdir)
+    assert status.code == 0 and "left running" not in status.stderr
 
     # ... and the lab works again, from the same dataset, with the results kept.
     again = run_cli(workdir, "bench", "--pg-version", "18", "-w", "select-only", "-T", "1")
@@ -186,3 +199,22 @@ def test_sigkill_mid_compare(workdir: Path, run_cli, expire_restored: int):
     assert [s["status"] for s in rows(results, "sessions")] == ["interrupted", "done"]
     assert int(EXPIRE.read_text()) == original  # restored after the set, too
     assert not postmaster_running(workdir) and not processes_in(workdir, "postgres")
+
+
+def test_a_postmaster_left_without_its_watchdog_is_stopped_by_the_next_command(
+    workdir: Path, cache_dir: Path, binaries, run_cli
+):
+    """The fallback when no watchdog ran (e.g. it could not start): `recover` at the next
+    command stops a sandbox whose owning command is gone."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
+    box.start({}, owner_pid=gone.pid)  # not this process: no watchdog is started
+    try:
+        assert postmaster_running(workdir) and not watchdogs_of(workdir)
+        status = run_cli(workdir, "sandbox", "status", "--json")
+        assert status.code == 0
+        assert f"left running by an interrupted pgdyno (pid {gone.pid})" in status.stderr
+        assert not postmaster_running(workdir)
+    finally:
+        box.stop()

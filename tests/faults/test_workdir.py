@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_clear_sentence
+
 IS_ROOT = os.geteuid() == 0
 AA_PLAN = Path(__file__).parents[2] / "examples" / "aa.toml"
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting a tmpfs needs root")
@@ -31,13 +33,6 @@ def readonly_tmpfs(path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(path)], check=True)
 
 
-def one_clear_sentence(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("pgdyno: error: ")]
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
-    return lines[0]
-
-
 @needs_root
 @pytest.mark.parametrize(
     "command",
@@ -50,6 +45,17 @@ def test_read_only_work_directory(workdir: Path, run_cli, command: tuple[str, ..
     assert result.code == 3
     assert f"the work directory {ro} cannot be used (Read-only file system" in line
     assert "make it writable or choose another --workdir" in line
+
+
+@needs_root
+def test_read_only_work_directory_with_an_existing_server(box, run_cli):
+    """`bench --dsn` takes no sandbox lock, yet its run files live in the work directory: the
+    same sentence before any run, not a failure of every run."""
+    with readonly_tmpfs(box.root.parent.parent / "ro") as ro:
+        result = run_cli(ro, "bench", "--dsn", box.conninfo(), "-T", "1", "--workdir", str(ro))
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 3
+    assert f"the work directory {ro} cannot be used (Read-only file system" in line
 
 
 @needs_root

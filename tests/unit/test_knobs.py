@@ -556,3 +556,53 @@ def test_signals_are_held_until_the_critical_part_is_done() -> None:
         steps.append("not reached")
     assert steps == ["after the signal"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_two_work_directories_cannot_change_one_host_at_once(tree_ready: Tree) -> None:
+    """Each work directory has its own journal, but the host is one: the second command's
+    first change is refused while the first holds its changes, and allowed once it is done."""
+    tree = tree_ready
+    other = HostChanges(
+        tree.journal.parent.parent / "other" / "host-journal.jsonl",
+        is_root=True, proc_root=tree.proc, sys_root=tree.sys,
+    )  # fmt: skip
+    other.journal_path.parent.mkdir()
+    knob = tree.sysctl("vm.dirty_expire_centisecs")
+    with tree.changes() as first:
+        first.apply(knob, 1000)
+        with other, pytest.raises(UsageError) as caught:
+            other.apply(tree.sysctl("vm.dirty_ratio"), 30)
+        assert str(caught.value) == (
+            f"another pgdyno command (pid {os.getpid()}, journal {tree.journal}) is changing "
+            "this host's kernel settings: wait for it to finish, since two commands changing "
+            "them at once would restore each other's values wrongly."
+        )
+        assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"  # untouched
+    assert read_value(knob) == "3000"
+    with other:  # the first command is done: the lock is free again
+        assert other.apply(tree.sysctl("vm.dirty_ratio"), 30).effective == "30"
+    assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"
+
+
+def test_changes_a_killed_command_left_in_another_journal_block_the_host(
+    tree_ready: Tree,
+) -> None:
+    """A SIGKILL leaves the lock free but the lock file naming the dead command's journal:
+    the next command's first change sends the user to roll that journal back first."""
+    tree = tree_ready
+    crashed(tree)  # the killed command's journal: vm.dirty_expire_centisecs still 1000
+    (tree.proc.parent / "pgdyno-host-settings.lock").write_text(f"pid 1, journal {tree.journal}")
+    other_journal = tree.journal.parent.parent / "other" / "host-journal.jsonl"
+    other_journal.parent.mkdir()
+    other = HostChanges(other_journal, is_root=True, proc_root=tree.proc, sys_root=tree.sys)
+    with other, pytest.raises(UsageError) as caught:
+        other.apply(tree.sysctl("vm.dirty_ratio"), 30)
+    assert str(caught.value) == (
+        f"the host journal {tree.journal} of another work directory holds 1 change not "
+        f"restored after an interrupted run: run `pgdyno rollback --workdir "
+        f"{tree.journal.parent}` first."
+    )
+    assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"
+    rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    with other:
+        assert other.apply(tree.sysctl("vm.dirty_ratio"), 30).effective == "30"

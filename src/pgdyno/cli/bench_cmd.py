@@ -18,6 +18,7 @@ from pgdyno.cli.common import (
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
+from pgdyno.environment import ensure_writable
 from pgdyno.errors import PgbenchFailed, UsageError
 from pgdyno.experiment.bench import run_bench
 from pgdyno.experiment.matrix import make_spec
@@ -278,6 +279,7 @@ def bench(
             stack.enter_context(workdir_lock(env))
             target = stack.enter_context(sandbox_target(env, binaries, settings, log))
         else:
+            ensure_writable(env.data_dir, env.runs_dir)  # the sandbox path checks in its lock
             target = server_target(dsn, binaries)
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))

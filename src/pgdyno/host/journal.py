@@ -50,6 +50,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.host.hostlock import HostLock, lock_path
 from pgdyno.host.knobs import (
     HostChangeError,
     Knob,
@@ -590,6 +591,7 @@ class HostChanges:
         self.proc_root = proc_root
         self.sys_root = sys_root
         self._journal: _Journal | None = None
+        self._host_lock = HostLock(lock_path(proc_root), journal_path)
 
     def __enter__(self) -> HostChanges:
         if self._journal is not None:
@@ -622,6 +624,24 @@ class HostChanges:
         finally:
             journal.close()
             self._journal = None
+            self._host_lock.release()
+
+    def _lock_host(self) -> None:
+        """Before the first change: this command alone changes the host's settings, and no
+        other work directory's journal holds changes a killed command left behind."""
+        self._host_lock.acquire()
+        other = self._host_lock.previous_journal
+        if other is None or other == self.journal_path:
+            return
+        left = len(pending(other, proc_root=self.proc_root, sys_root=self.sys_root))
+        if left:
+            self._host_lock.release()
+            changes = "change" if left == 1 else "changes"
+            raise UsageError(
+                f"the host journal {other} of another work directory holds {left} {changes} "
+                f"not restored after an interrupted run: run `pgdyno rollback --workdir "
+                f"{other.parent}` first."
+            )
 
     def _require(self) -> _Journal:
         if self._journal is None:
@@ -640,6 +660,7 @@ class HostChanges:
         if root != expected:
             raise ValueError(f"{knob} lives under {root}, not {expected} like this journal's")
         new = validate(knob, value, is_root=self.is_root)
+        self._lock_host()  # before reading the old value: no other command may move it now
         old = read_value(knob)
         if new == old:
             return Applied(knob, old, new, old)

@@ -15,11 +15,14 @@ password (none is set), so nothing but local socket clients can log in.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
@@ -35,12 +38,17 @@ from pgdyno.textsafe import strict_json
 
 SUPERUSER = "postgres"
 FIRST_PORT = 54330
+PORT_TRIES = 3  # starts tried when another server takes the chosen port meanwhile
 HBA = """\
 # Written by pgdyno: trust on the Unix socket only; TCP needs a password (none is set).
 local   all   all                  trust
 host    all   all   127.0.0.1/32   scram-sha-256
 host    all   all   ::1/128        scram-sha-256
 """
+
+
+# The watchdog process of each cluster this process started for itself (postgres/watchdog.py).
+_watchdogs: dict[Path, subprocess.Popen[bytes]] = {}
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,18 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _port_taken(log_lines: list[str]) -> bool:
+    """True when a start failed because the TCP port was in use (PostgreSQL's own words).
+
+    >>> _port_taken(['2026-11-23 01:58:01 UTC [9] LOG:  could not bind IPv4 address '
+    ...              '"127.0.0.1": Address already in use'])
+    True
+    >>> _port_taken(['FATAL:  could not create lock file "postmaster.pid": Permission denied'])
+    False
+    """
+    return any("Address already in use" in line for line in log_lines)
 
 
 def free_port(taken: set[int], first: int = FIRST_PORT) -> int:
@@ -237,16 +257,30 @@ class Sandbox:
         self._write_settings(settings)
         started = process.start_time(owner_pid) if owner_pid else None
         self._save(replace(state, owner_pid=owner_pid, owner_started=started))
-        log_offset = self._log_size()
-        try:
-            process.run(
-                [Path(state.bin_dir) / "pg_ctl", "start", "-D", self.data_dir, "-l",
-                 self.log_file, "-w", "-t", "120", "-s"],
-                what="pg_ctl start", run_as=self.run_as, cwd=self.root, timeout=180,
-            )  # fmt: skip
-        except ProcessError as exc:
-            self._save(replace(state, owner_pid=None, owner_started=None))
-            raise self._start_failure(log_offset, settings, state.version) from exc
+        if owner_pid == os.getpid():
+            self._watch(owner_pid, started)
+        tried = set(taken_ports) | {state.port}
+        for attempt in range(1, PORT_TRIES + 1):
+            log_offset = self._log_size()
+            try:
+                process.run(
+                    [Path(state.bin_dir) / "pg_ctl", "start", "-D", self.data_dir, "-l",
+                     self.log_file, "-w", "-t", "120", "-s"],
+                    what="pg_ctl start", run_as=self.run_as, cwd=self.root, timeout=180,
+                )  # fmt: skip
+                return
+            except ProcessError as exc:
+                if attempt < PORT_TRIES and _port_taken(self._log_since(log_offset)):
+                    # Another server (another work directory's) took the port between the
+                    # check above and this start: move to a free one and try again.
+                    state = replace(state, port=free_port(tried))
+                    tried.add(state.port)
+                    self._write_base_conf(state.port)
+                    self._save(replace(state, owner_pid=owner_pid, owner_started=started))
+                    continue
+                self._save(replace(state, owner_pid=None, owner_started=None))
+                self._unwatch()
+                raise self._start_failure(log_offset, settings, state.version) from exc
 
     def _log_size(self) -> int:
         try:
@@ -316,6 +350,30 @@ class Sandbox:
     def _clear_owner(self) -> None:
         if self.state_file.is_file():
             self._save(replace(self.state(), owner_pid=None, owner_started=None))
+        self._unwatch()
+
+    def _watch(self, owner_pid: int, started: int | None) -> None:
+        """Start the watchdog that stops this cluster if its owner dies without stopping it
+        (a SIGKILL); without one, the next command's `recover` still does."""
+        self._unwatch()
+        with contextlib.suppress(OSError):
+            _watchdogs[self.root] = process.start_guard(
+                [sys.executable, "-m", "pgdyno.postgres.watchdog", self.root, str(owner_pid),
+                 str(started) if started is not None else "-"]
+            )  # fmt: skip
+
+    def _unwatch(self) -> None:
+        """Release the watchdog: the owner clears itself before this, so it exits at once."""
+        guard = _watchdogs.pop(self.root, None)
+        if guard is None:
+            return
+        if guard.stdin is not None:
+            guard.stdin.close()
+        try:
+            guard.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            guard.kill()
+            guard.wait()
 
     def destroy(self) -> None:
         if self.exists():
