@@ -279,8 +279,8 @@ def bench(
             stack.enter_context(workdir_lock(env))
             target = stack.enter_context(sandbox_target(env, binaries, settings, log))
         else:
-            ensure_writable(env.data_dir, env.runs_dir)  # the sandbox path checks in its lock
             target = server_target(dsn, binaries)
+            ensure_writable(env.data_dir, env.runs_dir)  # the sandbox path checks in its lock
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))
         outcome = run_bench(
