@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,9 +27,14 @@ def throwaway_sandbox(prefix: str) -> Iterator[tuple[Path, Binaries, Sandbox]]:
     env = Environment(workdir, cache, workdir / "results.sqlite", dict(os.environ), is_root=is_root)
     binaries = resolve(None, 18, cache)
     box = open_sandbox(env, binaries, print)
-    box.start({}, owner_pid=None)  # pgdyno commands run inside must find it running
+    # Owned by this script: pgdyno commands run inside find it running and leave it alone, and
+    # its watchdog stops it should the script be killed outright.
+    box.start({}, owner_pid=os.getpid())
+    # SIGTERM (e.g. `pkill`) ends the script through the finally below, not around it.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         yield workdir, binaries, box
     finally:
+        signal.signal(signal.SIGTERM, previous)
         box.stop()
         shutil.rmtree(workdir, ignore_errors=True)

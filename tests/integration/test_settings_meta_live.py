@@ -22,14 +22,19 @@ from pgdyno.postgres.settings_meta import (
 RECORDED = Path(__file__).parent.parent / "data" / "pg_settings" / "pg18.json"
 
 
-def test_live_settings_match_the_recording(workdir: Path, cache_dir: Path, binaries: Binaries):
+def live_settings(workdir: Path, cache_dir: Path, binaries: Binaries) -> dict[str, SettingMeta]:
+    """pg_settings of a sandbox started for the purpose (and stopped again)."""
     box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
     box.start({}, owner_pid=None)
     try:
         with connect(box.conninfo()) as client:
-            live = load_settings_meta(client)
+            return load_settings_meta(client)
     finally:
         box.stop()
+
+
+def test_live_settings_match_the_recording(workdir: Path, cache_dir: Path, binaries: Binaries):
+    live = live_settings(workdir, cache_dir, binaries)
     recorded = settings_meta_from_json(RECORDED)
     assert live.keys() == recorded.keys()
     for name, entry in live.items():
@@ -52,13 +57,7 @@ def test_described_settings_match_the_live_server(
     described = describe_settings(binaries)  # runs `postgres --describe-config`, as root too
     assert sorted(p.name for p in workdir.iterdir()) == listing
     assert len(describe_config(binaries)) > 250  # the binaries answered
-    box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-    box.start({}, owner_pid=None)
-    try:
-        with connect(box.conninfo()) as client:
-            live = load_settings_meta(client)
-    finally:
-        box.stop()
+    live = live_settings(workdir, cache_dir, binaries)
     assert live.keys() <= described.keys()
     for name, entry in live.items():
         assert fields(described[name]) == fields(entry), name
