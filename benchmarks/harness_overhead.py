@@ -30,7 +30,7 @@ from throwaway import throwaway_sandbox
 
 from pgdyno.pgbench.dataset import BENCH_DB
 from pgdyno.pgbench.output import parse_summary
-from pgdyno.stats.compare import t_quantile
+from pgdyno.stats.student_t import t_quantile
 
 
 def pgdyno_run(workdir: Path, clients: int, seconds: int, latency_log: str) -> dict[str, Any]:

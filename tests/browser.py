@@ -1,4 +1,4 @@
-"""A small headless-Chromium driver for tests, over the Chrome DevTools Protocol (CDP).
+"""A small headless-Chromium driver for tests, on Playwright and the system's Chromium.
 
 Tests open a page (usually a self-contained HTML report written to a temporary directory) in a
 real headless Chromium, then check what a person would see::
@@ -9,69 +9,82 @@ real headless Chromium, then check what a person would see::
         assert page.evaluate("document.querySelectorAll('.js-plotly-plot').length") == 3
         page.screenshot(ARTIFACTS / "report.png")
 
-`chromium()` starts the browser in its own process group with a throwaway profile directory and,
-whatever happens in the block, ends the whole group and removes the directory. Each
-`Browser.open` gets a new tab; `Page` collects, from before the navigation on:
+Playwright (`playwright.sync_api`) speaks the DevTools protocol; it launches the Chromium found
+on PATH (Debian's package) through `executable_path`, so no browser is ever downloaded
+(`playwright install` is not needed). This module adds what the tests rely on:
 
-- `console_errors`: `console.error` calls, failed `console.assert`s, uncaught exceptions and
-  unhandled promise rejections, and the browser's own error log entries (a resource that failed
-  to load, a blocked request, ...);
-- `requests`: the URL of every request the page made, the page itself included, so a test can
-  assert that a self-contained file loaded nothing from the network.
+- `chromium()` gives the browser a throwaway profile and home directory and, whatever happens in
+  the block, closes it, ends any process it left behind and removes the directory;
+- `Page` collects, from before the navigation on, `console_errors` (`console.error` calls,
+  failed `console.assert`s, uncaught exceptions and unhandled promise rejections, and the
+  browser's own error entries such as a resource that failed to load) and `requests` (the URL
+  of every request the page made, the page itself included, so a test can assert that a
+  self-contained file loaded nothing from the network);
+- `Page.evaluate` and `Page.wait_for` have timeouts, and an exception thrown by the page's
+  JavaScript (`JavaScriptError`) is told apart from a failure of the browser (`BrowserError`).
 
 Chromium resolves no host name (`--host-resolver-rules`): a page that reaches for the network
 fails at once and deterministically, whatever the machine's network, and the attempt is still
 listed in `requests` and `console_errors`. Use a `127.0.0.1` URL to reach a local server.
 
-One thread at a time: a `Page` reads its CDP connection only while one of its methods runs (and
-whenever `console_errors` or `requests` is read, it first takes in what has already arrived).
+One thread at a time (Playwright's sync API): events are taken in while a method of `Page` runs,
+and whenever `console_errors` or `requests` is read.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import math
 import os
 import re
-import select
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-import websocket
+from playwright.sync_api import BrowserContext, ConsoleMessage, Playwright, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page as PlaywrightPage
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 BINARIES = ("chromium", "chromium-browser", "google-chrome")
+# On top of Playwright's own switches (headless, no sandbox, no first-run, no extensions...).
 FLAGS = (
-    "--headless",
-    "--no-sandbox",  # needed as root; the page is our own test file
     "--disable-gpu",
-    "--no-first-run",
-    "--no-default-browser-check",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-extensions",
-    "--hide-scrollbars",
-    "--mute-audio",
     "--disable-dev-shm-usage",  # containers often have a 64 MB /dev/shm: use /tmp
     "--force-device-scale-factor=1",
+    "--hide-scrollbars",
+    "--mute-audio",
     "--no-proxy-server",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
-    "--remote-debugging-port=0",
-    "--window-size=1400,1000",
 )
-# Each page's viewport, in CSS pixels at scale 1. Set by emulation: headless Chromium takes room
-# for a (hidden) toolbar out of --window-size, which left 1400×857 of a 1400×1000 window.
+# Each page's viewport, in CSS pixels at scale 1.
 VIEWPORT = (1400, 1000)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+# Runs `source` in the page's global scope (indirect eval: statements allowed, the last value
+# returned), awaits a promise, and gives up after `ms` milliseconds; Playwright's own evaluate
+# would wait forever for a promise that never settles. A throw is caught here, so that a
+# Playwright error can only mean that the browser or the page failed.
+_EVALUATE = """async ([source, ms]) => {
+  let timer;
+  const late = new Promise(resolve => { timer = setTimeout(resolve, ms, {settled: false}); });
+  const run = (async () => {
+    try {
+      return {settled: true, value: await globalThis.eval(source)};
+    } catch (e) {
+      const text = e instanceof Error ? String(e) : typeof e === "string" ? e : JSON.stringify(e);
+      return {settled: true, thrown: text ?? String(e)};
+    }
+  })();
+  try {
+    return await Promise.race([run, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}"""
 
 
 class BrowserError(RuntimeError):
@@ -103,52 +116,76 @@ def find_chromium() -> str:
 
 @contextmanager
 def chromium(*, startup_timeout: float = 30.0, args: Sequence[str] = ()) -> Iterator[Browser]:
-    """Start a headless Chromium; on leaving the block, end its process group and profile.
+    """Start a headless Chromium; on leaving the block, end it and remove its profile.
 
     `args` are extra command-line switches, after the defaults in `FLAGS`.
     """
     binary = find_chromium()
     home = Path(tempfile.mkdtemp(prefix="pgdyno-chromium-"))
     profile = home / "profile"
-    profile.mkdir()
-    log_path = home / "chromium.log"
-    command = [binary, *FLAGS, f"--user-data-dir={profile}", *args, "about:blank"]
     # Chromium also writes under ~/.config and ~/.cache: keep that in the throwaway directory.
-    env = {**os.environ, "HOME": str(home)}
+    env: dict[str, str | float | bool] = {**os.environ, "HOME": str(home)}
     env |= {"XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache")}
-    process: subprocess.Popen[bytes] | None = None
-    browser: Browser | None = None
+    pid: int | None = None
+    session: int | None = None
     try:
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # its own process group (and session): killed as one
-            )
-        port, path = _devtools_address(process, profile, log_path, startup_timeout)
-        browser = Browser(process.pid, profile, port, path)
-        yield browser
+        with _playwright() as playwright:
+            try:
+                context = playwright.chromium.launch_persistent_context(
+                    profile,
+                    executable_path=binary,
+                    headless=True,
+                    args=[*FLAGS, *args],
+                    env=env,
+                    timeout=startup_timeout * 1000,
+                    viewport={"width": VIEWPORT[0], "height": VIEWPORT[1]},
+                    device_scale_factor=1,
+                )
+            except PlaywrightError as error:
+                raise BrowserError(f"Chromium ({binary}) did not start: {error.message}") from error
+            pid = _browser_pid(profile)
+            # Playwright starts it in a session of its own, which then holds only Chromium.
+            session = pid if os.getsid(pid) == pid else None
+            browser = Browser(context, pid, profile)
+            try:
+                yield browser
+            finally:
+                browser.close()
     finally:
-        if browser is not None:
-            browser.close()
-        if process is not None:
-            _terminate(process, home)
+        if pid is not None:
+            _end_leftovers(session, home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+_shared: list[Playwright] = []  # the one Playwright driver, while any `chromium()` block runs
+_users = 0
+
+
+@contextmanager
+def _playwright() -> Iterator[Playwright]:
+    """Playwright's driver, shared by nested `chromium()` blocks (a test may open a second
+    browser while a fixture's is running) and stopped when the last one ends."""
+    global _users
+    if not _shared:
+        _shared.append(sync_playwright().start())
+    _users += 1
+    try:
+        yield _shared[0]
+    finally:
+        _users -= 1
+        if _users == 0:
+            _shared.pop().stop()
 
 
 class Browser:
     """A running Chromium; make one with `chromium()`."""
 
-    def __init__(self, pid: int, profile_dir: Path, port: int, path: str) -> None:
+    def __init__(self, context: BrowserContext, pid: int, profile_dir: Path) -> None:
         self.pid = pid
         self.profile_dir = profile_dir
-        self.port = port
-        # The browser-wide DevTools endpoint; pages have their own, from /json/list.
-        self.websocket_url = f"ws://127.0.0.1:{port}{path}"
+        self._context = context
         self._pages: list[Page] = []
+        self._closed = False
 
     def open(
         self, url_or_path: str | Path, *, wait_for: str | None = None, timeout: float = 30
@@ -162,8 +199,11 @@ class Browser:
         deadline = time.monotonic() + timeout
         url = _as_url(url_or_path)
         self._pages = [page for page in self._pages if not page.closed]
-        target = self._new_target()
-        page = Page(self, str(target["id"]), str(target["webSocketDebuggerUrl"]))
+        try:
+            tab = self._context.new_page()
+        except PlaywrightError as error:
+            raise BrowserError(f"cannot open a new tab: {error.message}") from error
+        page = Page(self, tab)
         self._pages.append(page)
         try:
             page._navigate(url, deadline)
@@ -175,54 +215,29 @@ class Browser:
         return page
 
     def close(self) -> None:
-        """Close every page (`chromium()` does this, then ends the process)."""
+        """Close every page, then the browser (`chromium()` does this)."""
         for page in self._pages:
             page.close()
         self._pages.clear()
-
-    def _http(self, method: str, path: str) -> str:
-        """A request to the DevTools HTTP endpoint, which answers JSON or a line of text."""
-        # No proxy from the environment for the browser's own endpoint.
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
-        try:
-            with opener.open(request, timeout=10) as response:
-                return str(response.read().decode())
-        except OSError as error:
-            raise BrowserError(f"DevTools {method} {path}: {error}") from error
-
-    def _new_target(self) -> dict[str, Any]:
-        """A tab of our own: the one Chromium opened at start (about:blank), then new ones."""
-        used = {page.target_id for page in self._pages}
-        for target in json.loads(self._http("GET", "/json/list")):
-            if target.get("type") == "page" and target["id"] not in used:
-                return dict(target)
-        return dict(json.loads(self._http("PUT", "/json/new?about:blank")))
+        if not self._closed:
+            self._closed = True
+            with suppress(PlaywrightError):
+                self._context.close()
 
 
 class Page:
     """One tab, from `Browser.open`."""
 
-    def __init__(self, browser: Browser, target_id: str, ws_url: str) -> None:
+    def __init__(self, browser: Browser, page: PlaywrightPage) -> None:
         self.browser = browser
-        self.target_id = target_id
         self.url = "about:blank"
+        self.closed = False
+        self._page = page
         self._console_errors: list[str] = []
         self._requests: list[str] = []
-        self._next_id = 0
-        self.closed = False
-        try:
-            # Chromium refuses WebSocket handshakes with an Origin header it does not allow.
-            self._ws = websocket.create_connection(ws_url, timeout=10, suppress_origin=True)
-        except (OSError, websocket.WebSocketException) as error:
-            raise BrowserError(f"cannot connect to the page at {ws_url}: {error}") from error
-        deadline = time.monotonic() + 10
-        for domain in ("Runtime", "Log", "Page", "Network"):
-            self._call(f"{domain}.enable", {}, deadline)
-        self._call("Page.setLifecycleEventsEnabled", {"enabled": True}, deadline)
-        width, height = VIEWPORT
-        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
-        self._call("Emulation.setDeviceMetricsOverride", metrics, deadline)
+        page.on("console", self._on_console)
+        page.on("pageerror", self._on_page_error)
+        page.on("request", lambda request: self._requests.append(request.url))
 
     @property
     def console_errors(self) -> list[str]:
@@ -240,8 +255,8 @@ class Page:
         """The value of a JavaScript expression, as JSON-like Python data.
 
         A promise is awaited. `undefined` is None, NaN and ±Infinity are floats, a BigInt is an
-        int, and an object that is not JSON (a DOM node, a function) comes back as {} or None.
-        Raises JavaScriptError if the expression throws or the promise rejects.
+        int. Raises JavaScriptError if the expression throws or the promise rejects, and
+        WaitTimeout if it has not settled within `timeout` seconds.
         """
         return self._evaluate(expression, time.monotonic() + timeout, repr(expression))
 
@@ -253,12 +268,45 @@ class Page:
         """
         self._wait_for(expression, time.monotonic() + timeout, timeout, interval)
 
+    def screenshot(self, path: Path, *, full_page: bool = True) -> None:
+        """Save a PNG of the page: all of it by default, else the viewport (`VIEWPORT`)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._page.screenshot(path=path, full_page=full_page, type="png", timeout=60_000)
+        except PlaywrightError as error:
+            raise BrowserError(f"screenshot of {self.url}: {error.message}") from error
+
+    def close(self) -> None:
+        """Close the tab (the browser keeps running)."""
+        if self.closed:
+            return
+        self.closed = True
+        with suppress(PlaywrightError):
+            self._page.close()
+
+    def _navigate(self, url: str, deadline: float) -> None:
+        self.url = url
+        remaining = max(deadline - time.monotonic(), 0.001)
+        try:
+            self._page.goto(url, wait_until="load", timeout=remaining * 1000)
+        except PlaywrightTimeout as error:
+            raise self._timeout(f"the load event of {url}") from error
+        except PlaywrightError as error:
+            raise BrowserError(f"cannot open {url}: {error.message}") from error
+
     def _evaluate(self, expression: str, deadline: float, shown_as: str) -> Any:
-        params = {"expression": expression, "returnByValue": True, "awaitPromise": True}
-        answer = self._call("Runtime.evaluate", params, deadline)
-        if details := answer.get("exceptionDetails"):
-            raise JavaScriptError(f"{shown_as} threw: {_exception_text(details)}")
-        return _value(answer.get("result", {}))
+        if self.closed:
+            raise BrowserError(f"evaluate {shown_as}: the page is closed")
+        ms = max(deadline - time.monotonic(), 0.0) * 1000
+        try:
+            answer = self._page.evaluate(_EVALUATE, [expression, ms])
+        except PlaywrightError as error:
+            raise BrowserError(f"evaluate {shown_as} on {self.url}: {error.message}") from error
+        if not answer["settled"]:
+            raise self._timeout(f"{shown_as} to settle")
+        if "thrown" in answer:
+            raise JavaScriptError(f"{shown_as} threw: {answer['thrown']}")
+        return answer.get("value")
 
     def _wait_for(self, expression: str, deadline: float, timeout: float, interval: float) -> None:
         check = f"(async () => !!(await (\n{expression}\n)))()"
@@ -280,97 +328,6 @@ class Page:
         message += "; console errors: " + ("; ".join(errors) if errors else "none")
         raise WaitTimeout(message, errors)
 
-    def screenshot(self, path: Path, *, full_page: bool = True) -> None:
-        """Save a PNG of the page: all of it by default, else the viewport (`VIEWPORT`)."""
-        deadline = time.monotonic() + 60
-        params: dict[str, Any] = {"format": "png"}
-        if full_page:
-            metrics = self._call("Page.getLayoutMetrics", {}, deadline)
-            size = metrics.get("cssContentSize") or metrics["contentSize"]
-            params["captureBeyondViewport"] = True
-            params["clip"] = {
-                "x": 0,
-                "y": 0,
-                "width": math.ceil(size["width"]),
-                "height": math.ceil(size["height"]),
-                "scale": 1,
-            }
-        answer = self._call("Page.captureScreenshot", params, deadline)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(answer["data"]))
-
-    def close(self) -> None:
-        """Close the tab and its connection (the browser keeps running)."""
-        if self.closed:
-            return
-        self.closed = True
-        with suppress(OSError, websocket.WebSocketException):
-            self._ws.close()
-        with suppress(BrowserError):
-            self.browser._http("GET", f"/json/close/{self.target_id}")
-
-    # CDP plumbing: send a command, read messages until its answer, record events on the way.
-
-    def _navigate(self, url: str, deadline: float) -> None:
-        self.url = url
-        answer = self._call("Page.navigate", {"url": url}, deadline)
-        if error := answer.get("errorText"):
-            raise BrowserError(f"cannot open {url}: {error}")
-        frame, loader = answer["frameId"], answer.get("loaderId")
-
-        def loaded(message: dict[str, Any]) -> bool:
-            params = message.get("params", {})
-            if loader is None:  # a same-document navigation: no new load
-                return True
-            return (
-                message.get("method") == "Page.lifecycleEvent"
-                and params.get("name") == "load"
-                and params.get("frameId") == frame
-                and params.get("loaderId") == loader
-            )
-
-        if loader is not None:
-            self._read_until(loaded, deadline, f"the load event of {url}")
-
-    def _call(self, method: str, params: dict[str, Any], deadline: float) -> dict[str, Any]:
-        if self.closed:
-            raise BrowserError(f"{method}: the page is closed")
-        self._next_id += 1
-        message_id = self._next_id
-        try:
-            self._ws.send(json.dumps({"id": message_id, "method": method, "params": params}))
-        except (OSError, websocket.WebSocketException) as error:
-            raise BrowserError(f"{method}: lost the connection to Chromium: {error}") from error
-        answer = self._read_until(lambda m: m.get("id") == message_id, deadline, method)
-        if "error" in answer:
-            raise BrowserError(f"{method}: {answer['error'].get('message', answer['error'])}")
-        result: dict[str, Any] = answer.get("result", {})
-        return result
-
-    def _read_until(
-        self, wanted: Callable[[dict[str, Any]], bool], deadline: float, what: str
-    ) -> dict[str, Any]:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._timeout(what)
-            message = self._receive(remaining, what)
-            if "method" in message:
-                self._record(message["method"], message.get("params", {}))
-            if wanted(message):
-                return message
-
-    def _receive(self, timeout: float, what: str) -> dict[str, Any]:
-        self._ws.settimeout(timeout)
-        try:
-            raw = self._ws.recv()
-        except websocket.WebSocketTimeoutException as error:
-            raise self._timeout(what) from error
-        except (OSError, websocket.WebSocketException) as error:
-            raise BrowserError(f"{what}: lost the connection to Chromium: {error}") from error
-        message: dict[str, Any] = json.loads(raw)
-        return message
-
     def _timeout(self, what: str) -> WaitTimeout:
         errors = list(self._console_errors)
         listed = "; ".join(errors) if errors else "none"
@@ -379,76 +336,65 @@ class Page:
         )
 
     def _pump(self) -> None:
-        """Take in the messages that have already arrived, without waiting for more."""
-        if self.closed:
+        """Take in the events that have already arrived, without waiting for more.
+
+        Playwright's sync API delivers events only while a call is in flight: a zero wait is
+        a round trip to the driver that does nothing else.
+        """
+        if not self.closed:
+            with suppress(PlaywrightError):
+                self._page.wait_for_timeout(0)
+
+    def _on_console(self, message: ConsoleMessage) -> None:
+        kind = message.type
+        if kind not in ("error", "assert"):
             return
-        sock = self._ws.sock
-        while sock is not None and select.select([sock], [], [], 0)[0]:
-            message = self._receive(10, "reading events")
-            if "method" in message:
-                self._record(message["method"], message.get("params", {}))
+        text = message.text
+        if kind == "assert":
+            text = "Assertion failed" + (f": {text}" if text else "")
+        where = message.location
+        # A resource that failed to load: the text does not name it, its location does.
+        shown = "" if where.get("url", "") in text else _location(where)
+        self._console_errors.append(f"console.{kind}: {text}{shown}")
 
-    def _record(self, method: str, params: dict[str, Any]) -> None:
-        if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            text = " ".join(_describe(arg) for arg in params.get("args", []))
-            if params["type"] == "assert":
-                text = "Assertion failed" + (f": {text}" if text else "")
-            frames = params.get("stackTrace", {}).get("callFrames", [])
-            where = _location(frames[0]) if frames else ""
-            self._console_errors.append(f"console.{params['type']}: {text}{where}")
-        elif method == "Runtime.exceptionThrown":
-            self._console_errors.append(_exception_text(params["exceptionDetails"]))
-        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-            entry = params["entry"]
-            url = entry.get("url")
-            suffix = f" ({url})" if url and url not in entry.get("text", "") else ""
-            self._console_errors.append(f"{entry.get('source', 'log')}: {entry['text']}{suffix}")
-        elif method == "Network.requestWillBeSent":
-            self._requests.append(params["request"]["url"])
+    def _on_page_error(self, error: PlaywrightError) -> None:
+        # Uncaught exceptions and unhandled promise rejections; the stack starts "Error: ...".
+        self._console_errors.append(f"Uncaught {error.stack or f'{error.name}: {error.message}'}")
 
 
-def _devtools_address(
-    process: subprocess.Popen[bytes], profile: Path, log_path: Path, timeout: float
-) -> tuple[int, str]:
-    """Port and path of the DevTools endpoint, from the DevToolsActivePort file Chromium writes."""
-    deadline = time.monotonic() + timeout
-    active_port = profile / "DevToolsActivePort"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise BrowserError(
-                f"Chromium exited with status {process.returncode} at start; its output ends:\n"
-                + _tail(log_path)
-            )
-        with suppress(FileNotFoundError):
-            lines = active_port.read_text().splitlines()
-            if len(lines) >= 2 and lines[0].strip().isdigit():
-                return int(lines[0]), lines[1].strip()
-        time.sleep(0.05)
-    raise BrowserError(
-        f"Chromium did not write {active_port} in time; its output ends:\n" + _tail(log_path)
-    )
+def _browser_pid(profile: Path) -> int:
+    """The browser process: the one with our profile whose parent (Playwright's driver) has not.
 
-
-def _terminate(process: subprocess.Popen[bytes], home: Path) -> None:
-    """End Chromium and every process it started, even those that left its process group.
-
-    SIGTERM to the browser process first: it then ends and reaps its own children. Then SIGKILL
-    to its process group, and to any process left in its session or naming its directory (the
-    chrome_crashpad_handler processes start sessions of their own, with a database under
-    XDG_CONFIG_HOME, which is in `home`).
+    Chromium's own helpers (zygote, renderers, GPU process) carry the profile switch too.
     """
-    process.terminate()
-    with suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
-    with suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    for pid in leftover_processes(process.pid, home):
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    process.wait()
+    flag = f"--user-data-dir={profile}".encode()
+    ours = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        with suppress(OSError, ValueError, IndexError):
+            if flag in (proc / "cmdline").read_bytes().split(b"\0"):
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                ours[int(proc.name)] = ppid
+    roots = [pid for pid, ppid in ours.items() if ppid not in ours]
+    if len(roots) != 1:
+        raise BrowserError(f"cannot tell Chromium's browser process among {sorted(ours)}")
+    return roots[0]
 
 
-def leftover_processes(session: int, home: Path) -> list[int]:
+def _end_leftovers(session: int | None, home: Path, timeout: float = 5.0) -> None:
+    """End any process Chromium left behind, even one that left its session.
+
+    Playwright closes the browser; the chrome_crashpad_handler processes start sessions of
+    their own, with a database under XDG_CONFIG_HOME, which is in `home`.
+    """
+    deadline = time.monotonic() + timeout
+    while (left := leftover_processes(session, home)) and time.monotonic() < deadline:
+        for pid in left:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def leftover_processes(session: int | None, home: Path) -> list[int]:
     """Live processes (not zombies) in a session, or with a path under `home` in their command."""
     found = []
     needle = str(home).encode()
@@ -461,13 +407,6 @@ def leftover_processes(session: int, home: Path) -> list[int]:
     return found
 
 
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no output)"
-
-
 def _as_url(url_or_path: str | Path) -> str:
     if isinstance(url_or_path, str) and _SCHEME.match(url_or_path):
         return url_or_path
@@ -477,52 +416,9 @@ def _as_url(url_or_path: str | Path) -> str:
     return path.as_uri()
 
 
-def _value(remote: dict[str, Any]) -> Any:
-    """A CDP RemoteObject evaluated with returnByValue, as Python data."""
-    if "value" in remote:
-        return remote["value"]
-    special = remote.get("unserializableValue")
-    if special is None:
-        return None  # undefined, or a value that has no JSON form
-    if special.endswith("n"):  # BigInt
-        return int(special[:-1])
-    return float(special)  # "NaN", "Infinity", "-Infinity", "-0"
-
-
-def _describe(arg: dict[str, Any]) -> str:
-    """A console argument (CDP RemoteObject) as the console would show it: {code: 7}, [1, 2]."""
-    if "value" in arg:
-        value = arg["value"]
-        return value if isinstance(value, str) else json.dumps(value)
-    preview = arg.get("preview")
-    if preview and preview.get("type") == "object" and preview.get("subtype") != "error":
-        array = preview.get("subtype") == "array"
-        items = [
-            str(item.get("value", item.get("type")))
-            if array
-            else f"{item['name']}: {item.get('value', item.get('type'))}"
-            for item in preview.get("properties", [])
-        ]
-        if preview.get("overflow"):
-            items.append("…")
-        return ("[{}]" if array else "{{{}}}").format(", ".join(items))
-    return str(arg.get("unserializableValue") or arg.get("description") or arg.get("type", "?"))
-
-
-def _exception_text(details: dict[str, Any]) -> str:
-    """From CDP ExceptionDetails: 'Uncaught Error: boom' and the stack, or where it was thrown."""
-    text = details.get("text", "Uncaught")
-    exception = details.get("exception")
-    description = (exception.get("description") or _describe(exception)) if exception else ""
-    message = f"{text} {description}" if description else text
-    if "\n" not in message and details.get("url"):
-        message += _location(details)
-    return message
-
-
-def _location(where: dict[str, Any]) -> str:
+def _location(where: Any) -> str:
     url = where.get("url")
     if not url:
         return ""
-    # CDP numbers lines and columns from 0.
+    # Chromium numbers lines and columns from 0.
     return f" ({url}:{where.get('lineNumber', 0) + 1}:{where.get('columnNumber', 0) + 1})"

@@ -99,3 +99,37 @@ class ConnectionLost(ConnectionFailed):
 
 class SweepStopped(PgdynoError):
     """A fault every later run would share (server stopped, disk full) ended a bench sweep."""
+
+
+class QueryRefused(PgdynoError):
+    """PostgreSQL refused or could not complete one statement; the session is still usable.
+
+    Carries the SQLSTATE and the server's own message, so callers can say why in one clause.
+    """
+
+    def __init__(self, message: str, sqlstate: str | None = None, server_message: str = "") -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.server_message = server_message
+
+    @property
+    def reason(self) -> str:
+        """The first line of the server's message ("permission denied for view pg_stat_io")."""
+        for line in self.server_message.splitlines():
+            if line.strip():
+                return line.strip()
+        return type(self).__name__
+
+
+class InsufficientPrivilege(QueryRefused):
+    """The role lacks a privilege the statement needs (SQLSTATE 42501)."""
+
+
+class UndefinedObject(QueryRefused):
+    """The statement names a table, view, column, function or object the server does not have,
+    as a query written for another server version does."""
+
+
+class ServerTrouble(QueryRefused):
+    """The server could not run a statement because of its own state (out of disk or memory,
+    cancelled, a lock or a conflict), which says nothing about the statement itself."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from psycopg import sql
+import pytest
 
+from conftest import plain_role
 from pgdyno import process
+from pgdyno.errors import DatasetError
 from pgdyno.pgbench.dataset import (
     BENCH_DB,
     ensure_dataset,
@@ -15,7 +17,7 @@ from pgdyno.pgbench.dataset import (
     reset_bench_db,
     template_name,
 )
-from pgdyno.postgres.client import connect, with_dbname
+from pgdyno.postgres.client import compose, connect, identifier, with_dbname
 from pgdyno.postgres.cluster import Sandbox
 
 
@@ -54,7 +56,7 @@ def test_prewarm_fills_shared_buffers_after_a_restart(box: Sandbox, binaries):
 
     def cached_blocks() -> int:
         with connect(bench_dsn) as bench:
-            bench.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
+            bench.execute(compose("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
             return int(bench.rows(
                 "SELECT count(*) FROM pg_buffercache b JOIN pg_class c"
                 " ON c.relfilenode = b.relfilenode WHERE c.relname = 'pgbench_accounts_pkey'"
@@ -74,8 +76,34 @@ def test_prewarm_fills_shared_buffers_after_a_restart(box: Sandbox, binaries):
 def test_incomplete_template_is_rebuilt(box: Sandbox, binaries):
     with connect(box.conninfo()) as client:
         # What an interrupted `pgbench -i` leaves: the database without pgdyno's marker.
-        client.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(template_name(1))))
+        client.execute(compose("CREATE DATABASE {}", identifier(template_name(1))))
         assert ready_templates(client) == {}
         dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
         assert dataset.generated
         assert template_name(1) in ready_templates(client)
+
+
+def test_a_role_that_may_not_create_databases_gets_one_sentence(box: Sandbox, binaries):
+    """The server refuses CREATE DATABASE (insufficient privilege): a DatasetError, no driver
+    error, and nothing is left behind."""
+    with connect(plain_role(box, "plain")) as client:
+        with pytest.raises(DatasetError) as caught:
+            ensure_dataset(client, binaries.tool("pgbench"), 1)
+        assert ready_templates(client) == {}
+    assert str(caught.value) == (
+        "creating the database pgdyno_tpl_s1 for scale 1 failed (permission denied to create "
+        "database); check free disk space and that the role may create databases."
+    )
+
+
+def test_a_missing_template_is_a_dataset_error(box: Sandbox):
+    with connect(box.conninfo()) as client:
+        version = client.server_info().version_num
+        with pytest.raises(DatasetError) as caught:
+            reset_bench_db(client, "pgdyno_tpl_s999", version)
+        assert client.rows("SELECT 1") == [(1,)]
+    assert str(caught.value) == (
+        f"could not copy dataset pgdyno_tpl_s999 into {BENCH_DB} (template database "
+        '"pgdyno_tpl_s999" does not exist); check free disk space and that nobody is connected '
+        "to the template."
+    )

@@ -8,19 +8,12 @@ import statistics
 
 import pytest
 
-from pgdyno.stats.compare import (
-    BETTER,
-    MAX_REPEATS,
-    NOISY_CV_PCT,
-    SAME,
-    WORSE,
-    compare,
-    describe,
-    ladder,
-    repeats_needed,
-    t_cdf,
-    t_quantile,
-)
+from pgdyno.stats.ladder import ladder
+from pgdyno.stats.levels import MAX_REPEATS, NOISY_CV_PCT
+from pgdyno.stats.planning import repeats_needed
+from pgdyno.stats.student_t import t_cdf, t_quantile
+from pgdyno.stats.summary import describe
+from pgdyno.stats.verdict import BETTER, SAME, WORSE, compare
 
 # --- Noise model of pgbench repeats ------------------------------------------------------------
 # Multiplicative (lognormal) noise with a 3% coefficient of variation, plus, in 10% of the runs,

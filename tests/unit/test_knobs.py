@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
+from pgdyno.host.held_signals import signals_held as _signals_held
 from pgdyno.host.journal import (
     Applied,
     Change,
     HostChanges,
     JournalError,
     RestoreError,
-    _signals_held,
     ensure_clean,
     pending,
     rollback,

@@ -37,3 +37,17 @@ def test_no_room_at_all():
 def test_bad_scale_specs(bad: str):
     with pytest.raises(UsageError, match="--scale"):
         parse_scale_spec(bad)
+
+
+def test_bad_scale_spec_names_the_presets_of_the_data_file():
+    with pytest.raises(UsageError, match=r"use small, medium, large or a whole number >= 1\.$"):
+        parse_scale_spec("huge")
+
+
+def test_preset_edges_round_down_like_integer_division():
+    # 15 MiB per scale unit: half of 30 MiB + 1 byte of shared_buffers is still scale 1, and
+    # 2 x RAM of 15 MiB - 1 byte is one unit, not two.
+    assert choose_scale("small", 24 * GIB, 30 * MIB + 1, None).scale == 1
+    assert choose_scale("small", 24 * GIB, 60 * MIB - 1, None).scale == 1
+    assert choose_scale("large", 15 * MIB - 1, 128 * MIB, None).scale == 1
+    assert choose_scale("medium", 60 * MIB, 128 * MIB, None).scale == 2

@@ -10,6 +10,8 @@ import pytest
 
 from pgdyno.errors import BinariesError, UsageError
 from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.setting_checks import check_setting, check_settings
+from pgdyno.postgres.setting_values import convert_to_setting_unit, format_amount
 from pgdyno.postgres.settings_catalog import (
     describe_settings,
     merge,
@@ -18,10 +20,6 @@ from pgdyno.postgres.settings_catalog import (
 )
 from pgdyno.postgres.settings_meta import (
     SettingMeta,
-    check_setting,
-    check_settings,
-    convert_to_setting_unit,
-    format_amount,
     settings_meta_from_json,
     settings_meta_to_json,
 )

@@ -14,8 +14,8 @@ from pgdyno.cli.common import environment, err, json_option, out, print_json, wo
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, PgdynoError, StoreError, UsageError
-from pgdyno.experiment.compare import run_compare, settings_meta_loader
 from pgdyno.experiment.matrix import BenchSpec, make_spec
+from pgdyno.experiment.sets_runner import run_compare, settings_meta_loader
 from pgdyno.experiment.target import workdir_lock
 from pgdyno.experiment.verdicts import Analysis, analyse
 from pgdyno.host.devices import device_for_path
@@ -33,7 +33,7 @@ from pgdyno.plan.check import (
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.settings_catalog import describe_settings
-from pgdyno.render.compare import ladder_tables, verdict_table
+from pgdyno.render.verdict_tables import ladder_tables, verdict_table
 from pgdyno.store.comparisons import Comparisons
 from pgdyno.store.results import ResultsStore
 

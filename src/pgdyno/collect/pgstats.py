@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-import psycopg
-
-from pgdyno.postgres.client import Client, error_reason
+from pgdyno.errors import QueryRefused, ServerTrouble
+from pgdyno.metrics import pg_counters
+from pgdyno.postgres.client import Client
 from pgdyno.postgres.queries import load
 
 __all__ = ["PgStatsSampler", "pg_sample", "queries_for"]
@@ -83,19 +83,19 @@ class PgStatsSampler:
     def snapshot(self) -> dict[str, float]:
         """Every cumulative counter now, as ``{"<query>.<column>": value}``.
 
-        A query that fails with a database error (no privilege, no such view or column) is
-        switched off with one log line; connection errors are raised.
+        A query the server refuses (no privilege, no such view or column) is switched off with
+        one log line; a lost connection (ConnectionLost) or a server in trouble (out of memory,
+        cancelled: nothing else would work either) is raised.
         """
         values: dict[str, float] = {}
         for query in list(self.queries):
             try:
                 row = self._read(query)
-            except psycopg.OperationalError:
-                raise  # the connection is gone: nothing else would work either
-            except psycopg.Error as exc:
+            except ServerTrouble:
+                raise
+            except QueryRefused as exc:
                 self.queries.remove(query)
-                why = error_reason(exc)
-                self.log(f"PostgreSQL statistics: {key_prefix(query)} not collected ({why})")
+                self.log(f"PostgreSQL statistics: {key_prefix(query)} not collected ({exc.reason})")
                 continue
             prefix = key_prefix(query)
             for column, value in row.items():
@@ -116,29 +116,10 @@ class PgStatsSampler:
 
 # -- metrics of an interval -------------------------------------------------------------------
 
-# metric -> the counter it comes from; the first one present in both snapshots is used.
-_COUNTS: dict[str, tuple[str, ...]] = {
-    "pg.checkpoints_timed": ("pgstat_checkpointer.num_timed",),
-    "pg.checkpoints_requested": ("pgstat_checkpointer.num_requested",),
-    "pg.wal_buffers_full": ("pgstat_wal.wal_buffers_full",),
-    "pg.temp_files": ("pgstat_database.temp_files",),
-    "pg.deadlocks": ("pgstat_database.deadlocks",),
-}
-_RATES: dict[str, tuple[str, ...]] = {
-    "pg.buffers_checkpoint_per_s": ("pgstat_checkpointer.buffers_written",),
-    "pg.buffers_bgwriter_per_s": ("pgstat_bgwriter.buffers_clean",),
-    # pg_stat_io (16+) first: buffers_backend (up to 16) counts relation extensions as writes.
-    "pg.buffers_backend_per_s": ("pgstat_io.backend_buffers", "pgstat_bgwriter.buffers_backend"),
-    "pg.buffers_alloc_per_s": ("pgstat_bgwriter.buffers_alloc",),
-    "pg.wal_bytes_per_s": ("pgstat_wal.wal_bytes",),
-    "pg.wal_records_per_s": ("pgstat_wal.wal_records",),
-    "pg.wal_fpi_per_s": ("pgstat_wal.wal_fpi",),
-    "pg.blks_hit_per_s": ("pgstat_database.blks_hit",),
-    "pg.blks_read_per_s": ("pgstat_database.blks_read",),
-    "pg.temp_bytes_per_s": ("pgstat_database.temp_bytes",),
-    "pg.xact_commit_per_s": ("pgstat_database.xact_commit",),
-    "pg.xact_rollback_per_s": ("pgstat_database.xact_rollback",),
-}
+# metric -> the counters it comes from, as data/metrics.toml lists them; the first one present
+# in both snapshots is used (pg_stat_io before buffers_backend, which counts extensions too).
+_COUNTS: dict[str, tuple[str, ...]] = pg_counters("count")
+_RATES: dict[str, tuple[str, ...]] = pg_counters("rate")
 
 
 def _delta(

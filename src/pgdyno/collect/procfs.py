@@ -1,6 +1,7 @@
 """OS sampler: /proc parsers, a snapshot reader, and per-second rates between two snapshots.
 
 Parsers are pure functions of file text; `read_snapshot` is the only function that reads files.
+The metrics' names, labels and units are listed in data/metrics.toml (pgdyno.metrics).
 `os_sample` uses the definitions of sysstat's `iostat -x` (12.x) and procps' `vmstat`, over
 the interval T = `cur.at - prev.at` seconds. A counter that went backwards (a 32-bit field
 that wrapped on an old kernel, a device that was re-attached) gives a delta of 0.
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from pgdyno.errors import ParseError
 from pgdyno.host.facts import parse_meminfo
+from pgdyno.metrics import fields_of
 
 MIB = 1024 * 1024
 IGNORED_DEVICE_PREFIXES = ("ram", "loop")
@@ -302,12 +304,7 @@ def _disk(name: str, prev: DiskStats, cur: DiskStats, seconds: float) -> dict[st
 
 def _memory(meminfo: dict[str, int]) -> dict[str, float]:
     out: dict[str, float] = {}
-    for key, field in (
-        ("mem.dirty_mb", "Dirty"),
-        ("mem.writeback_mb", "Writeback"),
-        ("mem.free_mb", "MemFree"),
-        ("mem.available_mb", "MemAvailable"),
-    ):
+    for key, field in fields_of("/proc/meminfo"):  # Dirty, Writeback, MemFree, MemAvailable
         if field in meminfo:
             out[key] = meminfo[field] / MIB
     if "Cached" in meminfo:
@@ -338,12 +335,7 @@ def os_sample(
         if name in prev.disks and name in cur.disks:
             out.update(_disk(name, prev.disks[name], cur.disks[name], seconds))
     out.update(_memory(cur.meminfo))
-    for key, field in (
-        ("vm.pswpin_per_s", "pswpin"),
-        ("vm.pswpout_per_s", "pswpout"),
-        ("vm.pgpgin_kb_per_s", "pgpgin"),
-        ("vm.pgpgout_kb_per_s", "pgpgout"),
-    ):
+    for key, field in fields_of("/proc/vmstat"):  # pswpin, pswpout, pgpgin, pgpgout
         if field in prev.vmstat and field in cur.vmstat:
             out[key] = _delta(prev.vmstat[field], cur.vmstat[field]) / seconds
     for kind, line in (

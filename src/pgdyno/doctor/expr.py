@@ -168,57 +168,98 @@ def evaluate(node: ast.expr, scope: Mapping[str, Any]) -> Any:
     ...
     pgdyno.doctor.expr.Unknown: host.b
     """
-    match node:
-        case ast.Constant(value=value):
-            return value
-        case ast.Name(id=name):
-            if name in scope:
-                return scope[name]
-            if name in CONSTANTS:
-                return CONSTANTS[name]
-            raise ExprError(f"unknown name {name!r}")
-        case ast.Attribute(value=inner, attr=attr):
-            base = evaluate(inner, scope)
-            if not isinstance(base, Facts):
-                raise ExprError(f"{attr!r} is asked of a value, not of facts")
-            return base.get(attr)
-        case ast.Tuple(elts=items):
-            return tuple(evaluate(item, scope) for item in items)
-        case ast.UnaryOp(op=ast.Not(), operand=operand):
-            return not evaluate(operand, scope)
-        case ast.UnaryOp(op=ast.USub(), operand=operand):
-            return -evaluate(operand, scope)
-        case ast.BinOp(left=left, op=op, right=right):
-            a, b = evaluate(left, scope), evaluate(right, scope)
-            # Numbers only, and text joined by +: 'x' * 10**11 from a snapshot holding text
-            # where a number belongs must be an error, not 100 GB of memory.
-            if not (_number(a) and _number(b)) and not (
-                isinstance(op, ast.Add) and isinstance(a, str) and isinstance(b, str)
-            ):
-                raise ExprError(f"cannot compute with {a!r} and {b!r}")
-            return _apply(_BINARY[type(op)], a, b)
-        case ast.Compare(left=left, ops=ops, comparators=rights):
-            value = evaluate(left, scope)
-            for cmp, right in zip(ops, rights, strict=True):
-                other = evaluate(right, scope)
-                if not _apply(_COMPARE[type(cmp)], value, other):
-                    return False
-                value = other
-            return True
-        case ast.BoolOp(op=op, values=values):
-            return _kleene(isinstance(op, ast.And), values, scope)
-        case ast.IfExp(test=test, body=body, orelse=orelse):
-            return evaluate(body if evaluate(test, scope) else orelse, scope)
-        case ast.Call(func=ast.Name(id="known"), args=args):
-            try:
-                for arg in args:
-                    evaluate(arg, scope)
-            except Unknown:
-                return False
-            return True
-        case ast.Call(func=ast.Name(id=name), args=args):
-            return _apply(FUNCTIONS[name], *(evaluate(arg, scope) for arg in args))
-    raise ExprError(f"cannot evaluate {ast.unparse(node)!r}")  # pragma: no cover - vetted
+    evaluator = _EVALUATORS.get(type(node))
+    if evaluator is None:
+        raise _cannot(node)  # pragma: no cover - vetted
+    return evaluator(node, scope)
+
+
+def _cannot(node: ast.expr) -> ExprError:
+    return ExprError(f"cannot evaluate {ast.unparse(node)!r}")
+
+
+def _constant(node: ast.Constant, _scope: Mapping[str, Any]) -> Any:
+    return node.value
+
+
+def _name(node: ast.Name, scope: Mapping[str, Any]) -> Any:
+    if node.id in scope:
+        return scope[node.id]
+    if node.id in CONSTANTS:
+        return CONSTANTS[node.id]
+    raise ExprError(f"unknown name {node.id!r}")
+
+
+def _attribute(node: ast.Attribute, scope: Mapping[str, Any]) -> Any:
+    base = evaluate(node.value, scope)
+    if not isinstance(base, Facts):
+        raise ExprError(f"{node.attr!r} is asked of a value, not of facts")
+    return base.get(node.attr)
+
+
+def _tuple(node: ast.Tuple, scope: Mapping[str, Any]) -> Any:
+    return tuple(evaluate(item, scope) for item in node.elts)
+
+
+def _unary(node: ast.UnaryOp, scope: Mapping[str, Any]) -> Any:
+    if isinstance(node.op, ast.Not):
+        return not evaluate(node.operand, scope)
+    if isinstance(node.op, ast.USub):
+        return -evaluate(node.operand, scope)
+    raise _cannot(node)  # pragma: no cover - vetted
+
+
+def _binary(node: ast.BinOp, scope: Mapping[str, Any]) -> Any:
+    a, b = evaluate(node.left, scope), evaluate(node.right, scope)
+    # Numbers only, and text joined by +: 'x' * 10**11 from a snapshot holding text
+    # where a number belongs must be an error, not 100 GB of memory.
+    if not (_number(a) and _number(b)) and not (
+        isinstance(node.op, ast.Add) and isinstance(a, str) and isinstance(b, str)
+    ):
+        raise ExprError(f"cannot compute with {a!r} and {b!r}")
+    return _apply(_BINARY[type(node.op)], a, b)
+
+
+def _compare(node: ast.Compare, scope: Mapping[str, Any]) -> Any:
+    value = evaluate(node.left, scope)
+    for cmp, right in zip(node.ops, node.comparators, strict=True):
+        other = evaluate(right, scope)
+        if not _apply(_COMPARE[type(cmp)], value, other):
+            return False
+        value = other
+    return True
+
+
+def _bool_op(node: ast.BoolOp, scope: Mapping[str, Any]) -> Any:
+    return _kleene(isinstance(node.op, ast.And), node.values, scope)
+
+
+def _if_exp(node: ast.IfExp, scope: Mapping[str, Any]) -> Any:
+    return evaluate(node.body if evaluate(node.test, scope) else node.orelse, scope)
+
+
+def _call(node: ast.Call, scope: Mapping[str, Any]) -> Any:
+    if not isinstance(node.func, ast.Name):
+        raise _cannot(node)  # pragma: no cover - vetted
+    if node.func.id == "known":
+        return _known(node.args, scope)
+    return _apply(FUNCTIONS[node.func.id], *(evaluate(arg, scope) for arg in node.args))
+
+
+def _known(args: list[ast.expr], scope: Mapping[str, Any]) -> bool:
+    try:
+        for arg in args:
+            evaluate(arg, scope)
+    except Unknown:
+        return False
+    return True
+
+
+_EVALUATORS: Mapping[type[ast.expr], Callable[[Any, Mapping[str, Any]], Any]] = {
+    ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribute, ast.Tuple: _tuple,
+    ast.UnaryOp: _unary, ast.BinOp: _binary, ast.Compare: _compare, ast.BoolOp: _bool_op,
+    ast.IfExp: _if_exp, ast.Call: _call,
+}  # fmt: skip
 
 
 def _kleene(is_and: bool, values: list[ast.expr], scope: Mapping[str, Any]) -> Any:

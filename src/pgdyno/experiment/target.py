@@ -17,8 +17,8 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import describe, split_password
 from pgdyno.postgres.cluster import Sandbox, cluster_name, recover, taken_ports
 from pgdyno.postgres.sandbox_user import sandbox_user
+from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import describe_settings
-from pgdyno.postgres.settings_meta import check_setting
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pgdyno.stats.compare import CellStats, Comparison, Ladder, compare, describe, ladder
+from pgdyno.stats.ladder import Ladder, ladder
+from pgdyno.stats.summary import CellStats, describe
+from pgdyno.stats.verdict import Comparison, compare
 
 CellKey = tuple[str, int, int]  # workload, scale, clients
 

@@ -13,13 +13,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-from psycopg import sql
-
 from pgdyno import process
-from pgdyno.errors import DatasetError, ProcessError
+from pgdyno.errors import DatasetError, InsufficientPrivilege, ProcessError, QueryRefused
 from pgdyno.pgbench.command import INIT_STEPS, init_argv
-from pgdyno.postgres.client import Client, connect, error_reason, with_dbname
+from pgdyno.postgres.client import Client, compose, connect, identifier, literal, with_dbname
 from pgdyno.postgres.queries import load
 
 BENCH_DB = "pgdyno_bench"
@@ -61,9 +58,7 @@ def ready_templates(client: Client) -> dict[str, int]:
 
 
 def _drop(client: Client, dbname: str) -> None:
-    client.execute(
-        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
-    )
+    client.execute(compose("DROP DATABASE IF EXISTS {} WITH (FORCE)", identifier(dbname)))
 
 
 def ensure_dataset(
@@ -81,7 +76,7 @@ def ensure_dataset(
         return Dataset(name, scale, existing[name], False, time.monotonic() - started)
     with _as_dataset_error(f"creating the database {name} for scale {scale}"):
         _drop(client, name)  # an incomplete one from an interrupted run
-        client.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        client.execute(compose("CREATE DATABASE {}", identifier(name)))
     try:
         process.run(
             init_argv(pgbench, with_dbname(client.dsn, name), scale),
@@ -114,9 +109,9 @@ def _as_dataset_error(doing: str) -> Iterator[None]:
     sentence; a lost connection stays ConnectionLost (it is not the dataset's fault)."""
     try:
         yield
-    except psycopg.Error as exc:
+    except QueryRefused as exc:
         raise DatasetError(
-            f"{doing} failed ({error_reason(exc)}); check free disk space and that the role "
+            f"{doing} failed ({exc.reason}); check free disk space and that the role "
             "may create databases."
         ) from exc
 
@@ -125,8 +120,8 @@ def _checkpoint(client: Client) -> None:
     """Write the new dataset to disk now, not during the first measured run.
 
     Needs superuser or pg_checkpoint (15+); without it the copy's own checkpoint does it."""
-    with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-        client.execute(sql.SQL("CHECKPOINT"))
+    with contextlib.suppress(InsufficientPrivilege):
+        client.execute(compose("CHECKPOINT"))
 
 
 def reset_bench_db(client: Client, template: str, server_version_num: int) -> None:
@@ -138,35 +133,34 @@ def reset_bench_db(client: Client, template: str, server_version_num: int) -> No
     filesystem has them), falling back to a plain copy where that is refused.
     """
     _drop(client, BENCH_DB)
-    create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-        sql.Identifier(BENCH_DB), sql.Identifier(template)
+    create = compose(
+        "CREATE DATABASE {} TEMPLATE {}"
+        + (" STRATEGY FILE_COPY" if server_version_num >= 150000 else ""),
+        identifier(BENCH_DB),
+        identifier(template),
     )
-    if server_version_num >= 150000:
-        create = create + sql.SQL(" STRATEGY FILE_COPY")
     try:
         if server_version_num >= 180000:
             try:
-                client.execute(sql.SQL("SET file_copy_method = clone"))
+                client.execute(compose("SET file_copy_method = clone"))
                 client.execute(create)
                 _comment(client, BENCH_DB, PRISTINE.format(template=template))
                 return
-            except psycopg.Error:
+            except QueryRefused:
                 _drop(client, BENCH_DB)
             finally:
-                client.execute(sql.SQL("RESET file_copy_method"))
+                client.execute(compose("RESET file_copy_method"))
         client.execute(create)
         _comment(client, BENCH_DB, PRISTINE.format(template=template))
-    except psycopg.Error as exc:
+    except QueryRefused as exc:
         raise DatasetError(
-            f"could not copy dataset {template} into {BENCH_DB} ({str(exc).strip()}); "
+            f"could not copy dataset {template} into {BENCH_DB} ({exc.server_message}); "
             "check free disk space and that nobody is connected to the template."
         ) from exc
 
 
 def _comment(client: Client, dbname: str, text: str) -> None:
-    client.execute(
-        sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(dbname), sql.Literal(text))
-    )
+    client.execute(compose("COMMENT ON DATABASE {} IS {}", identifier(dbname), literal(text)))
 
 
 def prewarm(dsn: str, password: str | None) -> int:
@@ -178,13 +172,13 @@ def prewarm(dsn: str, password: str | None) -> int:
     """
     with connect(with_dbname(dsn, BENCH_DB), password) as client:
         try:
-            client.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS pg_prewarm"))
+            client.execute(compose("CREATE EXTENSION IF NOT EXISTS pg_prewarm"))
             blocks = 0
             for oid, _name in client.rows(load("prewarm_relations")):
-                blocks += int(client.rows("SELECT pg_prewarm(%(oid)s)", {"oid": oid})[0][0])
-        except psycopg.Error as exc:
+                blocks += int(client.rows(load("prewarm_relation"), {"oid": oid})[0][0])
+        except QueryRefused as exc:
             raise DatasetError(
-                f"prewarm failed ({str(exc).strip().splitlines()[0]}); install PostgreSQL's "
+                f"prewarm failed ({exc.reason}); install PostgreSQL's "
                 "contrib modules (pg_prewarm) or leave prewarm off."
             ) from exc
     return blocks
@@ -192,10 +186,7 @@ def prewarm(dsn: str, password: str | None) -> int:
 
 def is_pristine(client: Client, template: str) -> bool:
     """True when the bench database is an untouched copy of `template`."""
-    rows = client.rows(
-        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %(db)s",
-        {"db": BENCH_DB},
-    )
+    rows = client.rows(load("database_comment"), {"db": BENCH_DB})
     return bool(rows) and rows[0][0] == PRISTINE.format(template=template)
 
 

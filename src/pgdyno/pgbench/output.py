@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pgdyno.errors import ParseError
+from pgdyno.records import ScriptSummary, StatementLatency, Summary
 
+# The records live in the bottom layer (records/pgbench.py); they stay importable from here.
 __all__ = [
     "ScriptSummary",
     "StatementLatency",
@@ -35,59 +36,6 @@ __all__ = [
     "parse_summary",
     "parse_version",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class StatementLatency:
-    """One line of the per-statement report (``-r``)."""
-
-    script: int  # 0-based script index (single-script runs: 0)
-    line: int  # 1-based order of the statement within its script
-    latency_ms: float
-    failures: int | None  # PG15+ print a failures column with -r; None when absent
-    retries: int | None  # PG15+ with --max-tries other than 1; None when absent
-    command: str
-
-
-@dataclass(frozen=True, slots=True)
-class ScriptSummary:
-    """One ``SQL script N: name`` section, printed only when more than one script ran."""
-
-    index: int  # 0-based (pgbench numbers them from 1)
-    name: str
-    weight: int | None
-    transactions: int | None
-    tps: float | None
-    latency_avg_ms: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """The end-of-run report of one pgbench run.
-
-    ``scripts`` is empty when pgbench printed no per-script sections (a single script);
-    ``failed_transactions`` is 0 when the version does not report failures (14).
-    """
-
-    transaction_type: str | None
-    scaling_factor: int | None
-    query_mode: str | None
-    clients: int | None
-    threads: int | None
-    duration_s: float | None
-    transactions: int
-    failed_transactions: int
-    latency_avg_ms: float | None
-    latency_stddev_ms: float | None
-    initial_connection_time_ms: float | None
-    tps: float
-    rate_lag_avg_ms: float | None  # under -R
-    rate_lag_max_ms: float | None
-    skipped_transactions: int | None  # -R with -L
-    late_transactions: int | None  # -L: transactions above the latency limit
-    maximum_tries: int | None  # PG15+
-    scripts: tuple[ScriptSummary, ...]
-    statements: tuple[StatementLatency, ...]
 
 
 _NUM = r"-?[0-9]+(?:\.[0-9]+)?"

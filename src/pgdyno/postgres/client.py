@@ -5,13 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg import conninfo as pg_conninfo
 from psycopg import sql
 
-from pgdyno.errors import ConnectionFailed, ConnectionLost, UsageError
+from pgdyno.errors import (
+    ConnectionFailed,
+    ConnectionLost,
+    InsufficientPrivilege,
+    QueryRefused,
+    ServerTrouble,
+    UndefinedObject,
+    UsageError,
+)
 from pgdyno.postgres.queries import load
 from pgdyno.textsafe import scrub_secrets
 
@@ -89,8 +97,37 @@ def describe(dsn: str) -> str:
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
 
 
+# -- composing statements: callers outside postgres/ never touch the driver's sql module --------
+
+Statement = sql.SQL | sql.Composed
+
+
+def identifier(name: str) -> sql.Identifier:
+    """A quoted name (database, role, ...) to put into a statement with `compose`."""
+    return sql.Identifier(name)
+
+
+def literal(value: object) -> sql.Literal:
+    """A quoted constant, for statements that take no parameters (COMMENT ON ... IS)."""
+    return sql.Literal(value)
+
+
+def compose(template: LiteralString, *parts: sql.Composable) -> sql.Composed:
+    """`template` with each `{}` replaced by a part, quoted as the part says.
+
+    >>> compose("DROP DATABASE {}", identifier("my db")).as_string()
+    'DROP DATABASE "my db"'
+    """
+    return sql.SQL(template).format(*parts)
+
+
 class Client:
-    """A connection in autocommit mode (pgdyno runs DDL such as CREATE DATABASE)."""
+    """A connection in autocommit mode (pgdyno runs DDL such as CREATE DATABASE).
+
+    Driver errors leave it as pgdyno's own: ConnectionLost when the session is gone, else a
+    QueryRefused (InsufficientPrivilege, UndefinedObject, ServerTrouble) and the session stays
+    usable, as autocommit leaves no aborted transaction behind.
+    """
 
     def __init__(self, dsn: str, password: str | None = None) -> None:
         self.dsn = dsn
@@ -115,29 +152,40 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def server_version_num(self) -> int:
+        """`server_version_num` as the server announced it when connecting (no query)."""
+        return self.conn.info.server_version
+
+    @property
+    def host(self) -> str:
+        """The host (or socket directory) the connection really went to."""
+        return self.conn.info.host
+
     def rows(self, query: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         # Queries come from pgdyno's .sql files; values always travel as parameters.
-        with self._lost_as_error(), self.conn.cursor() as cur:
+        with self._own_errors(), self.conn.cursor() as cur:
             cur.execute(query.encode(), params)
             return cur.fetchall() if cur.description else []
 
-    def execute(self, statement: sql.SQL | sql.Composed) -> None:
-        with self._lost_as_error(), self.conn.cursor() as cur:
+    def execute(self, statement: Statement) -> None:
+        """Run a statement made with `compose` (DDL, where values cannot be parameters)."""
+        with self._own_errors(), self.conn.cursor() as cur:
             cur.execute(statement)
 
     @contextmanager
-    def _lost_as_error(self) -> Iterator[None]:
-        """A broken connection becomes ConnectionLost; a failed statement stays the driver's
-        error (callers tell a missing privilege or view from other failures by its class)."""
+    def _own_errors(self) -> Iterator[None]:
+        """A broken connection becomes ConnectionLost; a failed statement a QueryRefused, whose
+        class tells a missing privilege or view from other failures."""
         try:
             yield
         except psycopg.Error as exc:
-            if not connection_lost(exc, self.conn.broken or self.conn.closed):
-                raise
-            raise ConnectionLost(
-                f"lost the connection to PostgreSQL at {describe(self.dsn)} "
-                f"({error_reason(exc)}); check that the server is still running."
-            ) from exc
+            if connection_lost(exc, self.conn.broken or self.conn.closed):
+                raise ConnectionLost(
+                    f"lost the connection to PostgreSQL at {describe(self.dsn)} "
+                    f"({error_reason(exc)}); check that the server is still running."
+                ) from exc
+            raise refused(exc, describe(self.dsn)) from exc
 
     def server_info(self) -> ServerInfo:
         row = self.rows(load("server_info"))[0]
@@ -178,6 +226,48 @@ def connection_lost(exc: psycopg.Error, broken: bool) -> bool:
     """
     state = exc.sqlstate or ""
     return broken or state in _SESSION_ENDED or state.startswith("08")
+
+
+_PRIVILEGE = "42501"
+# undefined table or view, column, function, object, schema
+_UNDEFINED = frozenset({"42P01", "42703", "42883", "42704", "3F000"})
+_ADVICE: dict[type[QueryRefused], str] = {
+    InsufficientPrivilege: "connect as a role that has the privilege, e.g. a superuser",
+    UndefinedObject: "this server's version or schema lacks it: check that pgdyno supports it",
+    ServerTrouble: "check the server's log, its free disk space and memory",
+    QueryRefused: "check the server's log",
+}
+
+
+def refusal_class(exc: psycopg.Error) -> type[QueryRefused]:
+    """Which of pgdyno's errors a failed statement is.
+
+    >>> refusal_class(psycopg.errors.InsufficientPrivilege()).__name__
+    'InsufficientPrivilege'
+    >>> refusal_class(psycopg.errors.UndefinedColumn()).__name__
+    'UndefinedObject'
+    >>> refusal_class(psycopg.errors.DiskFull()).__name__, refusal_class(psycopg.Error()).__name__
+    ('ServerTrouble', 'QueryRefused')
+    """
+    if exc.sqlstate == _PRIVILEGE:
+        return InsufficientPrivilege
+    if exc.sqlstate in _UNDEFINED:
+        return UndefinedObject
+    # The driver's own grouping: resources, cancellation, locks, conflicts, ...
+    if isinstance(exc, psycopg.OperationalError):
+        return ServerTrouble
+    return QueryRefused
+
+
+def refused(exc: psycopg.Error, where: str) -> QueryRefused:
+    """A failed statement as one of pgdyno's errors, with one sentence and the server's words."""
+    kind = refusal_class(exc)
+    verb = "could not run" if kind is ServerTrouble else "refused"
+    return kind(
+        f"PostgreSQL at {where} {verb} a statement ({error_reason(exc)}); {_ADVICE[kind]}.",
+        exc.sqlstate,
+        str(exc).strip(),
+    )
 
 
 def error_reason(exc: psycopg.Error) -> str:

@@ -34,6 +34,7 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.conf import quote_value, refused_settings, render_settings
 from pgdyno.postgres.sandbox_user import hand_over, require_reachable
 from pgdyno.process import RunAs
+from pgdyno.records import Status
 from pgdyno.textsafe import strict_json
 
 SUPERUSER = "postgres"
@@ -62,18 +63,6 @@ class ClusterState:
     # None when it was started on purpose (`pgdyno sandbox start`) or is stopped.
     owner_pid: int | None = None
     owner_started: int | None = None  # the owner's start time, to tell a reused pid apart
-
-
-@dataclass(frozen=True)
-class Status:
-    name: str
-    version: str
-    running: bool
-    pid: int | None
-    port: int
-    socket_dir: Path
-    data_dir: Path
-    owner_pid: int | None
 
 
 def cluster_name(major: int) -> str:

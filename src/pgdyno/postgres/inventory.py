@@ -22,11 +22,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from psycopg import conninfo as pg_conninfo
 
-from pgdyno.errors import ConnectionFailed
-from pgdyno.postgres.client import Client, ServerInfo, describe, error_reason
+from pgdyno.errors import InsufficientPrivilege, QueryRefused
+from pgdyno.postgres.client import Client, ServerInfo
 from pgdyno.postgres.queries import load
 
 __all__ = ["connects_here", "is_local", "queries_for", "read_server"]
@@ -68,27 +67,25 @@ def read_server(client: Client, dsn: str) -> tuple[dict[str, Any], dict[str, str
     info: ServerInfo | None = None
     try:
         info = client.server_info()
-    except psycopg.Error as exc:
-        why = _failure(client, exc)
+    except QueryRefused as exc:
+        why = _failure(exc)
         for name in ("version_num", "version", "is_superuser"):
             unread[f"server.{name}"] = f"the server's version and role could not be read: {why}."
     if info is not None:
         server.update(
             version_num=info.version_num, version=info.version, is_superuser=info.is_superuser
         )
-    version_num = info.version_num if info else client.conn.info.server_version
+    version_num = info.version_num if info else client.server_version_num
     for field, query in queries_for(version_num).items():
         try:
             rows = client.rows(load(query))
-        except psycopg.Error as exc:
+        except QueryRefused as exc:  # a lost connection (ConnectionLost) ends the audit
             server[field] = None
-            unread[f"server.{field}"] = (
-                f"{_SOURCES[field]} could not be read: {_failure(client, exc)}."
-            )
+            unread[f"server.{field}"] = f"{_SOURCES[field]} could not be read: {_failure(exc)}."
             continue
         server[field] = _SHAPES[field](rows, unread)
     data_directory = ((server["settings"] or {}).get("data_directory") or {}).get("setting")
-    here = pg_conninfo.make_conninfo(dsn, host=client.conn.info.host)
+    here = pg_conninfo.make_conninfo(dsn, host=client.host)
     server["local"] = is_local(here, data_directory)
     return server, unread
 
@@ -132,16 +129,11 @@ def _is_here(host: str) -> bool:
         return False
 
 
-def _failure(client: Client, exc: psycopg.Error) -> str:
-    """Why a query failed, as a clause; raises when the connection itself is gone."""
-    if client.conn.broken or client.conn.closed:
-        raise ConnectionFailed(
-            f"lost the connection to PostgreSQL at {describe(client.dsn)} ({error_reason(exc)}); "
-            "check that the server is still running."
-        ) from exc
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return f"{error_reason(exc)} (a superuser can read it)"
-    return error_reason(exc)
+def _failure(exc: QueryRefused) -> str:
+    """Why a query failed, as a clause."""
+    if isinstance(exc, InsufficientPrivilege):
+        return f"{exc.reason} (a superuser can read it)"
+    return exc.reason
 
 
 # -- rows -> JSON-ready values ----------------------------------------------------------------

@@ -8,9 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from pgdyno.postgres.binaries import Available
-from pgdyno.postgres.cluster import Status
-from pgdyno.records import RunRecord
+from pgdyno.records import Available, RunRecord, Status
 
 # The tail of pgbench's stderr that `runs show` prints for a run that did not finish.
 STDERR_TAIL_LINES = 20

@@ -9,28 +9,8 @@ from typing import Any
 
 from rich.table import Table
 
+from pgdyno.metrics import compact_columns, with_derived
 from pgdyno.render.terminal import fmt
-
-# (header, source, digits): source is a run_seconds column or a sample metric; {data} stands
-# for the device under the data directory.
-COMPACT: tuple[tuple[str, str, int], ...] = (
-    ("TPS", "tps", 0),
-    ("p50 ms", "latency_p50_ms", 2),
-    ("p99 ms", "latency_p99_ms", 2),
-    ("max ms", "latency_max_ms", 1),
-    ("usr%", "cpu.user_pct", 0),
-    ("sys%", "cpu.system_pct", 0),
-    ("wait%", "cpu.iowait_pct", 0),
-    ("rMB/s", "disk.{data}.read_mbps", 1),
-    ("wMB/s", "disk.{data}.write_mbps", 1),
-    ("util%", "disk.{data}.util_pct", 0),
-    ("dirty MB", "mem.dirty_mb", 0),
-    ("wback MB", "mem.writeback_mb", 0),
-    ("ckpt buf/s", "pg.buffers_checkpoint_per_s", 0),
-    ("bgw buf/s", "pg.buffers_bgwriter_per_s", 0),
-    ("bknd buf/s", "pg.buffers_backend_per_s", 0),
-    ("WAL MB/s", "pg.wal_mb_per_s", 1),
-)
 
 
 def data_device(run: Mapping[str, Any]) -> str | None:
@@ -48,10 +28,7 @@ def _series(
         for name, value in row.items():
             if name != "t" and value is not None:
                 series.setdefault(name, {})[row["t"]] = value
-    wal = series.get("pg.wal_bytes_per_s")
-    if wal:
-        series["pg.wal_mb_per_s"] = {t: v / 1e6 for t, v in wal.items()}
-    return series
+    return with_derived(series)  # e.g. pg.wal_mb_per_s, as the catalog defines it
 
 
 def _seconds(series: Mapping[str, Mapping[int, float]]) -> list[int]:
@@ -70,7 +47,8 @@ def _event_marks(run: Mapping[str, Any]) -> dict[int, str]:
 def compact_table(run: Mapping[str, Any], samples: Mapping[str, Mapping[int, float]]) -> Table:
     series = _series(run, samples)
     device = data_device(run) or "?"
-    columns = [(h, src.replace("{data}", device), d) for h, src, d in COMPACT]
+    # The catalog's compact columns; a per-device metric shows the data directory's device.
+    columns = [(m.column or m.name, m.named(device), m.digits) for m in compact_columns()]
     columns = [c for c in columns if c[1] in series]
     table = Table(
         title=f"run {run['id']} timeline (data device {device}; C> checkpoint start, <C complete)",

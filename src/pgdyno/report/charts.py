@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pgdyno.metrics import get
+
 Figure = dict[str, Any]
 
 # Up to 12 sets stay distinguishable; beyond that colours repeat (dash styles still differ).
@@ -63,6 +65,22 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
 
 def _axis(title: str, **extra: Any) -> dict[str, Any]:
     return {"title": {"text": title}, "gridcolor": "#e6e6e6", "zeroline": False, **extra}
+
+
+def _labelled(
+    specs: Sequence[tuple[str, str, str, float]], prefix: str = "", device: str = ""
+) -> list[tuple[str, str, str, str, float]]:
+    """(metric, axis suffix, dash, width) -> (series name, legend label, ...): names and labels
+    come from the metric catalog, a per-device metric filled in with `device`."""
+    out = []
+    for name, axis, dash, width in specs:
+        metric = get(name)
+        out.append((metric.named(device), prefix + metric.label, axis, dash, width))
+    return out
+
+
+def _unit(name: str) -> str:
+    return get(name).unit
 
 
 def _lines(
@@ -163,19 +181,22 @@ def _checkpoint_shapes(series: Sequence[Series]) -> tuple[list[Any], list[Any]]:
 
 def tps_latency(series: Sequence[Series], title: str) -> Figure | None:
     """TPS on top; p50 (dotted), p99 (solid) and max (dashed) latency below, log scale."""
-    data = _lines(series, [("tps", "TPS", "", "solid", 1.8)])
+    data = _lines(series, _labelled([("tps", "", "solid", 1.8)]))
     if not data:
         return None
     data += _lines(
         series,
-        [
-            ("latency_p50_ms", "p50", "2", "dot", 1.4),
-            ("latency_p99_ms", "p99", "2", "solid", 1.6),
-            ("latency_max_ms", "max", "2", "dash", 1.0),
-        ],
+        _labelled(
+            [
+                ("latency_p50_ms", "2", "dot", 1.4),
+                ("latency_p99_ms", "2", "solid", 1.6),
+                ("latency_max_ms", "2", "dash", 1.0),
+            ]
+        ),
     )
     shapes, markers = _checkpoint_shapes(series)
-    layout = _two_rows(title, "TPS", "latency ms (log)", type="log", dtick=1)
+    top, bottom = get("tps").label, f"latency {_unit('latency_p99_ms')} (log)"
+    layout = _two_rows(title, top, bottom, type="log", dtick=1)
     if markers:
         layout["yaxis3"] = {"overlaying": "y", "range": [0, 1.05], "visible": False}
         layout["shapes"] = shapes
@@ -192,52 +213,43 @@ def disk_io(
     rows = devices[:2]
     for row, (role, name) in enumerate(rows):
         axis = "" if row == 0 else "2"
-        data += _lines(
-            series,
-            [
-                (f"disk.{name}.write_mbps", f"{role} write", axis, "solid", 1.6),
-                (f"disk.{name}.read_mbps", f"{role} read", axis, "dot", 1.6),
-            ],
-        )
+        specs = [("disk.{device}.write_mbps", axis, "solid", 1.6),
+                 ("disk.{device}.read_mbps", axis, "dot", 1.6)]  # fmt: skip
+        data += _lines(series, _labelled(specs, f"{role} ", name))
     if not data:
         return None
+    unit = _unit("disk.{device}.write_mbps")
     if len(rows) == 1:
         role, name = rows[0]
         layout = _layout(
             title,
             height=380,
             xaxis=_axis("seconds into the run"),
-            yaxis=_axis(f"{role} device {name} MB/s", rangemode="tozero"),
+            yaxis=_axis(f"{role} device {name} {unit}", rangemode="tozero"),
         )
     else:
         (role1, name1), (role2, name2) = rows
         layout = _two_rows(
-            title, f"{role1} {name1} MB/s", f"{role2} {name2} MB/s", rangemode="tozero"
+            title, f"{role1} {name1} {unit}", f"{role2} {name2} {unit}", rangemode="tozero"
         )
     return {"data": _legend_once(data, len(series) == 1), "layout": layout}
 
 
 def cpu_memory(series: Sequence[Series], title: str) -> Figure | None:
     """CPU user / system / iowait % on top; Dirty and Writeback MB below."""
-    data = _lines(
-        series,
-        [
-            ("cpu.user_pct", "user", "", "solid", 1.6),
-            ("cpu.system_pct", "system", "", "dash", 1.4),
-            ("cpu.iowait_pct", "iowait", "", "dot", 1.6),
-            ("cpu.steal_pct", "steal", "", "dashdot", 1.0),
-        ],
-    )
-    memory = _lines(
-        series,
-        [
-            ("mem.dirty_mb", "Dirty", "2", "solid", 1.6),
-            ("mem.writeback_mb", "Writeback", "2", "dot", 1.6),
-        ],
-    )
+    cpu = [
+        ("cpu.user_pct", "", "solid", 1.6),
+        ("cpu.system_pct", "", "dash", 1.4),
+        ("cpu.iowait_pct", "", "dot", 1.6),
+        ("cpu.steal_pct", "", "dashdot", 1.0),
+    ]
+    data = _lines(series, _labelled(cpu))
+    memory_specs = [("mem.dirty_mb", "2", "solid", 1.6), ("mem.writeback_mb", "2", "dot", 1.6)]
+    memory = _lines(series, _labelled(memory_specs))
     if not data and not memory:
         return None
-    layout = _two_rows(title, "CPU %", "memory MB", rangemode="tozero")
+    top, bottom = f"CPU {_unit('cpu.user_pct')}", f"memory {_unit('mem.dirty_mb')}"
+    layout = _two_rows(title, top, bottom, rangemode="tozero")
     layout["yaxis"]["range"] = [0, 100]
     return {"data": _legend_once(data + memory, len(series) == 1), "layout": layout}
 

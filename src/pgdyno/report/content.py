@@ -14,16 +14,28 @@ by `--csv`, so the three outputs cannot disagree. Layout of the dict:
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pgdyno.experiment.verdicts import Analysis, CellKey, analyse
-from pgdyno.render.compare import change_text
+from pgdyno.render.verdict_tables import change_text
 from pgdyno.report import charts
-from pgdyno.report.charts import Point, Series, Step
+from pgdyno.report.charts import Point, Step
+from pgdyno.report.drilldown import run_entry
 from pgdyno.report.load import ReportInput
-from pgdyno.stats.compare import COMPARE_CONFIDENCE, describe
+from pgdyno.report.selection import (
+    cell_key,
+    cell_label,
+    group_runs,
+    is_ok,
+    representative,
+    statement_spreads,
+    tps_panels,
+    worst_spreads,
+)
+from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
+from pgdyno.stats.levels import COMPARE_CONFIDENCE
+from pgdyno.stats.summary import describe
 
 MAX_CELL_SECTIONS = 12  # more cells than this get the overview charts and drill-downs only
 
@@ -45,115 +57,10 @@ WORST_NOTE = (
     "p99, p99.9 and the slowest transaction of each run: median over the repeats, "
     "error bars from the best to the worst repeat (seed 001)."
 )
-TIMELINE_NOTE = (
-    "The repeat with the median TPS of each group. Latency: dotted p50, solid p99, dashed max "
-    "(log scale). Shaded spans and ▼ mark checkpoints (hover for buffers written and timings)."
-)
-DISK_NOTE = "Solid: write MB/s, dotted: read MB/s, same definitions as iostat -x."
-CPU_NOTE = "CPU: solid user, dashed system, dotted iowait. Memory: solid Dirty, dotted Writeback."
-
-
-def cell_label(cell: CellKey) -> str:
-    """
-    >>> cell_label(("select-only", 10, 4))
-    'select-only, scale 10, 4 clients'
-    """
-    workload, scale, clients = cell
-    return f"{workload}, scale {scale}, {clients} client{'s' if clients != 1 else ''}"
-
-
-def _cell(run: Mapping[str, Any]) -> CellKey:
-    return (str(run["workload"]), int(run["scale"]), int(run["clients"]))
-
-
-def _ok(run: Mapping[str, Any]) -> bool:
-    return run["status"] == "ok" and bool(run.get("tps"))
-
-
 # -- groups ------------------------------------------------------------------------------------
 
 
-def group_runs(data: ReportInput) -> tuple[list[str], str, dict[int, str]]:
-    """Group names in order, the baseline group, and each run's group.
-
-    A comparison groups by set (its baseline first as the plan says); other runs by
-    PostgreSQL version when they differ, else by bench session, else all in one group.
-    """
-    runs = data.runs
-    if data.comparison is not None:
-        names = [s["name"] for s in data.comparison["sets"]]
-        return names, str(data.comparison["baseline"]), {r["id"]: r["set_name"] for r in runs}
-    if len({r["pg_version"] for r in runs}) > 1:
-        key = {r["id"]: f"PostgreSQL {r['pg_version']}" for r in runs}
-    elif len({r["session_id"] for r in runs}) > 1:
-        key = {r["id"]: f"session {r['session_id']}" for r in runs}
-    else:
-        key = {r["id"]: str(runs[0]["target"]) for r in runs}
-    names = list(dict.fromkeys(key[r["id"]] for r in runs))
-    return names, names[0], key
-
-
 # -- per-second series -------------------------------------------------------------------------
-
-
-def _checkpoints(run: Mapping[str, Any], t0: float) -> list[dict[str, Any]]:
-    """Checkpoint spans from start to complete events, as seconds into the run."""
-    spans: list[dict[str, Any]] = []
-    start: float | None = None
-    for event in run.get("events", []):
-        if event["kind"] == "checkpoint_start":
-            start = float(event["t"])
-        elif event["kind"] == "checkpoint_complete":
-            begin = start if start is not None else float(event["t"])
-            detail = event.get("detail") or {}
-            text = "checkpoint: " + ", ".join(
-                f"{k.replace('_', ' ')} {v}" for k, v in detail.items() if v is not None
-            )
-            spans.append(
-                {
-                    "x0": round(begin - t0, 3),
-                    "x1": round(float(event["t"]) - t0, 3),
-                    "text": text[:300],
-                }
-            )
-            start = None
-    if start is not None:
-        spans.append(
-            {
-                "x0": round(start - t0, 3),
-                "x1": round(start - t0, 3),
-                "text": "checkpoint started, not complete by the end of the run",
-            }
-        )
-    return spans
-
-
-def run_series(run: Mapping[str, Any], group: str, colour: str) -> Series:
-    """Every per-second value of a run, x = seconds since its first measured second."""
-    seconds = run.get("seconds") or []
-    samples: Mapping[str, Mapping[int, float]] = run.get("samples") or {}
-    starts = [row["t"] for row in seconds] or [t for s in samples.values() for t in s]
-    t0 = float(min(starts)) if starts else 0.0
-    values: dict[str, list[tuple[float, float]]] = {}
-    for row in seconds:
-        for name, value in row.items():
-            if name != "t" and value is not None:
-                values.setdefault(name, []).append((row["t"] - t0, float(value)))
-    for name, points in samples.items():
-        values[name] = [(t - t0, float(v)) for t, v in sorted(points.items())]
-    return Series(group, colour, values, _checkpoints(run, t0))
-
-
-def devices(run: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(role, kernel name) of the data device, then the WAL device when it is another one."""
-    found = run.get("devices") or {}
-    out: list[tuple[str, str]] = []
-    for role in ("data", "wal"):
-        dev = found.get(role) if isinstance(found, dict) else None
-        name = dev.get("name") if isinstance(dev, dict) else None
-        if name and all(name != n for _, n in out):
-            out.append((role, str(name)))
-    return out
 
 
 # -- statistics and verdicts -------------------------------------------------------------------
@@ -234,7 +141,7 @@ def _waterfalls(analysis: Analysis) -> list[dict[str, Any]]:
         fig = charts.waterfall(steps, total, f"Tuning ladder: {cell_label(cell)}")
         if fig:
             figures.append(
-                _chart(
+                chart(
                     f"ladder-{len(figures)}",
                     fig,
                     LADDER_NOTE,
@@ -247,13 +154,7 @@ def _tps_by_clients(
     ok_runs: Sequence[Mapping[str, Any]], groups: Mapping[int, str], colours: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     figures: list[dict[str, Any]] = []
-    panels: dict[tuple[str, int], dict[tuple[str, int], list[float]]] = {}
-    for run in ok_runs:
-        key = (str(run["workload"]), int(run["scale"]))
-        panels.setdefault(key, {}).setdefault((groups[run["id"]], int(run["clients"])), []).append(
-            float(run["tps"])
-        )
-    for (workload, scale), cells in panels.items():
+    for (workload, scale), cells in tps_panels(ok_runs, groups).items():
         points = []
         for group in colours:
             for (g, clients), values in sorted(cells.items(), key=lambda kv: kv[0][1]):
@@ -276,7 +177,7 @@ def _tps_by_clients(
         fig = charts.tps_by_clients(points, f"{what}: {workload}, scale {scale}")
         if fig:
             figures.append(
-                _chart(
+                chart(
                     f"tps-clients-{len(figures)}",
                     fig,
                     TPS_CLIENTS_NOTE,
@@ -285,17 +186,7 @@ def _tps_by_clients(
     return figures
 
 
-def _chart(chart_id: str, figure: Mapping[str, Any], note: str) -> dict[str, Any]:
-    return {"id": chart_id, "figure": figure, "note": note}
-
-
 # -- per cell ----------------------------------------------------------------------------------
-
-
-def representative(runs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The repeat with the median TPS (the lower one of an even count)."""
-    ranked = sorted(runs, key=lambda r: float(r["tps"]))
-    return ranked[(len(ranked) - 1) // 2]
 
 
 def _statement_points(
@@ -303,25 +194,17 @@ def _statement_points(
 ) -> list[Point]:
     points = []
     for group, runs in by_group.items():
-        per_line: dict[tuple[int, int], list[float]] = {}
-        commands: dict[tuple[int, int], str] = {}
-        for run in runs:
-            for st in run.get("statements") or []:
-                key = (int(st["script"]), int(st["line"]))
-                per_line.setdefault(key, []).append(float(st["latency_ms"]))
-                commands[key] = str(st["command"])
-        for key in sorted(per_line):
-            values = per_line[key]
-            label = commands[key] if len(commands[key]) <= 60 else commands[key][:59] + "…"
+        for line, command, st in statement_spreads(runs):
+            label = command if len(command) <= 60 else command[:59] + "…"
             points.append(
                 Point(
                     group,
                     colours[group],
-                    f"{key[1]}: {label}",
-                    statistics.median(values),
-                    min(values),
-                    max(values),
-                    f"{commands[key]} (median of {len(values)} runs)",
+                    f"{line}: {label}",
+                    st.median,
+                    st.low,
+                    st.high,
+                    f"{command} (median of {st.n} runs)",
                 )
             )
     return points
@@ -332,25 +215,18 @@ def _worst_points(
 ) -> list[Point]:
     points = []
     for group, runs in by_group.items():
-        for column, label in (
-            ("latency_p99_ms", "p99"),
-            ("latency_p999_ms", "p99.9"),
-            ("latency_max_ms", "max"),
-        ):
-            values = [float(r[column]) for r in runs if r.get(column) is not None]
-            if values:
-                points.append(
-                    Point(
-                        group,
-                        colours[group],
-                        label,
-                        statistics.median(values),
-                        min(values),
-                        max(values),
-                        f"median of {len(values)} runs, range {min(values):.3g}-"
-                        f"{max(values):.3g} ms",
-                    )
+        for label, st in worst_spreads(runs):
+            points.append(
+                Point(
+                    group,
+                    colours[group],
+                    label,
+                    st.median,
+                    st.low,
+                    st.high,
+                    f"median of {st.n} runs, range {st.low:.3g}-{st.high:.3g} ms",
                 )
+            )
     return points
 
 
@@ -371,14 +247,14 @@ def _cell_section(
     figures: list[dict[str, Any]] = []
     tl = charts.tps_latency(series, f"TPS and latency over time: {label}")
     if tl:
-        figures.append(_chart(f"cell-{index}-timeline", tl, TIMELINE_NOTE))
+        figures.append(chart(f"cell-{index}-timeline", tl, TIMELINE_NOTE))
     devs = next((devices(r) for r in reps.values() if devices(r)), [])
     disk = charts.disk_io(series, devs, f"Disk I/O over time: {label}")
     if disk:
-        figures.append(_chart(f"cell-{index}-disk", disk, DISK_NOTE))
+        figures.append(chart(f"cell-{index}-disk", disk, DISK_NOTE))
     cpu = charts.cpu_memory(series, f"CPU and dirty memory over time: {label}")
     if cpu:
-        figures.append(_chart(f"cell-{index}-cpu", cpu, CPU_NOTE))
+        figures.append(chart(f"cell-{index}-cpu", cpu, CPU_NOTE))
     statements = charts.grouped_bars(
         _statement_points(by_group, colours),
         f"Per-statement latency: {label}",
@@ -387,7 +263,7 @@ def _cell_section(
     )
     if statements:
         figures.append(
-            _chart(
+            chart(
                 f"cell-{index}-statements",
                 statements,
                 STATEMENTS_NOTE,
@@ -398,7 +274,7 @@ def _cell_section(
     )
     if worst:
         figures.append(
-            _chart(
+            chart(
                 f"cell-{index}-worst",
                 worst,
                 WORST_NOTE,
@@ -415,99 +291,20 @@ def _cell_section(
 # -- drill-down per run ------------------------------------------------------------------------
 
 
-def settings_diff(settings: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Settings whose value differs from the baseline's (ports and paths too: they are facts).
-
-    >>> settings_diff({"a": "1", "b": "2"}, {"a": "1", "c": "3"})
-    [{'name': 'b', 'baseline': None, 'value': '2'}, {'name': 'c', 'baseline': '3', 'value': None}]
-    """
-    names = sorted(set(settings) | set(baseline))
-    return [
-        {"name": n, "baseline": baseline.get(n), "value": settings.get(n)}
-        for n in names
-        if settings.get(n) != baseline.get(n)
-    ]
-
-
-def _environment(run: Mapping[str, Any]) -> dict[str, Any]:
-    host = run.get("host") or {}
-    env: dict[str, Any] = {
-        "target": run.get("target"),
-        "PostgreSQL": run.get("pg_version"),
-        "pgbench": run.get("pgbench_version"),
-        "kernel": host.get("kernel"),
-        "CPU": f"{host.get('cpu_model')} ({host.get('cpu_count')} usable)",
-        "RAM": f"{(host.get('memory_bytes') or 0) / 2**30:.1f} GiB usable",
-    }
-    for role, dev in (run.get("devices") or {}).items():
-        if isinstance(dev, dict):
-            env[f"{role} device"] = (
-                f"{dev.get('name')} ({dev.get('fstype')} on {dev.get('mount_point')}, "
-                f"{dev.get('mount_options')}; scheduler {dev.get('scheduler')}, read_ahead_kb "
-                f"{dev.get('read_ahead_kb')}, {'rotational' if dev.get('rotational') else 'SSD'})"
-            )
-    return env
-
-
-def _run_entry(
-    run: Mapping[str, Any],
-    group: str,
-    colour: str,
-    baseline_run: Mapping[str, Any] | None,
-    set_info: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    health = run.get("health") or {}
-    series = [run_series(run, group, colour)]
-    figures: list[dict[str, Any]] = []
-    for chart_id, fig, note in (
-        ("timeline", charts.tps_latency(series, "TPS and latency over time"), TIMELINE_NOTE),
-        ("disk", charts.disk_io(series, devices(run), "Disk I/O over time"), DISK_NOTE),
-        ("cpu", charts.cpu_memory(series, "CPU and dirty memory over time"), CPU_NOTE),
-    ):
-        if fig:
-            figures.append(_chart(f"run-{run['id']}-{chart_id}", fig, note))
-    is_baseline_run = baseline_run is not None and baseline_run["id"] == run["id"]
-    return {
-        "id": int(run["id"]),
-        "group": group,
-        "cell": cell_label(_cell(run)),
-        "repeat": run.get("repeat"),
-        "status": run["status"],
-        "error": run.get("error"),
-        "started_at": run.get("started_at"),
-        "tps": run.get("tps"),
-        "latency": {
-            k: run.get(f"latency_{k}_ms") for k in ("avg", "p50", "p90", "p99", "p999", "max")
-        },
-        "latency_source": run.get("latency_source"),
-        "stability": {k: health.get(k) for k in ("tps_cv_pct", "tps_trend_pct", "client_cpu_pct")},
-        "warnings": list(health.get("warnings") or []),
-        "set": set_info,
-        "settings_baseline_run": None if baseline_run is None else int(baseline_run["id"]),
-        "settings_diff": []
-        if baseline_run is None or is_baseline_run
-        else settings_diff(run.get("settings") or {}, baseline_run.get("settings") or {}),
-        "settings": run.get("settings") or {},
-        "environment": _environment(run),
-        "pgbench_argv": " ".join(run.get("pgbench_argv") or []),
-        "charts": figures,
-    }
-
-
 # -- the whole report --------------------------------------------------------------------------
 
 
 def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     names, baseline, groups = group_runs(data)
     colours = {name: charts.colour(i) for i, name in enumerate(names)}
-    ok_runs = [r for r in data.runs if _ok(r)]
+    ok_runs = [r for r in data.runs if is_ok(r)]
     mode = str(data.comparison["mode"]) if data.comparison else "sets"
     analysis = analyse(
         [{**r, "set_name": groups[r["id"]]} for r in data.runs], names, baseline, mode
     )
     by_cell: dict[CellKey, list[Mapping[str, Any]]] = {}
     for run in ok_runs:
-        by_cell.setdefault(_cell(run), []).append(run)
+        by_cell.setdefault(cell_key(run), []).append(run)
     cells = sorted(by_cell)
     sections = [
         _cell_section(cell, by_cell[cell], groups, colours, i)
@@ -568,11 +365,11 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "charts": _tps_by_clients(ok_runs, groups, colours) + _waterfalls(analysis),
         "cells": sections,
         "runs": [
-            _run_entry(
+            run_entry(
                 r,
                 groups[r["id"]],
                 colours[groups[r["id"]]],
-                baseline_reps.get(_cell(r)),
+                baseline_reps.get(cell_key(r)),
                 sets.get(groups[r["id"]]),
             )
             for r in data.runs

@@ -96,6 +96,17 @@ def _check(us: float) -> None:
         raise ValueError(f"a latency must be a finite number >= 0, not {us!r}")
 
 
+def _weighted_total(counts: Mapping[int, int] | Mapping[float, int]) -> float:
+    """The sum of value times count, after checking every count and value is allowed."""
+    if min(counts.values()) < 0:
+        raise ValueError("counts must be >= 0")
+    weighted: float = sum(map(mul, counts.keys(), counts.values()))
+    if isinstance(weighted, float) and not math.isfinite(weighted):
+        for us in counts:  # find the NaN or infinity before changing anything
+            _check(us)
+    return weighted
+
+
 class LatencyHistogram:
     """Counts of latencies in microseconds, in log-linear buckets (see the module docstring).
 
@@ -196,17 +207,21 @@ class LatencyHistogram:
         """
         if not counts:
             return
-        if min(counts.values()) < 0:
-            raise ValueError("counts must be >= 0")
-        weighted = sum(map(mul, counts.keys(), counts.values()))
-        if isinstance(weighted, float) and not math.isfinite(weighted):
-            for us in counts:  # find the NaN or infinity before changing anything
-                _check(us)
+        weighted = _weighted_total(counts)
         low, high = min(counts), max(counts)
         _check(low)
         n = sum(counts.values())
         if n == 0:
             return
+        self._add_to_cells(counts)
+        if min(counts.values()) == 0:  # zero counts must not move the extremes
+            present = [us for us, k in counts.items() if k]
+            low, high = min(present), max(present)
+        self._count += n
+        self._total += weighted
+        self._widen(low, high)
+
+    def _add_to_cells(self, counts: Mapping[int, int] | Mapping[float, int]) -> None:
         cells = self._cells()
         keys = list(counts)
         found = list(map(_INDEX_CACHE.get, keys))
@@ -216,11 +231,9 @@ class LatencyHistogram:
             ]
         for i, k in zip(cast(list[int], found), counts.values(), strict=True):
             cells[i] += k
-        if min(counts.values()) == 0:  # zero counts must not move the extremes
-            present = [us for us, k in counts.items() if k]
-            low, high = min(present), max(present)
-        self._count += n
-        self._total += weighted
+
+    def _widen(self, low: float, high: float) -> None:
+        """Take ``low`` and ``high`` into the extremes."""
         if self._min is None or low < self._min:
             self._min = low
         if self._max is None or high > self._max:
@@ -241,10 +254,7 @@ class LatencyHistogram:
         self._count += other._count
         self._total += other._total
         assert other._min is not None and other._max is not None
-        if self._min is None or other._min < self._min:
-            self._min = other._min
-        if self._max is None or other._max > self._max:
-            self._max = other._max
+        self._widen(other._min, other._max)
 
     def reset(self) -> None:
         """Forget every value; the bucket list is kept for reuse."""

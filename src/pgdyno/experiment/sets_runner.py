@@ -22,6 +22,7 @@ from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, UsageError
 from pgdyno.experiment.bench import (
     RUN_OVERHEAD_S,
+    Connected,
     ProgressReporter,
     connected,
     finished_as,
@@ -32,7 +33,7 @@ from pgdyno.experiment.bench import (
 from pgdyno.experiment.matrix import BenchSpec, expand
 from pgdyno.experiment.target import Target, open_sandbox
 from pgdyno.host.facts import HostFacts
-from pgdyno.host.journal import HostChanges, ensure_clean
+from pgdyno.host.journal import Applied, HostChanges, ensure_clean
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries
@@ -206,16 +207,13 @@ def run_compare(
     keep_files: bool = False,
 ) -> CompareOutcome:
     comparisons = Comparisons(store)
-    journal = env.journal_path
-    ensure_clean(journal, proc_root=env.proc_root, sys_root=env.sys_root)
+    ensure_clean(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
     comparison_id, scales, done = _earlier(comparisons, plan) if resume else (None, None, set())
     switcher = SandboxSwitcher(env, meta_for, log)
-    made = skipped = 0
-    planned = False
     with ExitStack() as stack:
         stack.callback(switcher.close)
         changes = stack.enter_context(
-            HostChanges(journal, proc_root=env.proc_root, sys_root=env.sys_root)
+            HostChanges(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
         )
         session_id = stack.enter_context(
             recorded_session(
@@ -228,79 +226,155 @@ def run_compare(
                 keep_files=keep_files,
             )
         )
+        run = _CompareRun(
+            plan=plan, checked=checked, spec=spec, env=env, store=store, host=host,
+            progress=progress, log=log, keep_files=keep_files, comparisons=comparisons,
+            stack=stack, changes=changes, switcher=switcher, session_id=session_id,
+            comparison_id=comparison_id, scales=scales, done=done,
+        )  # fmt: skip
         if comparison_id is not None:
             comparisons.resume(comparison_id)  # running again, owned by this process
-            stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
+            run.finish_on_exit(comparison_id)
         for repeat in range(1, spec.repeats + 1):
             for checked_set in checked:
-                name = checked_set.name
-                if scales is not None and not _todo(spec, scales, host, repeat, name, done):
-                    before = len(_cells(spec, scales, host.cpu_count, repeat))
-                    skipped += before
-                    progress.skipped(before)  # finished earlier: done, not remaining
-                    continue
-                changes.restore()  # the previous set's host settings, before anything else
-                applied = [changes.apply(knob, value) for knob, value in checked_set.host]
-                for a in applied:
-                    if not a.took_effect:
-                        log(f"{a.knob}: asked for {a.requested}, the kernel shows {a.effective}")
-                box = switcher.use(checked_set)
-                progress.phase(f"set {checked_set.name}, repeat {repeat} of {spec.repeats}")
-                with connected(
-                    spec, _sandbox_target(box), store, host, env=env.env, progress=progress,
-                    log=log, keep_files=keep_files, proc_root=env.proc_root,
-                    sys_root=env.sys_root,
-                ) as ready:  # fmt: skip
-                    if scales is None:
-                        choices = resolve_scales(
-                            spec, host, ready.info.shared_buffers_bytes, ready.data_path
-                        )
-                        for choice in choices:
-                            if choice.note:
-                                log(choice.note)
-                        scales = [c.scale for c in choices]
-                    if comparison_id is None:
-                        comparison_id = comparisons.create(
-                            name=plan.name, plan_path=str(plan.path), plan_digest=plan.digest,
-                            plan_text=plan.text, mode=plan.spec.mode,
-                            baseline=plan.spec.baseline_name, scales=scales,
-                            sets=[(c.name, c.requested()) for c in checked],
-                        )  # fmt: skip
-                        stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
-                    if not planned:
-                        planned = True
-                        progress.planned(
-                            [c for r in range(1, spec.repeats + 1) for _ in checked
-                             for c in _cells(spec, scales, host.cpu_count, r)],
-                            spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S,
-                        )  # fmt: skip
-                    cells = _todo(spec, scales, host, repeat, name, done)
-                    before = len(_cells(spec, scales, host.cpu_count, repeat)) - len(cells)
-                    skipped += before
-                    progress.skipped(before)
-                    effective = {
-                        "pg": effective_pg(ready.client, sorted(checked_set.pg)),
-                        "host": {str(a.knob): a.effective for a in applied},
-                        "postgres": ready.info.version,
-                    }
-                    comparisons.record_effective(comparison_id, name, effective)
-                    numbered = [replace(c, index=made + i) for i, c in enumerate(cells)]
-                    made += len(
-                        run_cells(
-                            ready,
-                            numbered,
-                            store=store,
-                            session_id=session_id,
-                            run_root=env.runs_dir,
-                            progress=progress,
-                            keep_files=keep_files,
-                            comparison_id=comparison_id,
-                            set_name=checked_set.name,
-                        )
-                    )
-    if comparison_id is None:  # only when the plan had no set to run
+                run.run_set(checked_set, repeat)
+    if run.comparison_id is None:  # only when the plan had no set to run
         raise UsageError(f"{plan.path} has no configuration set to run: add a set to the plan.")
-    return CompareOutcome(comparison_id, session_id, made, skipped)
+    return CompareOutcome(run.comparison_id, session_id, run.made, run.skipped)
+
+
+@dataclass
+class _CompareRun:
+    """One `compare` invocation in progress: what it was given, what it holds open, and what
+    it has learnt and done so far. `run_set` runs one set's cells of one repeat in steps."""
+
+    plan: Plan
+    checked: list[CheckedSet]
+    spec: BenchSpec
+    env: Environment
+    store: ResultsStore
+    host: HostFacts
+    progress: ProgressReporter
+    log: Callable[[str], None]
+    keep_files: bool
+    comparisons: Comparisons
+    stack: ExitStack  # closes the sandboxes, restores the host, finishes the records
+    changes: HostChanges
+    switcher: SandboxSwitcher
+    session_id: int
+    comparison_id: int | None  # None until the first set is connected (unless resumed)
+    scales: list[int] | None  # None until the first set's server tells the memory size
+    done: _Done  # cells finished by an earlier invocation (--resume)
+    made: int = 0
+    skipped: int = 0
+    planned: bool = False
+
+    def finish_on_exit(self, comparison_id: int) -> None:
+        self.stack.enter_context(finished_as(partial(self.comparisons.finish, comparison_id)))
+
+    def run_set(self, checked_set: CheckedSet, repeat: int) -> None:
+        if self._finished_earlier(checked_set.name, repeat):
+            return
+        applied = self._apply_host_settings(checked_set)
+        box = self.switcher.use(checked_set)
+        self.progress.phase(f"set {checked_set.name}, repeat {repeat} of {self.spec.repeats}")
+        with connected(
+            self.spec, _sandbox_target(box), self.store, self.host, env=self.env.env,
+            progress=self.progress, log=self.log, keep_files=self.keep_files,
+            proc_root=self.env.proc_root, sys_root=self.env.sys_root,
+        ) as ready:  # fmt: skip
+            comparison_id, scales = self._start_comparison(ready)
+            cells = self._cells_to_run(scales, checked_set.name, repeat)
+            effective = self._read_back_settings(ready, checked_set, applied)
+            self.comparisons.record_effective(comparison_id, checked_set.name, effective)
+            self._run_cells(ready, checked_set, cells, comparison_id)
+
+    def _finished_earlier(self, name: str, repeat: int) -> bool:
+        """With --resume: whether this set and repeat have no cell left; counted as skipped."""
+        scales = self.scales
+        if scales is None or _todo(self.spec, scales, self.host, repeat, name, self.done):
+            return False
+        before = len(_cells(self.spec, scales, self.host.cpu_count, repeat))
+        self.skipped += before
+        self.progress.skipped(before)  # finished earlier: done, not remaining
+        return True
+
+    def _apply_host_settings(self, checked_set: CheckedSet) -> list[Applied]:
+        self.changes.restore()  # the previous set's host settings, before anything else
+        applied = [self.changes.apply(knob, value) for knob, value in checked_set.host]
+        for a in applied:
+            if not a.took_effect:
+                self.log(f"{a.knob}: asked for {a.requested}, the kernel shows {a.effective}")
+        return applied
+
+    def _start_comparison(self, ready: Connected) -> tuple[int, list[int]]:
+        """On the first connected set: choose the scales, record the comparison, plan progress."""
+        if self.scales is None:
+            choices = resolve_scales(
+                self.spec, self.host, ready.info.shared_buffers_bytes, ready.data_path
+            )
+            for choice in choices:
+                if choice.note:
+                    self.log(choice.note)
+            self.scales = [c.scale for c in choices]
+        if self.comparison_id is None:
+            self.comparison_id = self._create_comparison(self.scales)
+            self.finish_on_exit(self.comparison_id)
+        if not self.planned:
+            self.planned = True
+            self._plan_progress(self.scales)
+        return self.comparison_id, self.scales
+
+    def _create_comparison(self, scales: list[int]) -> int:
+        plan = self.plan
+        return self.comparisons.create(
+            name=plan.name, plan_path=str(plan.path), plan_digest=plan.digest,
+            plan_text=plan.text, mode=plan.spec.mode, baseline=plan.spec.baseline_name,
+            scales=scales, sets=[(c.name, c.requested()) for c in self.checked],
+        )  # fmt: skip
+
+    def _plan_progress(self, scales: list[int]) -> None:
+        spec, cpus = self.spec, self.host.cpu_count
+        self.progress.planned(
+            [c for r in range(1, spec.repeats + 1) for _ in self.checked
+             for c in _cells(spec, scales, cpus, r)],
+            spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S,
+        )  # fmt: skip
+
+    def _cells_to_run(self, scales: list[int], name: str, repeat: int) -> list[RunCell]:
+        cells = _todo(self.spec, scales, self.host, repeat, name, self.done)
+        before = len(_cells(self.spec, scales, self.host.cpu_count, repeat)) - len(cells)
+        self.skipped += before
+        self.progress.skipped(before)
+        return cells
+
+    def _read_back_settings(
+        self, ready: Connected, checked_set: CheckedSet, applied: list[Applied]
+    ) -> dict[str, Any]:
+        """The settings in effect for this set, as the server and the kernel show them."""
+        return {
+            "pg": effective_pg(ready.client, sorted(checked_set.pg)),
+            "host": {str(a.knob): a.effective for a in applied},
+            "postgres": ready.info.version,
+        }
+
+    def _run_cells(
+        self, ready: Connected, checked_set: CheckedSet, cells: list[RunCell], comparison_id: int
+    ) -> None:
+        numbered = [replace(c, index=self.made + i) for i, c in enumerate(cells)]
+        self.made += len(
+            run_cells(
+                ready,
+                numbered,
+                store=self.store,
+                session_id=self.session_id,
+                run_root=self.env.runs_dir,
+                progress=self.progress,
+                keep_files=self.keep_files,
+                comparison_id=comparison_id,
+                set_name=checked_set.name,
+            )
+        )
 
 
 def settings_meta_loader(env: Environment, log: Callable[[str], None]) -> MetaLoader:

@@ -1,10 +1,10 @@
-"""Frozen records that flow from collectors to the store and the renderers."""
+"""One benchmark run as frozen records: its cell, its per-second rows, events, samples, result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pgdyno.pgbench.output import Summary
+from pgdyno.records.pgbench import Summary
 
 Sample = tuple[int, str, float]  # (epoch second, metric, value): one point of a series
 

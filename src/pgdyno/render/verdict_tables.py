@@ -7,14 +7,14 @@ from rich.text import Text
 
 from pgdyno.experiment.verdicts import Analysis
 from pgdyno.render.terminal import fmt
-from pgdyno.stats.compare import BETTER, SAME, WORSE, Comparison
+from pgdyno.stats.verdict import BETTER, SAME, WORSE, Comparison
 
 _COLOUR = {BETTER: "green", WORSE: "red"}
 
 
 def change_text(change: Comparison | None) -> str:
     """
-    >>> from pgdyno.stats.compare import Comparison
+    >>> from pgdyno.stats.verdict import Comparison
     >>> change_text(Comparison(4.2, 1.05, 7.49, "better", False, None))
     '+4.2% [+1.1, +7.5]'
     >>> change_text(None)

@@ -1,0 +1,25 @@
+"""Frozen records that flow from collectors to compute, the store and the renderers.
+
+The bottom layer: these modules import nothing from pgdyno (tests/unit/test_layers.py keeps it
+so), so any layer may take them and a renderer needs nothing else. Import from here:
+``from pgdyno.records import RunRecord``. Add a record to the module named after what
+produces it (run.py, pgbench.py, postgres.py) and list it below.
+"""
+
+from pgdyno.records.pgbench import ScriptSummary, StatementLatency, Summary
+from pgdyno.records.postgres import Available, Status
+from pgdyno.records.run import Event, Percentiles, RunCell, RunRecord, Sample, SecondRow
+
+__all__ = [
+    "Available",
+    "Event",
+    "Percentiles",
+    "RunCell",
+    "RunRecord",
+    "Sample",
+    "ScriptSummary",
+    "SecondRow",
+    "StatementLatency",
+    "Status",
+    "Summary",
+]

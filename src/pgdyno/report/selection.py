@@ -1,0 +1,115 @@
+"""Which runs a report shows and the medians it draws: statistics over runs, not layout.
+
+Runs are grouped (by set, version or session), a cell's representative run is the repeat with
+the median TPS, and per-statement and worst-case latencies are medians over the repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pgdyno.experiment.verdicts import CellKey
+from pgdyno.report.load import ReportInput
+
+# The worst-case latency columns of a run, with their labels.
+WORST_COLUMNS = (("latency_p99_ms", "p99"), ("latency_p999_ms", "p99.9"), ("latency_max_ms", "max"))
+
+
+def cell_label(cell: CellKey) -> str:
+    """
+    >>> cell_label(("select-only", 10, 4))
+    'select-only, scale 10, 4 clients'
+    """
+    workload, scale, clients = cell
+    return f"{workload}, scale {scale}, {clients} client{'s' if clients != 1 else ''}"
+
+
+def cell_key(run: Mapping[str, Any]) -> CellKey:
+    return (str(run["workload"]), int(run["scale"]), int(run["clients"]))
+
+
+def is_ok(run: Mapping[str, Any]) -> bool:
+    return run["status"] == "ok" and bool(run.get("tps"))
+
+
+def group_runs(data: ReportInput) -> tuple[list[str], str, dict[int, str]]:
+    """Group names in order, the baseline group, and each run's group.
+
+    A comparison groups by set (its baseline first as the plan says); other runs by
+    PostgreSQL version when they differ, else by bench session, else all in one group.
+    """
+    runs = data.runs
+    if data.comparison is not None:
+        names = [s["name"] for s in data.comparison["sets"]]
+        return names, str(data.comparison["baseline"]), {r["id"]: r["set_name"] for r in runs}
+    if len({r["pg_version"] for r in runs}) > 1:
+        key = {r["id"]: f"PostgreSQL {r['pg_version']}" for r in runs}
+    elif len({r["session_id"] for r in runs}) > 1:
+        key = {r["id"]: f"session {r['session_id']}" for r in runs}
+    else:
+        key = {r["id"]: str(runs[0]["target"]) for r in runs}
+    names = list(dict.fromkeys(key[r["id"]] for r in runs))
+    return names, names[0], key
+
+
+def representative(runs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The repeat with the median TPS (the lower one of an even count)."""
+    ranked = sorted(runs, key=lambda r: float(r["tps"]))
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def tps_panels(
+    ok_runs: Sequence[Mapping[str, Any]], groups: Mapping[int, str]
+) -> dict[tuple[str, int], dict[tuple[str, int], list[float]]]:
+    """TPS of every run, per (workload, scale) panel and per (group, clients) in it."""
+    panels: dict[tuple[str, int], dict[tuple[str, int], list[float]]] = {}
+    for run in ok_runs:
+        key = (str(run["workload"]), int(run["scale"]))
+        panels.setdefault(key, {}).setdefault((groups[run["id"]], int(run["clients"])), []).append(
+            float(run["tps"])
+        )
+    return panels
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """The median of some runs' values, with their range."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """
+    >>> spread([3.0, 1.0, 2.0, 10.0])
+    Spread(median=2.5, low=1.0, high=10.0, n=4)
+    """
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def statement_spreads(runs: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, Spread]]:
+    """Per statement of the scripts, in (script, line) order: its line, its command, and the
+    spread of its average latency over the runs."""
+    per_line: dict[tuple[int, int], list[float]] = {}
+    commands: dict[tuple[int, int], str] = {}
+    for run in runs:
+        for st in run.get("statements") or []:
+            key = (int(st["script"]), int(st["line"]))
+            per_line.setdefault(key, []).append(float(st["latency_ms"]))
+            commands[key] = str(st["command"])
+    return [(key[1], commands[key], spread(per_line[key])) for key in sorted(per_line)]
+
+
+def worst_spreads(runs: Sequence[Mapping[str, Any]]) -> list[tuple[str, Spread]]:
+    """Per worst-case latency column that some run has: its label and its spread."""
+    out = []
+    for column, label in WORST_COLUMNS:
+        values = [float(r[column]) for r in runs if r.get(column) is not None]
+        if values:
+            out.append((label, spread(values)))
+    return out

@@ -1,0 +1,81 @@
+"""A run's per-second values as chart series, and the notes of the charts drawn from them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pgdyno.report.charts import Series
+
+# The captions of the charts drawn from a run's series.
+TIMELINE_NOTE = (
+    "The repeat with the median TPS of each group. Latency: dotted p50, solid p99, dashed max "
+    "(log scale). Shaded spans and ▼ mark checkpoints (hover for buffers written and timings)."
+)
+DISK_NOTE = "Solid: write MB/s, dotted: read MB/s, same definitions as iostat -x."
+CPU_NOTE = "CPU: solid user, dashed system, dotted iowait. Memory: solid Dirty, dotted Writeback."
+
+
+def chart(chart_id: str, figure: Mapping[str, Any], note: str) -> dict[str, Any]:
+    """A chart as the report lists it: its id, its figure and its caption."""
+    return {"id": chart_id, "figure": figure, "note": note}
+
+
+def _checkpoints(run: Mapping[str, Any], t0: float) -> list[dict[str, Any]]:
+    """Checkpoint spans from start to complete events, as seconds into the run."""
+    spans: list[dict[str, Any]] = []
+    start: float | None = None
+    for event in run.get("events", []):
+        if event["kind"] == "checkpoint_start":
+            start = float(event["t"])
+        elif event["kind"] == "checkpoint_complete":
+            begin = start if start is not None else float(event["t"])
+            detail = event.get("detail") or {}
+            text = "checkpoint: " + ", ".join(
+                f"{k.replace('_', ' ')} {v}" for k, v in detail.items() if v is not None
+            )
+            spans.append(
+                {
+                    "x0": round(begin - t0, 3),
+                    "x1": round(float(event["t"]) - t0, 3),
+                    "text": text[:300],
+                }
+            )
+            start = None
+    if start is not None:
+        spans.append(
+            {
+                "x0": round(start - t0, 3),
+                "x1": round(start - t0, 3),
+                "text": "checkpoint started, not complete by the end of the run",
+            }
+        )
+    return spans
+
+
+def run_series(run: Mapping[str, Any], group: str, colour: str) -> Series:
+    """Every per-second value of a run, x = seconds since its first measured second."""
+    seconds = run.get("seconds") or []
+    samples: Mapping[str, Mapping[int, float]] = run.get("samples") or {}
+    starts = [row["t"] for row in seconds] or [t for s in samples.values() for t in s]
+    t0 = float(min(starts)) if starts else 0.0
+    values: dict[str, list[tuple[float, float]]] = {}
+    for row in seconds:
+        for name, value in row.items():
+            if name != "t" and value is not None:
+                values.setdefault(name, []).append((row["t"] - t0, float(value)))
+    for name, points in samples.items():
+        values[name] = [(t - t0, float(v)) for t, v in sorted(points.items())]
+    return Series(group, colour, values, _checkpoints(run, t0))
+
+
+def devices(run: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(role, kernel name) of the data device, then the WAL device when it is another one."""
+    found = run.get("devices") or {}
+    out: list[tuple[str, str]] = []
+    for role in ("data", "wal"):
+        dev = found.get(role) if isinstance(found, dict) else None
+        name = dev.get("name") if isinstance(dev, dict) else None
+        if name and all(name != n for _, n in out):
+            out.append((role, str(name)))
+    return out

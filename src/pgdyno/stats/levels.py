@@ -1,0 +1,39 @@
+"""The confidence levels and thresholds that repeat statistics and verdicts decide by.
+
+One place for the numbers a reviewer may want to question; the reasons are next to each.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ALPHA",
+    "COMPARE_ALPHA",
+    "COMPARE_CONFIDENCE",
+    "CONFIDENCE",
+    "MAX_REPEATS",
+    "MIN_EFFECT_PCT",
+    "NOISY_CV_PCT",
+    "POWER",
+]
+
+# Confidence level of a cell's interval (two-sided), and the matching significance level.
+CONFIDENCE = 0.95
+ALPHA = 1.0 - CONFIDENCE
+# Confidence level of a comparison's interval, on which the verdict rests. Higher than 95%:
+# a plan compares several sets with the baseline for TPS and latency in every cell, so at 95%
+# one false "better" in twenty comparisons would be routine; at 97.5% an A/A comparison says
+# "no detectable difference" about 97.5% of the time, with margin over the 95% promised.
+COMPARE_CONFIDENCE = 0.975
+COMPARE_ALPHA = 1.0 - COMPARE_CONFIDENCE
+# Smallest change, in %, reported as better/worse (see pgdyno.stats.verdict).
+MIN_EFFECT_PCT = 1.0
+# Repeat-to-repeat coefficient of variation, in %, above which a set is flagged as noisy.
+# Interleaved pgbench repeats of one cell on a quiet host typically differ by 1-3% (checkpoint
+# timing, autovacuum, CPU frequency, page cache); a shared or busy host gives 3-5%. Above 5%
+# something varies between runs that the comparison does not control, and differences of a
+# few % are then out of reach of a handful of repeats.
+NOISY_CV_PCT = 5.0
+# Probability of detecting a true change that ``repeats_needed`` plans for.
+POWER = 0.9
+# ``repeats_needed`` stops counting here: this many repeats or more is "not worth it".
+MAX_REPEATS = 1000

@@ -1,0 +1,146 @@
+"""The verdict of a candidate set against a baseline set, one figure: pure functions.
+
+pgdyno runs the same pgbench cell several times per configuration set (repeats, interleaved
+between the sets so that drift of the machine hits every set alike) and turns the per-repeat
+figures (TPS, a latency) into a verdict: better, worse, or no detectable difference.
+
+Method. The comparison works on the logarithms of the figures:
+
+* a change between configurations is multiplicative (a tuning gains "8%", not "800 TPS"), and
+  run-to-run noise is too: its spread grows with the level. On the log scale both become
+  additive, so the difference of the mean logs is the log of the ratio of the geometric means,
+  and a +10% and a -9.1% change are mirror images (a change and its undo cancel);
+* the interval for that difference is Welch's t-interval (unequal variances, Welch-Satterthwaite
+  degrees of freedom): the two sets need not be equally noisy (a setting can make the server
+  more or less stable), and with 3-10 repeats the t quantile, not the normal one, sets the
+  width. The interval is converted back with ``exp(x) - 1`` into a relative change in %.
+
+The verdict is "better" or "worse" only when the whole 97.5% interval (``COMPARE_CONFIDENCE``)
+lies on one side of zero (the change is detectable) *and* the observed change is at least
+``MIN_EFFECT_PCT`` (it matters). An A/A comparison (two sets of the same configuration) then
+says "no detectable difference" in about 97.5% of cases by construction of the interval, and
+more where the floor bites. The
+floor exists because the interval only accounts for random run-to-run noise: on a quiet host
+(CV of 1% or less) it becomes narrow enough to call changes of a few tenths of a percent, which
+small systematic effects the interleaving does not remove (data placement, the order of runs)
+can produce, and which no configuration change is worth acting on anyway. There it also cuts
+the interval's A/A false alarms further, since they are all small. At ordinary noise (CV
+around 3%) the interval is wider than the floor and decides alone; pgbench's skewed noise (a
+shared machine makes some runs slow, never fast) does not push the false alarms above the
+nominal 2.5% there. The unit tests simulate such noise.
+
+How many repeats? ``repeats_needed`` (``pgdyno.stats.planning``) answers the planning
+question: with this noise, how many repeats per set would resolve a change of a given size, 90%
+of the time? ``compare`` fills it in for the change it observed, so a "no detectable
+difference" can come with "it would take 12 repeats to tell".
+
+The numbers behind the verdict (confidence levels, floor, noise threshold) are in
+``pgdyno.stats.levels``; the t distribution comes from SciPy (``pgdyno.stats.student_t``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
+from pgdyno.stats.planning import repeats_needed
+from pgdyno.stats.student_t import t_quantile
+from pgdyno.stats.summary import describe, require_positive
+
+__all__ = ["BETTER", "SAME", "WORSE", "Comparison", "Verdict", "compare"]
+
+Verdict = Literal["better", "worse", "no detectable difference"]
+BETTER: Final = "better"
+WORSE: Final = "worse"
+SAME: Final = "no detectable difference"
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """A candidate set against a baseline set, for one figure."""
+
+    change_pct: float  # candidate vs baseline, from the ratio of geometric means, in %
+    ci_low_pct: float | None  # 95% interval of change_pct; None when a side has n < 2
+    ci_high_pct: float | None
+    verdict: Verdict
+    noisy: bool  # a side's coefficient of variation is above NOISY_CV_PCT
+    repeats_needed: int | None  # per set, to resolve a change of this size (see repeats_needed)
+
+
+def _log_moments(values: Sequence[float]) -> tuple[int, float, float | None]:
+    logs = [math.log(v) for v in values]
+    n = len(logs)
+    mean = statistics.fmean(logs)
+    return n, mean, (statistics.variance(logs, mean) if n >= 2 else None)
+
+
+def compare(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+) -> Comparison:
+    """The candidate's repeats against the baseline's (one figure, positive values).
+
+    ``change_pct`` is the ratio of geometric means minus one, in %. Its 95% interval is Welch's
+    t-interval on the difference of mean logs. The verdict is ``BETTER``/``WORSE`` when the
+    whole interval is on one side of zero and the change is at least ``min_effect_pct``,
+    ``SAME`` otherwise, and always ``SAME`` when a side has fewer than 2 repeats (no spread
+    to judge by). For a latency, pass ``higher_is_better=False``: a decrease is then better.
+
+    >>> c = compare([100.0, 101.0, 99.0], [110.0, 111.0, 109.0])
+    >>> round(c.change_pct, 1), c.verdict, c.noisy
+    (10.0, 'better', False)
+    >>> compare([100.0, 101.0, 99.0], [110.0, 111.0, 109.0], higher_is_better=False).verdict
+    'worse'
+    """
+    require_positive(baseline, "baseline")
+    require_positive(candidate, "candidate")
+    if not (math.isfinite(min_effect_pct) and min_effect_pct >= 0):
+        raise ValueError(f"min_effect_pct must be a finite number >= 0, got {min_effect_pct}")
+    n_b, mean_b, var_b = _log_moments(baseline)
+    n_c, mean_c, var_c = _log_moments(candidate)
+    diff = mean_c - mean_b
+    change_pct = 100.0 * math.expm1(diff)
+    noisy = any(
+        s.cv_pct is not None and s.cv_pct > NOISY_CV_PCT
+        for s in (describe(baseline), describe(candidate))
+    )
+
+    # Planning figure: the log spread pooled over the sides that have one.
+    spreads = [(n - 1, v) for n, v in ((n_b, var_b), (n_c, var_c)) if v is not None]
+    needed: int | None = None
+    if spreads:
+        sd_log = math.sqrt(sum(k * v for k, v in spreads) / sum(k for k, _ in spreads))
+        if sd_log > 0 and abs(change_pct) > min_effect_pct:
+            try:
+                needed = repeats_needed(sd_log, change_pct, min_effect_pct=min_effect_pct)
+            except ValueError:  # the change rounds to zero or to the floor on the log scale
+                needed = None
+
+    if var_b is None or var_c is None:
+        return Comparison(change_pct, None, None, SAME, noisy, needed)
+
+    a_b, a_c = var_b / n_b, var_c / n_c  # squared standard errors of the two mean logs
+    se = math.sqrt(a_b + a_c)
+    if se == 0:
+        half = 0.0  # both sets perfectly steady: the difference is what it is
+    else:
+        # Welch-Satterthwaite degrees of freedom (between min(n)-1 and n_b+n_c-2).
+        df = (a_b + a_c) ** 2 / (a_b**2 / (n_b - 1) + a_c**2 / (n_c - 1))
+        half = t_quantile(1.0 - COMPARE_ALPHA / 2.0, df) * se
+    ci_low_pct = 100.0 * math.expm1(diff - half)
+    ci_high_pct = 100.0 * math.expm1(diff + half)
+
+    verdict: Verdict = SAME
+    if abs(change_pct) >= min_effect_pct:
+        if ci_low_pct > 0:
+            verdict = BETTER if higher_is_better else WORSE
+        elif ci_high_pct < 0:
+            verdict = WORSE if higher_is_better else BETTER
+    return Comparison(change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed)
