@@ -104,7 +104,7 @@ def main() -> None:
             with ResultsStore(db) as store:
                 data = load(store, Selection(comparison_id=comparison))
             report = content.build(data, "2026-11-21T00:00:00+00:00", "bench")
-            page = html.render(report, {s["name"]: s for s in data.comparison["sets"]})  # type: ignore[index]
+            page = html.render(report, {s.name: s for s in data.comparison.sets})  # type: ignore[union-attr]
             (workdir / "report.html").write_text(page, encoding="utf-8")
             renders.append(time.perf_counter() - start)
         tracemalloc.start()

@@ -71,6 +71,8 @@ class Environment:
     env: Mapping[str, str] = field(default_factory=dict)
     stdout: TextIO = sys.stdout
     stderr: TextIO = sys.stderr
+    # The host to read: the live one unless a test or a recorded tree says otherwise. The only
+    # place the roots have a default; everything below receives them (see RunContext.of).
     proc_root: Path = Path("/proc")
     sys_root: Path = Path("/sys")
     is_root: bool = False

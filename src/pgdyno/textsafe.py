@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pgdyno.errors import OutputError
@@ -60,6 +61,16 @@ def scrub_secrets(text: str) -> str:
     text = _QUERY.sub(rf"\1{MASK}", text)
     text = _MAPPING.sub(rf"\1'{MASK}'", text)
     return _KEYWORD.sub(rf"\1{MASK}", text)
+
+
+def scrub_argv(argv: Sequence[str]) -> list[str]:
+    """A command line as kept in the results database: any password masked (any syntax, any
+    option).
+
+    >>> scrub_argv(["pgdyno", "bench", "--dsn", "host=db password=pw", "--dsn=postgres://u:pw@h"])
+    ['pgdyno', 'bench', '--dsn', 'host=db password=********', '--dsn=postgres://u:********@h']
+    """
+    return [scrub_secrets(arg) for arg in argv]
 
 
 # C0 controls and DEL, C1 controls, and the Unicode format characters that reorder or hide text

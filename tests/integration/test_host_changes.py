@@ -26,6 +26,7 @@ from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate, write
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="changes real kernel settings: needs root")
 
 VM = Path("/proc/sys/vm")
+LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}  # the host these tests change
 WATCHED = (
     "dirty_background_ratio",
     "dirty_background_bytes",
@@ -44,9 +45,10 @@ from pgdyno.host.journal import HostChanges
 from pgdyno.host.knobs import Knob
 
 signal.signal(signal.SIGTERM, _raise_interrupted)  # as the CLI does
-with HostChanges(Path(sys.argv[1])) as host:
+roots = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
+with HostChanges(Path(sys.argv[1]), **roots) as host:
     for kind, name, device, value in json.loads(sys.argv[2]):
-        host.apply(Knob(kind, name, device=device), value)
+        host.apply(Knob(kind, name, device=device, **roots), value)
     print("applied", flush=True)
     time.sleep(120)
 """
@@ -138,9 +140,9 @@ def offered_other_scheduler(device: str) -> str:
 
 def test_sysctl_change_is_read_back_and_restored(vm_settings: dict[str, str], tmp_path: Path):
     journal = tmp_path / "host-journal.jsonl"
-    knob = Knob.sysctl("vm.dirty_expire_centisecs")
+    knob = Knob.sysctl("vm.dirty_expire_centisecs", **LIVE)
     wanted = other(vm_settings["dirty_expire_centisecs"])
-    with HostChanges(journal) as host:
+    with HostChanges(journal, **LIVE) as host:
         applied = host.apply(knob, int(wanted))
         assert (applied.old, applied.effective) == (vm_settings["dirty_expire_centisecs"], wanted)
         assert read_vm()["dirty_expire_centisecs"] == wanted
@@ -148,7 +150,7 @@ def test_sysctl_change_is_read_back_and_restored(vm_settings: dict[str, str], tm
         assert read_vm() == vm_settings
         host.apply(knob, wanted)
     assert read_vm() == vm_settings
-    assert pending(journal) == []
+    assert pending(journal, **LIVE) == []
 
 
 def test_coupled_bytes_sysctl_is_restored_through_the_ratio(
@@ -156,8 +158,8 @@ def test_coupled_bytes_sysctl_is_restored_through_the_ratio(
 ):
     if vm_settings["dirty_background_bytes"] != "0":
         pytest.skip("this host sets vm.dirty_background_bytes, not the ratio")
-    with HostChanges(tmp_path / "host-journal.jsonl") as host:
-        host.apply(Knob.sysctl("vm.dirty_background_bytes"), 64 << 20)
+    with HostChanges(tmp_path / "host-journal.jsonl", **LIVE) as host:
+        host.apply(Knob.sysctl("vm.dirty_background_bytes", **LIVE), 64 << 20)
         assert read_vm()["dirty_background_bytes"] == str(64 << 20)
         assert read_vm()["dirty_background_ratio"] == "0"  # the kernel reset it
     assert read_vm() == vm_settings
@@ -165,15 +167,15 @@ def test_coupled_bytes_sysctl_is_restored_through_the_ratio(
 
 def test_kernel_refusal_changes_nothing(vm_settings: dict[str, str], tmp_path: Path):
     journal = tmp_path / "host-journal.jsonl"
-    with HostChanges(journal) as host:
+    with HostChanges(journal, **LIVE) as host:
         with pytest.raises(HostChangeError, match=r"refused '1000' .*\(EINVAL"):
-            host.apply(Knob.sysctl("vm.dirty_background_ratio"), 1000)  # a percentage
+            host.apply(Knob.sysctl("vm.dirty_background_ratio", **LIVE), 1000)  # a percentage
         assert read_vm() == vm_settings
-        assert pending(journal) == []
+        assert pending(journal, **LIVE) == []
 
 
 def test_write_value_names_knob_and_value_when_the_kernel_refuses(vm_settings: dict[str, str]):
-    knob = Knob.sysctl("vm.dirty_background_ratio")
+    knob = Knob.sysctl("vm.dirty_background_ratio", **LIVE)
     with pytest.raises(HostChangeError) as caught:
         write_value(knob, "999")  # a percentage
     assert str(caught.value).startswith(
@@ -183,13 +185,16 @@ def test_write_value_names_knob_and_value_when_the_kernel_refuses(vm_settings: d
 
 
 def test_same_knob_twice_restores_the_oldest_value(vm_settings: dict[str, str], tmp_path: Path):
-    knob = Knob.sysctl("vm.dirty_expire_centisecs")
+    knob = Knob.sysctl("vm.dirty_expire_centisecs", **LIVE)
     first = other(vm_settings["dirty_expire_centisecs"])
     journal = tmp_path / "host-journal.jsonl"
-    with HostChanges(journal) as host:
+    with HostChanges(journal, **LIVE) as host:
         host.apply(knob, first)
         host.apply(knob, other(first))
-        assert [c.old for c in pending(journal)] == [vm_settings["dirty_expire_centisecs"], first]
+        assert [c.old for c in pending(journal, **LIVE)] == [
+            vm_settings["dirty_expire_centisecs"],
+            first,
+        ]
         assert read_value(knob) == other(first)
     assert read_vm() == vm_settings
 
@@ -204,16 +209,16 @@ def test_same_knob_twice_restores_the_oldest_value(vm_settings: dict[str, str], 
 )
 def test_validate_refuses_on_the_real_kernel(name: str, message: str):
     with pytest.raises(UsageError, match=message):
-        validate(Knob.sysctl(name), 1, is_root=True)  # validate never writes
+        validate(Knob.sysctl(name, **LIVE), 1, is_root=True)  # validate never writes
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, Interrupted])
 def test_interruption_restores(
     vm_settings: dict[str, str], tmp_path: Path, stop: type[BaseException]
 ):
-    with pytest.raises(stop), HostChanges(tmp_path / "host-journal.jsonl") as host:
+    with pytest.raises(stop), HostChanges(tmp_path / "host-journal.jsonl", **LIVE) as host:
         host.apply(
-            Knob.sysctl("vm.dirty_writeback_centisecs"),
+            Knob.sysctl("vm.dirty_writeback_centisecs", **LIVE),
             other(vm_settings["dirty_writeback_centisecs"]),
         )
         raise stop("stop")
@@ -254,10 +259,14 @@ def test_sigkill_then_rollback(vm_settings: dict[str, str], tmp_path: Path):
     # Nothing restored the settings: the process died with them changed.
     assert read_vm()["dirty_expire_centisecs"] == other(expire)
     assert read_vm()["dirty_background_bytes"] == str(32 << 20)
-    assert [change.new for change in pending(journal)] == [expire, str(32 << 20), other(expire)]
+    assert [change.new for change in pending(journal, **LIVE)] == [
+        expire,
+        str(32 << 20),
+        other(expire),
+    ]
     with pytest.raises(UsageError, match="holds 3 changes not restored"):
-        ensure_clean(journal)
-    done = rollback(journal)
+        ensure_clean(journal, **LIVE)
+    done = rollback(journal, **LIVE)
     assert read_vm() == vm_settings
     restored = {r.knob.name: (r.now, r.set_to) for r in done}
     assert restored["vm.dirty_expire_centisecs"] == (
@@ -265,8 +274,8 @@ def test_sigkill_then_rollback(vm_settings: dict[str, str], tmp_path: Path):
         other(expire),
     )
     assert restored["vm.dirty_background_bytes"][1] == str(32 << 20)
-    assert rollback(journal) == []
-    ensure_clean(journal)
+    assert rollback(journal, **LIVE) == []
+    ensure_clean(journal, **LIVE)
 
 
 def test_sigterm_restores_without_rollback(vm_settings: dict[str, str], tmp_path: Path):
@@ -281,28 +290,28 @@ def test_sigterm_restores_without_rollback(vm_settings: dict[str, str], tmp_path
         child.kill()
     assert "Interrupted: pgdyno received SIGTERM" in err
     assert read_vm() == vm_settings
-    assert pending(journal) == []
+    assert pending(journal, **LIVE) == []
 
 
 def test_block_settings_on_a_loop_device(loop_device: str, tmp_path: Path):
     before = sysfs_queue(loop_device)
     scheduler = offered_other_scheduler(loop_device)
-    with HostChanges(tmp_path / "host-journal.jsonl") as host:
-        applied = host.apply(Knob.block(loop_device, "scheduler"), scheduler)
+    with HostChanges(tmp_path / "host-journal.jsonl", **LIVE) as host:
+        applied = host.apply(Knob.block(loop_device, "scheduler", **LIVE), scheduler)
         assert (applied.old, applied.effective) == (before["scheduler"], scheduler)
-        applied = host.apply(Knob.block(loop_device, "read_ahead_kb"), 256)
+        applied = host.apply(Knob.block(loop_device, "read_ahead_kb", **LIVE), 256)
         assert applied.effective == "256"
         assert sysfs_queue(loop_device) == {"scheduler": scheduler, "read_ahead_kb": "256"}
         with pytest.raises(UsageError, match="offers no scheduler 'no-such-scheduler'"):
-            host.apply(Knob.block(loop_device, "scheduler"), "no-such-scheduler")
+            host.apply(Knob.block(loop_device, "scheduler", **LIVE), "no-such-scheduler")
     assert sysfs_queue(loop_device) == before
 
 
 def test_effective_read_ahead_is_what_the_kernel_keeps(loop_device: str, tmp_path: Path):
     before = sysfs_queue(loop_device)
-    with HostChanges(tmp_path / "host-journal.jsonl") as host:
+    with HostChanges(tmp_path / "host-journal.jsonl", **LIVE) as host:
         # The kernel keeps read-ahead in whole pages: 130 KiB becomes 128 with 4 KiB pages.
-        applied = host.apply(Knob.block(loop_device, "read_ahead_kb"), 130)
+        applied = host.apply(Knob.block(loop_device, "read_ahead_kb", **LIVE), 130)
         assert (applied.requested, applied.effective, applied.took_effect) == ("130", "128", False)
     assert sysfs_queue(loop_device) == before
 
@@ -325,10 +334,10 @@ def test_block_settings_sigkill_then_rollback(loop_device: str, tmp_path: Path):
         child.kill()
         child.communicate()
     assert sysfs_queue(loop_device) == {"scheduler": scheduler, "read_ahead_kb": "512"}
-    done = rollback(journal)
+    done = rollback(journal, **LIVE)
     assert [(r.knob.name, r.now) for r in done] == [
         ("read_ahead_kb", before["read_ahead_kb"]),
         ("scheduler", before["scheduler"]),
     ]
     assert sysfs_queue(loop_device) == before
-    assert rollback(journal) == []
+    assert rollback(journal, **LIVE) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pgdyno.cli.compare_cmd import bench_spec
+from pgdyno.experiment.matrix import bench_spec
 from pgdyno.plan.check import DEFAULT_PG_VERSION
 from pgdyno.plan.load import load_plan
 from pgdyno.plan.model import applied_sets

@@ -50,5 +50,5 @@ def test_missing_files_give_unknowns_not_errors(tmp_path: Path):
 
 
 def test_the_live_machine_counts_its_affinity_mask():
-    host = read_host()
+    host = read_host(Path("/proc"), Path("/sys"))
     assert 1 <= host.cpu_count <= len(os.sched_getaffinity(0))

@@ -446,7 +446,7 @@ def test_documented_fields_are_the_ones_gathered():
 
 
 def test_this_machine():
-    host, unread = read_inventory()
+    host, unread = read_inventory(Path("/proc"), Path("/sys"))
     assert list(host) == documented_fields("host")
     assert host["arch"] == os.uname().machine
     assert 1 <= host["cpu_count"] <= len(os.sched_getaffinity(0))  # a quota may lower it
@@ -461,7 +461,9 @@ def test_this_machine():
     for key, reason in unread.items():
         assert key.startswith("host.") and host[key.removeprefix("host.")] is None
         assert isinstance(reason, str) and reason.endswith(".")
-    devices, unread = read_devices(Path(__file__).parent, Path(__file__).parent)
+    devices, unread = read_devices(
+        Path(__file__).parent, Path(__file__).parent, Path("/proc"), Path("/sys")
+    )
     assert unread == {}
     assert list(devices["data"]) == documented_fields("devices")
     assert devices["wal_on_data_device"] is True

@@ -38,6 +38,8 @@ from pgdyno.host.knobs import (
     write_value,
 )
 
+# The live host: paths a knob names there (nothing here writes to it).
+LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
 SYSCTLS = {
     "vm/dirty_ratio": "20\n",
     "vm/dirty_bytes": "0\n",
@@ -121,12 +123,18 @@ def mend_knob(knob: Knob, text: str) -> None:
 @pytest.mark.parametrize(
     ("knob", "relative"),
     [
-        (Knob.sysctl("vm.dirty_ratio"), "/proc/sys/vm/dirty_ratio"),
-        (Knob.sysctl("vm/dirty_ratio"), "/proc/sys/vm/dirty_ratio"),
-        (Knob.sysctl("kernel.sched_autogroup_enabled"), "/proc/sys/kernel/sched_autogroup_enabled"),
-        (Knob.sysctl("net/ipv4/conf/eth0.1/rp_filter"), "/proc/sys/net/ipv4/conf/eth0.1/rp_filter"),
-        (Knob.block("vda", "scheduler"), "/sys/block/vda/queue/scheduler"),
-        (Knob.block("nvme0n1", "read_ahead_kb"), "/sys/block/nvme0n1/queue/read_ahead_kb"),
+        (Knob.sysctl("vm.dirty_ratio", **LIVE), "/proc/sys/vm/dirty_ratio"),
+        (Knob.sysctl("vm/dirty_ratio", **LIVE), "/proc/sys/vm/dirty_ratio"),
+        (
+            Knob.sysctl("kernel.sched_autogroup_enabled", **LIVE),
+            "/proc/sys/kernel/sched_autogroup_enabled",
+        ),
+        (
+            Knob.sysctl("net/ipv4/conf/eth0.1/rp_filter", **LIVE),
+            "/proc/sys/net/ipv4/conf/eth0.1/rp_filter",
+        ),
+        (Knob.block("vda", "scheduler", **LIVE), "/sys/block/vda/queue/scheduler"),
+        (Knob.block("nvme0n1", "read_ahead_kb", **LIVE), "/sys/block/nvme0n1/queue/read_ahead_kb"),
     ],
 )
 def test_paths(knob: Knob, relative: str) -> None:
@@ -142,16 +150,16 @@ def test_roots_are_injectable(tree: Tree) -> None:
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: Knob.sysctl("vm..dirty_ratio"),
-        lambda: Knob.sysctl("../../etc/passwd"),
-        lambda: Knob.sysctl("vm/../../etc/shadow"),
-        lambda: Knob.sysctl("/vm/dirty_ratio"),
-        lambda: Knob.sysctl("vm.dirty ratio"),
-        lambda: Knob.sysctl(""),
-        lambda: Knob.block("..", "scheduler"),
-        lambda: Knob.block("vda/queue", "scheduler"),
-        lambda: Knob.block("vda", "nr_requests"),
-        lambda: Knob("sysctl", "vm.dirty_ratio", device="vda"),
+        lambda: Knob.sysctl("vm..dirty_ratio", **LIVE),
+        lambda: Knob.sysctl("../../etc/passwd", **LIVE),
+        lambda: Knob.sysctl("vm/../../etc/shadow", **LIVE),
+        lambda: Knob.sysctl("/vm/dirty_ratio", **LIVE),
+        lambda: Knob.sysctl("vm.dirty ratio", **LIVE),
+        lambda: Knob.sysctl("", **LIVE),
+        lambda: Knob.block("..", "scheduler", **LIVE),
+        lambda: Knob.block("vda/queue", "scheduler", **LIVE),
+        lambda: Knob.block("vda", "nr_requests", **LIVE),
+        lambda: Knob("sysctl", "vm.dirty_ratio", device="vda", **LIVE),
     ],
 )
 def test_names_that_could_leave_the_knob_directories_are_refused(
@@ -390,7 +398,7 @@ def test_failed_restore_keeps_going_then_rollback_retries(tree_ready: Tree) -> N
     left = tree.pending()
     assert [(c.knob, c.old, c.new) for c in left] == [(ratio, "20", "40")]
     with pytest.raises(UsageError, match="holds 1 change not restored"):
-        ensure_clean(tree.journal, proc_root=tree.proc)
+        ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     assert [(r.knob, r.now, r.set_to) for r in done] == [(ratio, "20", "40")]
     assert read_value(ratio) == "20"
@@ -447,7 +455,7 @@ def test_pending_tolerates_a_torn_last_line(tree_ready: Tree) -> None:
     left = tree.pending()
     assert [(c.id, c.knob.name, c.old) for c in left] == [(1, "vm.dirty_expire_centisecs", "3000")]
     with pytest.raises(UsageError) as caught:
-        ensure_clean(tree.journal, proc_root=tree.proc)
+        ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     assert str(caught.value) == (
         f"the host journal {tree.journal} holds 1 change not restored after an interrupted run: "
         "run `pgdyno rollback` first."
@@ -457,7 +465,7 @@ def test_pending_tolerates_a_torn_last_line(tree_ready: Tree) -> None:
         ("vm.dirty_expire_centisecs", "1000", "3000", "1000")
     ]
     assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"  # the torn change is left alone
-    ensure_clean(tree.journal, proc_root=tree.proc)
+    ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys) == []
 
 
@@ -470,7 +478,7 @@ def test_torn_tail_is_cut_before_the_next_append(tree_ready: Tree, tail: str) ->
     crashed(tree, tail)
     tree.journal.write_text(tree.journal.read_text()[: -len(tail)].rstrip("\n"))  # no newline
     with pytest.raises(UsageError, match="holds 1 change"):
-        ensure_clean(tree.journal, proc_root=tree.proc)
+        ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     assert tree.pending() == []
 
@@ -522,11 +530,11 @@ def test_changes_from_before_a_reboot_are_not_written_back(tree_ready: Tree) -> 
 
 def test_one_writer_at_a_time(tree_ready: Tree) -> None:
     tree = tree_ready
-    ensure_clean(tree.journal)  # no journal yet
+    ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)  # no journal yet
     with tree.changes() as host:
         host.apply(tree.sysctl("vm.dirty_ratio"), 40)
         with pytest.raises(UsageError, match="another pgdyno process is changing host settings"):
-            ensure_clean(tree.journal, proc_root=tree.proc)
+            ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
         with pytest.raises(UsageError, match="another pgdyno process"):
             rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
         with pytest.raises(UsageError, match="another pgdyno process"), tree.changes():
@@ -544,7 +552,7 @@ def test_host_changes_refuses_to_start_over_pending_changes(tree_ready: Tree) ->
 
 def test_knob_roots_must_match_the_journal(tree_ready: Tree) -> None:
     with tree_ready.changes() as host, pytest.raises(ValueError, match="lives under /proc, not "):
-        host.apply(Knob.sysctl("vm.dirty_ratio"), 40)
+        host.apply(Knob.sysctl("vm.dirty_ratio", **LIVE), 40)
 
 
 def test_signals_are_held_until_the_critical_part_is_done() -> None:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from pgdyno.cli.report_cmd import CSV_COLUMNS, summary_csv
 from pgdyno.errors import UsageError
 from pgdyno.report import content, html
+from pgdyno.report.export import CSV_COLUMNS, summary_csv
 from pgdyno.report.load import ReportInput, Selection, load, parse_run_ids
 from pgdyno.store.results import ResultsStore
 
@@ -133,7 +133,7 @@ def test_plain_runs_group_by_session_and_report_missing_ids(store: ResultsStore)
 
 
 def test_last_picks_the_newest_comparison(store: ResultsStore) -> None:
-    assert load(store, Selection(last=True)).comparison["id"] == 2  # type: ignore[index]
+    assert load(store, Selection(last=True)).comparison.id == 2  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -160,7 +160,7 @@ def test_bad_run_ids_are_refused(words: tuple[str, ...]) -> None:
 def test_page_is_self_contained_and_escapes_every_string(store: ResultsStore) -> None:
     data = load(store, Selection(comparison_id=1))
     report = _build(data)
-    page = html.render(report, {s["name"]: s for s in data.comparison["sets"]})  # type: ignore[index]
+    page = html.render(report, {s.name: s for s in data.comparison.sets})  # type: ignore[union-attr]
     # The plan's name is "fixture <b>&amp; wal": shown as text, never as markup.
     assert "<title>pgdyno report: compare fixture &lt;b&gt;&amp;amp; wal</title>" in page
     assert "<b>&amp; wal" not in page

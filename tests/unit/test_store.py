@@ -67,8 +67,9 @@ def test_run_round_trip(tmp_path: Path):
         session = store.begin_session(["pgdyno", "bench"], "sandbox pg18", {"cpu_count": 2}, {})
         run_id = store.add_run(session, run)
         store.finish_session(session, "done")
-        got = store.get_run(run_id)
-        listed = store.list_runs()
+        stored = store.get_run(run_id)
+        got = stored.as_json() if stored else None  # as `runs show --json` prints it
+        listed = [r.as_json() for r in store.list_runs()]
     assert got is not None and run.summary is not None
     assert got["tps"] == run.summary.tps
     assert got["summary"]["transactions"] == run.summary.transactions
@@ -107,7 +108,8 @@ def test_schema_1_database_is_migrated_without_loss(tmp_path: Path):
     )
     conn.close()
     with ResultsStore(path) as store:
-        run = store.get_run(1)
+        stored = store.get_run(1)
+        run = stored.as_json() if stored else None
     assert run is not None and run["tps"] == 123.5 and run["seconds"][0]["tps"] == 9
     assert run["latency_source"] == "aggregated log" and run["latency_p99_ms"] is None
 

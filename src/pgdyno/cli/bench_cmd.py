@@ -18,60 +18,17 @@ from pgdyno.cli.common import (
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
-from pgdyno.environment import ensure_writable
-from pgdyno.errors import PgbenchFailed, UsageError
+from pgdyno.errors import PgbenchFailed
 from pgdyno.experiment.bench import run_bench
-from pgdyno.experiment.matrix import make_spec
-from pgdyno.experiment.target import Target, sandbox_target, server_target, workdir_lock
+from pgdyno.experiment.context import RunContext
+from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads
+from pgdyno.experiment.target import bench_target, check_target_settings
 from pgdyno.host.facts import read_host
-from pgdyno.pgbench.command import (
-    BUILTINS,
-    PROTOCOLS,
-    Workload,
-    builtin_workload,
-    parse_int_list,
-    script_workload,
-)
-from pgdyno.pgbench.scale import parse_scale_spec
+from pgdyno.pgbench.command import PROTOCOLS, parse_int_list
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.render.terminal import results_table
 from pgdyno.store.results import ResultsStore
-from pgdyno.textsafe import scrub_secrets
-
-
-def _workloads(workload: str | None, scripts: tuple[str, ...]) -> list[Workload]:
-    names = [w.strip() for w in (workload or "").split(",") if w.strip()]
-    if workload is not None and not names:
-        raise UsageError(
-            f"-w/--workload {workload!r} names no workload: choose from {', '.join(BUILTINS)} "
-            "(comma list), or leave the option out for tpcb-like."
-        )
-    if not names and not scripts:
-        names = ["tpcb-like"]
-    found = [builtin_workload(name) for name in names] if not scripts else []
-    if scripts:
-        # Built-ins named alongside script files join the same weighted mix, as in pgbench.
-        found.append(script_workload(list(scripts), names))
-    return found
-
-
-def _scales(scale: str) -> list[str | int]:
-    scales = [parse_scale_spec(s) for s in scale.split(",") if s.strip()]
-    if not scales:
-        raise UsageError(
-            f"-s/--scale {scale!r} names no scale: give small, medium, large or a pgbench "
-            "scale (comma list to sweep)."
-        )
-    return scales
-
-
-def _command_record(argv: list[str]) -> list[str]:
-    """The argv kept in the results database, with any password masked (any syntax, any option).
-
-    >>> _command_record(["pgdyno", "bench", "--dsn", "host=db password=pw", "--dsn=postgres://u:pw@h"])
-    ['pgdyno', 'bench', '--dsn', 'host=db password=********', '--dsn=postgres://u:********@h']
-    """
-    return [scrub_secrets(arg) for arg in argv]
+from pgdyno.textsafe import scrub_argv
 
 
 @click.command()
@@ -251,11 +208,10 @@ def bench(
     """
     env = environment(ctx)
     settings = parse_assignments(assignments)
-    if dsn is not None and settings:
-        raise UsageError("--set applies to the sandbox only; change an existing server yourself.")
+    check_target_settings(dsn, settings)
     spec = make_spec(
-        workloads=_workloads(workload, scripts),
-        scales=_scales(scale),
+        workloads=parse_workloads(workload, scripts),
+        scales=parse_scales(scale),
         clients=parse_int_list(clients, "-c/--clients"),
         jobs=jobs,
         duration_s=duration,
@@ -274,32 +230,15 @@ def bench(
     binaries = pick_binaries(env, pg_bin, pg_version)
     log = err(env).print
     with ExitStack() as stack:
-        target: Target
-        if dsn is None:
-            stack.enter_context(workdir_lock(env))
-            target = stack.enter_context(sandbox_target(env, binaries, settings, log))
-        else:
-            target = server_target(dsn, binaries)
-            ensure_writable(env.data_dir, env.runs_dir)  # the sandbox path checks in its lock
+        target = stack.enter_context(bench_target(env, dsn, binaries, settings, log))
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))
-        outcome = run_bench(
-            spec,
-            target,
-            store,
-            host,
-            command=_command_record(["pgdyno", *env.argv]),
-            run_root=env.runs_dir,
-            env=env.env,
-            progress=progress,
-            log=log,
-            keep_files=keep_files,
-            proc_root=env.proc_root,
-            sys_root=env.sys_root,
-        )
+        run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
+        outcome = run_bench(spec, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv]))
     if as_json:
         with ResultsStore(env.results_path) as store:
-            print_json(env, [store.get_run(run_id) for run_id, _ in outcome.records])
+            stored = [store.get_run(run_id) for run_id, _ in outcome.records]
+            print_json(env, [None if run is None else run.as_json() for run in stored])
         return
     console = out(env)
     console.print(results_table(outcome.records))

@@ -13,16 +13,15 @@ from rich.table import Table
 from pgdyno.cli.common import environment, err, json_option, out, print_json, workdir_options
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
-from pgdyno.errors import PgbenchFailed, PgdynoError, StoreError, UsageError
-from pgdyno.experiment.matrix import BenchSpec, make_spec
+from pgdyno.errors import PgbenchFailed, StoreError
+from pgdyno.experiment.context import RunContext
+from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.sets_runner import run_compare, settings_meta_loader
 from pgdyno.experiment.target import workdir_lock
 from pgdyno.experiment.verdicts import Analysis, analyse
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
 from pgdyno.host.journal import rollback as rollback_changes
-from pgdyno.pgbench.command import builtin_workload, jobs_for
-from pgdyno.pgbench.scale import parse_scale_spec
 from pgdyno.plan.check import (
     CheckedSet,
     MetaLoader,
@@ -34,7 +33,6 @@ from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.render.verdict_tables import ladder_tables, verdict_table
-from pgdyno.store.comparisons import Comparisons
 from pgdyno.store.results import ResultsStore
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
@@ -52,30 +50,6 @@ def allow_options[F: Callable[..., Any]](func: F) -> F:
         help="Let the plan write this sysctl although it is not one of the kernel settings for "
         "database performance (vm.*, kernel.sched_*, kernel.shm*, ...). Repeatable.",
     )(func)  # fmt: skip
-
-
-def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
-    """The plan's matrix as bench options; a bad value is reported at its line."""
-    m = plan.spec.matrix
-    try:
-        workloads = [builtin_workload(w) for w in m.workloads]
-    except PgdynoError as exc:
-        raise UsageError(f"{plan.where(('matrix', 'workloads'))}: {exc}") from None
-    try:
-        scales = [parse_scale_spec(str(s)) for s in m.scales]
-    except PgdynoError as exc:
-        raise UsageError(f"{plan.where(('matrix', 'scales'))}: {exc}") from None
-    try:
-        jobs_for(1, m.jobs, cpus)
-        return make_spec(
-            workloads=workloads, scales=scales, clients=m.clients, jobs=m.jobs,
-            duration_s=m.duration, protocol=m.protocol, rate=m.rate,
-            latency_limit_ms=m.latency_limit, repeats=m.repeats, warmup_s=m.warmup,
-            latency_log=m.latency_log, prewarm=m.prewarm, per_statement=m.per_statement,
-            progress=m.progress,
-        )  # fmt: skip
-    except PgdynoError as exc:
-        raise UsageError(f"{plan.where(('matrix',))}: {exc}") from None
 
 
 def _checked(
@@ -101,10 +75,6 @@ def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSe
         data_disk=device.disk if device else None, is_root=env.is_root,
         proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed, find=find_installed,
     )  # fmt: skip
-
-
-def _runs_in(spec: BenchSpec, sets: int) -> int:
-    return len(spec.workloads) * len(spec.scales) * len(spec.clients) * spec.repeats * sets
 
 
 @click.command()
@@ -152,15 +122,14 @@ def compare(
         checked = _checked(env, plan, meta_for, allowed)
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))
+        run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
         outcome = run_compare(
-            plan, checked, spec, env, store, host, resume=resume,
-            meta_for=meta_for, command=["pgdyno", *env.argv],
-            progress=progress, log=log, keep_files=keep_files,
+            plan, checked, spec, host, run_ctx, sandboxes=env, resume=resume, meta_for=meta_for,
+            command=["pgdyno", *env.argv],
         )  # fmt: skip
     with ResultsStore(env.results_path) as store:
-        comparisons = Comparisons(store)
-        runs = comparisons.runs(outcome.comparison_id)
-        info = comparisons.get(outcome.comparison_id)
+        runs = store.comparisons.runs(outcome.comparison_id)
+        info = store.comparisons.get(outcome.comparison_id)
     if info is None:  # written by run_compare just before: the database changed under us
         raise StoreError(
             f"comparison {outcome.comparison_id} is missing from {env.results_path} right "
@@ -168,16 +137,23 @@ def compare(
         )
     analysis = analyse(runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode)
     if as_json:
-        print_json(env, {"comparison": info, "analysis": analysis.as_dict(), "runs": runs})
+        print_json(
+            env,
+            {
+                "comparison": info.as_json(),
+                "analysis": analysis.as_dict(),
+                "runs": [r.as_json() for r in runs],
+            },
+        )
     else:
         _print_analysis(env, analysis, plan, outcome.comparison_id)
         if outcome.skipped:
             log(f"{outcome.skipped} runs were finished before and not repeated (--resume)")
-    failed = [r for r in runs if r["status"] != "ok"]
+    failed = [r for r in runs if r.status != "ok"]
     if failed:
         raise PgbenchFailed(
             f"{len(failed)} of {len(runs)} runs failed; see `pgdyno runs show ID` for "
-            f"pgbench's error output (runs {', '.join(str(r['id']) for r in failed[:10])})."
+            f"pgbench's error output (runs {', '.join(str(r.id) for r in failed[:10])})."
         )
 
 
@@ -238,8 +214,8 @@ def plan_check(
         )
     console = out(env)
     console.print(table)
-    runs = _runs_in(spec, len(checked))
-    minutes = runs * (spec.warmup_s + spec.duration_s + 5) / 60
+    runs = run_count(spec, len(checked))
+    minutes = runs * seconds_per_run(spec) / 60
     console.print(f"{runs} runs, about {minutes:.0f} minutes (mode: {loaded.spec.mode})")
     for binaries in {c.binaries.version: c.binaries for c in checked}.values():
         if not is_installed(binaries):

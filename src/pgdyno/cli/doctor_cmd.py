@@ -22,8 +22,7 @@ from pgdyno.doctor.gather import take_snapshot
 from pgdyno.doctor.rules import SEVERITIES, load_rules
 from pgdyno.doctor.snapshot import load_snapshot, save_snapshot
 from pgdyno.errors import UsageError
-from pgdyno.experiment.target import sandbox_target, workdir_lock
-from pgdyno.postgres.client import describe, split_password
+from pgdyno.experiment.target import locked_sandbox, server_address
 from pgdyno.render.doctor import as_data, render
 
 
@@ -105,12 +104,11 @@ def doctor(
             password = None
             if sandbox:
                 binaries = pick_binaries(env, pg_bin, pg_version)
-                stack.enter_context(workdir_lock(env))
-                target = stack.enter_context(sandbox_target(env, binaries, {}, err(env).print))
+                target = stack.enter_context(locked_sandbox(env, binaries, {}, err(env).print))
                 dsn, label = target.dsn, target.label
             elif dsn is not None:
-                dsn, password = split_password(dsn)
-                label = f"server {describe(dsn)}"
+                address = server_address(dsn)
+                dsn, password, label = address.dsn, address.password, address.label
             else:
                 label = "this host"
             snapshot = take_snapshot(

@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
-from rich.table import Table
 
-from pgdyno import __version__
 from pgdyno.cli.common import environment, out, print_json, workdir_options
-from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
-from pgdyno.render.terminal import fmt
-from pgdyno.report import content, html
-from pgdyno.report.load import Selection, load, parse_run_ids
+from pgdyno.report.export import make, summary_csv
+from pgdyno.report.load import Selection, parse_run_ids
+from pgdyno.report.summary_table import summary_table
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import safe_text
-
-CSV_COLUMNS = (
-    "workload", "scale", "clients", "group", "baseline", "runs", "failed", "tps_median",
-    "tps_mean", "tps_ci_low", "tps_ci_high", "tps_cv_pct", "tps_change_pct",
-    "tps_change_ci_low_pct", "tps_change_ci_high_pct", "verdict", "p99_median_ms", "p99_change",
-    "p99_verdict", "noisy", "repeats_needed", "warnings",
-)  # fmt: skip
 
 
 def _selection(
@@ -41,49 +28,6 @@ def _selection(
     if run_ids:
         return Selection(run_ids=parse_run_ids(run_ids))
     return Selection(comparison_id=comparison, session_id=session, last=last)
-
-
-def _default_path(env: Environment, report: dict[str, Any], stamp: str) -> Path:
-    slug = "".join(c if c.isalnum() else "-" for c in report["title"]).strip("-")[:60]
-    return env.data_dir / "reports" / f"{slug}-{stamp}.html"
-
-
-def summary_table(report: dict[str, Any]) -> Table:
-    table = Table(title=f"{report['title']} ({report['source']})", title_justify="left")
-    for name in ("cell", "group", "runs", "TPS median", "CV %", "TPS change [CI]", "p99 ms",
-                 "p99 change", "verdict", "warnings"):  # fmt: skip
-        table.add_column(name, justify="left" if name in ("cell", "group", "warnings") else "right")
-    for row in report["summary"]:
-        table.add_row(
-            row["cell"], row["group"], str(row["runs"]), fmt(row["tps_median"], 0),
-            fmt(row["tps_cv_pct"]), row["tps_change"], fmt(row["p99_median_ms"], 2),
-            row["p99_change"], row["verdict"] or "-", "; ".join(row["warnings"]),
-        )  # fmt: skip
-    return table
-
-
-def summary_csv(report: dict[str, Any]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in report["summary"]:
-        writer.writerow(
-            "; ".join(row[c]) if c == "warnings" else ("" if row[c] is None else row[c])
-            for c in CSV_COLUMNS
-        )
-    return buffer.getvalue()
-
-
-def _write(path: Path, page: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".part")
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write the report to {path} ({exc.strerror}); choose another --output."
-        ) from exc
 
 
 @click.command()
@@ -138,12 +82,7 @@ def report(
             "first or pass --results FILE."
         )
     with ResultsStore(env.results_path) as store:
-        data = load(store, selection)
-    now = datetime.now(UTC)
-    built = content.build(data, now.isoformat(timespec="seconds"), __version__)
-    sets = {s["name"]: s for s in data.comparison["sets"]} if data.comparison else {}
-    path = (output or _default_path(env, built, now.strftime("%Y%m%d-%H%M%S"))).resolve()
-    _write(path, html.render(built, sets))
+        built, path = make(store, selection, datetime.now(UTC), output, env.data_dir / "reports")
     if as_json:
         print_json(env, built)
     elif as_csv:

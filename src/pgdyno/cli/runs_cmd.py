@@ -8,6 +8,7 @@ from pgdyno.cli.common import environment, json_option, out, print_json, workdir
 from pgdyno.errors import UsageError
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv
+from pgdyno.store.interface import ResultsBackend
 from pgdyno.store.results import ResultsStore
 
 
@@ -22,7 +23,7 @@ def runs() -> None:
     """
 
 
-def _open(ctx: click.Context) -> ResultsStore:
+def _open(ctx: click.Context) -> ResultsBackend:
     env = environment(ctx)
     if not env.results_path.exists():
         raise UsageError(
@@ -57,7 +58,7 @@ def list_runs(
     with _open(ctx) as store:
         rows = store.list_runs(limit or None, session)
     if as_json:
-        print_json(env, rows)
+        print_json(env, [row.as_json() for row in rows])
     else:
         out(env).print(runs_table(rows))
         out(env).print(f"results database: {env.results_path}")
@@ -93,12 +94,12 @@ def show_run(
         run = store.get_run(run_id)
         if run is None:
             raise UsageError(f"there is no run {run_id}: see `pgdyno runs list` for the ids.")
-    samples = run["samples"]
+    samples = run.samples
     if as_csv:
         env.stdout.write(timeline_csv(run, samples))
         return
     if as_json:
-        print_json(env, run)
+        print_json(env, run.as_json())
         return
     console = out(env)
     if timeline:

@@ -227,9 +227,7 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def read_snapshot(
-    proc_root: Path = Path("/proc"), clock: Callable[[], float] = time.monotonic
-) -> ProcSnapshot:
+def read_snapshot(proc_root: Path, clock: Callable[[], float] = time.monotonic) -> ProcSnapshot:
     """Read the counters under `proc_root`; only /proc/stat is required."""
     at = clock()
     stat = _read(proc_root / "stat")

@@ -27,7 +27,7 @@ from pgdyno.records import Event, Sample
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def process_cpu_ticks(pid: int, proc_root: Path = Path("/proc")) -> int | None:
+def process_cpu_ticks(pid: int, proc_root: Path) -> int | None:
     """utime + stime of a process (all its threads), in clock ticks."""
     try:
         fields = (proc_root / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
@@ -62,7 +62,7 @@ class TimelineSampler:
         self,
         *,
         log: Callable[[str], None],
-        proc_root: Path = Path("/proc"),
+        proc_root: Path,
         devices: Sequence[str] | None = None,
         pg: PgStatsSampler | None = None,
         server_log: LogTail | None = None,

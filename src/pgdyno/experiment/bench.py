@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
 
 from pgdyno.collect.timeline import sampling_rate
 from pgdyno.errors import (
@@ -18,8 +17,9 @@ from pgdyno.errors import (
     PgbenchFailed,
     SweepStopped,
 )
+from pgdyno.experiment.context import ProgressReporter, RunContext
 from pgdyno.experiment.failure import Verdict, Where, failed_run
-from pgdyno.experiment.matrix import BenchSpec, expand
+from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.measure import Collect, measure
 from pgdyno.experiment.target import Target
 from pgdyno.host.facts import HostFacts, free_disk_bytes
@@ -40,20 +40,8 @@ from pgdyno.postgres.client import Client, ServerInfo, connect, with_dbname
 from pgdyno.postgres.serverlog import log_end
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.steady import default_trim
-from pgdyno.store.results import ResultsStore, now_iso
-
-# Seconds a run costs beyond warm-up and -T (dataset copy, connections), for the ETA.
-RUN_OVERHEAD_S = 3.0
 
 PROBE_S = 3  # seconds of the probe that sizes the first run's latency sample
-
-
-class ProgressReporter(Protocol):
-    def planned(self, cells: list[RunCell], seconds_per_run: float) -> None: ...
-    def phase(self, text: str) -> None: ...
-    def tick(self, cell: RunCell, elapsed_s: float) -> None: ...
-    def finished(self, cell: RunCell, record: RunRecord, run_id: int) -> None: ...
-    def skipped(self, count: int) -> None: ...  # runs an earlier command finished
 
 
 @dataclass(frozen=True)
@@ -89,19 +77,10 @@ class Connected:
 
 @contextmanager
 def connected(
-    spec: BenchSpec,
-    target: Target,
-    store: ResultsStore,
-    host: HostFacts,
-    *,
-    env: Mapping[str, str],
-    progress: ProgressReporter,
-    log: Callable[[str], None],
-    keep_files: bool = False,
-    proc_root: Path = Path("/proc"),
-    sys_root: Path = Path("/sys"),
+    spec: BenchSpec, target: Target, host: HostFacts, ctx: RunContext
 ) -> Iterator[Connected]:
-    child_env = target.child_env(env)
+    child_env = target.child_env(ctx.env)
+    log = ctx.log
     pgbench = target.binaries.tool("pgbench")
     pgbench_version = execute.version(pgbench)
     with ExitStack() as stack:
@@ -115,7 +94,7 @@ def connected(
         data_path = target.data_path
         if data_path is None and info.data_directory and Path(info.data_directory).is_dir():
             data_path = Path(info.data_directory)
-        devices = locate_devices(data_path, proc_root, sys_root)
+        devices = locate_devices(data_path, ctx.proc_root, ctx.sys_root)
         if not devices:
             log(
                 "disk metrics cover every device: the server's data directory is not on this "
@@ -126,14 +105,14 @@ def connected(
                 "read by pgdyno")  # fmt: skip
         stats_client = stack.enter_context(connect(target.dsn, target.password))
         collect = Collect(
-            proc_root=proc_root,
+            proc_root=ctx.proc_root,
             devices=device_names(devices),
             stats_client=stats_client,
             version_num=info.version_num,
             bench_db=BENCH_DB,
             server_log=target.server_log,
             cpus=host.cpu_count,
-            keep_logs=keep_files,
+            keep_logs=ctx.keep_files,
         )
         base = RunRecord(
             cell=RunCell(0, 0, "", 0, 0, 0), status="ok", started_at="", finished_at="",
@@ -144,28 +123,24 @@ def connected(
         )  # fmt: skip
 
         def expected_tps(cell: RunCell) -> float | None:
-            return store.recent_tps(
+            return ctx.store.recent_tps(
                 cell.workload, cell.scale, cell.clients, info.version, target.label
             )
 
         where = Where(
-            client, target.dsn, target.password, target.server_log, data_path, proc_root, sys_root
-        )
-        runner = _CellRunner(
-            spec, target, client, collect, child_env, progress, log, expected_tps, where
-        )
+            client, target.dsn, target.password, target.server_log, data_path, ctx.proc_root,
+            ctx.sys_root,
+        )  # fmt: skip
+        runner = _CellRunner(spec, target, client, collect, child_env, ctx, expected_tps, where)
         yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)
 
 
 def run_cells(
     ready: Connected,
     cells: list[RunCell],
+    ctx: RunContext,
     *,
-    store: ResultsStore,
     session_id: int,
-    run_root: Path,
-    progress: ProgressReporter,
-    keep_files: bool = False,
     **record_fields: object,
 ) -> list[tuple[int, RunRecord]]:
     """Run and store each cell in turn; `record_fields` go into every record (set_name, ...).
@@ -175,19 +150,20 @@ def run_cells(
     """
     records: list[tuple[int, RunRecord]] = []
     base = replace(ready.base, **record_fields)  # type: ignore[arg-type]
+    progress = ctx.progress
     for cell in cells:
         if cell.scale not in ready.datasets:
             progress.phase(f"dataset scale {cell.scale}: reusing or generating it")
             ready.datasets[cell.scale] = ensure_dataset(
                 ready.client, ready.pgbench, cell.scale, env=ready.env
             )
-        run_dir = run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
+        run_dir = ctx.run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
         record, fatal = ready.runner.run(
             cell, replace(base, cell=cell), ready.datasets[cell.scale], run_dir
         )
-        if not keep_files:  # first: on a full disk, the run's files are what frees space
+        if not ctx.keep_files:  # first: on a full disk, the run's files are what frees space
             shutil.rmtree(run_dir, ignore_errors=True)
-        run_id = store.add_run(session_id, record)
+        run_id = ctx.store.add_run(session_id, record)
         records.append((run_id, record))
         progress.finished(cell, record, run_id)
         if record.status == "interrupted":
@@ -215,62 +191,36 @@ def finished_as(finish: Callable[[str], None]) -> Iterator[None]:
 
 @contextmanager
 def recorded_session(
-    store: ResultsStore,
-    command: list[str],
-    target: str,
-    host: HostFacts,
-    server: Mapping[str, object],
-    *,
-    run_root: Path,
-    keep_files: bool,
+    ctx: RunContext, command: list[str], target: str, host: HostFacts, server: Mapping[str, object]
 ) -> Iterator[int]:
     """A session row that ends as done, interrupted or failed however the block ends."""
+    store = ctx.store
     session_id = store.begin_session(command, target, host.as_dict(), server)
     try:
         with finished_as(lambda status: store.finish_session(session_id, status)):
             yield session_id
     finally:
-        if not keep_files:
-            shutil.rmtree(run_root / f"session-{session_id}", ignore_errors=True)
+        if not ctx.keep_files:
+            shutil.rmtree(ctx.run_root / f"session-{session_id}", ignore_errors=True)
 
 
 def run_bench(
-    spec: BenchSpec,
-    target: Target,
-    store: ResultsStore,
-    host: HostFacts,
-    *,
-    command: list[str],
-    run_root: Path,
-    env: Mapping[str, str],
-    progress: ProgressReporter,
-    log: Callable[[str], None],
-    keep_files: bool = False,
-    proc_root: Path = Path("/proc"),
-    sys_root: Path = Path("/sys"),
+    spec: BenchSpec, target: Target, host: HostFacts, ctx: RunContext, *, command: list[str]
 ) -> BenchOutcome:
-    with connected(
-        spec, target, store, host, env=env, progress=progress, log=log,
-        keep_files=keep_files, proc_root=proc_root, sys_root=sys_root,
-    ) as ready:  # fmt: skip
+    with connected(spec, target, host, ctx) as ready:
         info = ready.info
         scales = resolve_scales(spec, host, info.shared_buffers_bytes, ready.data_path)
         for choice in scales:
             if choice.note:
-                log(choice.note)
+                ctx.log(choice.note)
         cells = expand(spec, [c.scale for c in scales], host.cpu_count)
-        progress.planned(cells, spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S)
+        ctx.progress.planned(cells, seconds_per_run(spec))
         server = {
             "version": info.version, "version_num": info.version_num,
             "binaries": target.binaries.source, "pgbench_version": ready.base.pgbench_version,
         }  # fmt: skip
-        with recorded_session(
-            store, command, target.label, host, server, run_root=run_root, keep_files=keep_files
-        ) as session_id:
-            records = run_cells(
-                ready, cells, store=store, session_id=session_id, run_root=run_root,
-                progress=progress, keep_files=keep_files,
-            )  # fmt: skip
+        with recorded_session(ctx, command, target.label, host, server) as session_id:
+            records = run_cells(ready, cells, ctx, session_id=session_id)
     return BenchOutcome(session_id, records, scales, list(ready.datasets.values()))
 
 
@@ -284,8 +234,7 @@ class _CellRunner:
         client: Client,
         collect: Collect,
         env: dict[str, str],
-        progress: ProgressReporter,
-        log: Callable[[str], None],
+        ctx: RunContext,
         expected_tps: Callable[[RunCell], float | None],
         where: Where,
     ) -> None:
@@ -295,8 +244,9 @@ class _CellRunner:
         self.collect = collect
         self.pgbench = target.binaries.tool("pgbench")
         self.env = env
-        self.progress = progress
-        self.log = log
+        self.progress: ProgressReporter = ctx.progress
+        self.log = ctx.log
+        self.clock = ctx.clock
         self.expected_tps = expected_tps
         self.bench_dsn = with_dbname(target.dsn, BENCH_DB)
         self.password = target.password
@@ -348,7 +298,7 @@ class _CellRunner:
             self.spec.rate, self.spec.latency_limit_ms, self.spec.per_statement,
             self.spec.progress,
         )  # fmt: skip
-        record = replace(record, started_at=now_iso(), dataset_bytes=dataset.size_bytes)
+        record = replace(record, started_at=self.clock(), dataset_bytes=dataset.size_bytes)
         try:
             self._fresh_copy(cell, dataset, may_write=workload.may_write)
             probe_tps = None
@@ -383,13 +333,13 @@ class _CellRunner:
             )  # fmt: skip
         except (KeyboardInterrupt, Interrupted):
             return replace(
-                record, status="interrupted", finished_at=now_iso(),
+                record, status="interrupted", finished_at=self.clock(),
                 error="interrupted before the run finished",
             ), None  # fmt: skip
         except (PgbenchFailed, ConnectionFailed, ParseError, OSError) as exc:
-            return failed_run(self.where, record, exc, log_mark, run_dir)
+            return failed_run(self.where, record, exc, log_mark, run_dir, clock=self.clock)
         return replace(
-            record, finished_at=now_iso(), summary=measured.summary, seconds=measured.seconds,
+            record, finished_at=self.clock(), summary=measured.summary, seconds=measured.seconds,
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
             health=measured.health.as_dict(),

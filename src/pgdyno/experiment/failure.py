@@ -19,7 +19,6 @@ from pgdyno.host.devices import device_for_path
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.serverlog import LogProblem, problems_since
 from pgdyno.records import RunRecord
-from pgdyno.store.results import now_iso
 
 NO_SPACE = "No space left on device"
 MIB = 1024 * 1024
@@ -209,17 +208,23 @@ def gather(where: Where, error: str, stderr: str, log_mark: int, run_dir: Path) 
 
 
 def failed_run(
-    where: Where, record: RunRecord, exc: Exception, log_mark: int, run_dir: Path
+    where: Where,
+    record: RunRecord,
+    exc: Exception,
+    log_mark: int,
+    run_dir: Path,
+    *,
+    clock: Callable[[], str],
 ) -> tuple[RunRecord, Verdict | None]:
     """The record of a run that failed with `exc`, its cause found in the server log, the disks
-    and the server; and the verdict when that cause ends the sweep."""
+    and the server; and the verdict when that cause ends the sweep. `clock` stamps finished_at."""
     stderr = exc.stderr if isinstance(exc, PgbenchFailed) else ""
     error = str(exc)
     if isinstance(exc, OSError):
         error = f"pgdyno could not read or write {exc.filename or 'a file'}: {exc.strerror}"
     verdict = gather(where, error, stderr, log_mark, run_dir)
     failed = replace(
-        record, status="failed", finished_at=now_iso(), error=verdict.sentence,
+        record, status="failed", finished_at=clock(), error=verdict.sentence,
         stderr=stderr[-20000:],
     )  # fmt: skip
     return failed, verdict if verdict.fatal else None

@@ -1,15 +1,29 @@
-"""The bench matrix: what to run, validated, and expanded into ordered cells (pure)."""
+"""The bench matrix: what to run (from options or a plan file), validated, expanded into ordered
+cells, and how long it should take (pure)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pgdyno.errors import UsageError
-from pgdyno.pgbench.command import Workload, jobs_for
+from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.pgbench.command import (
+    BUILTINS,
+    Workload,
+    builtin_workload,
+    jobs_for,
+    script_workload,
+)
+from pgdyno.pgbench.scale import parse_scale_spec
+from pgdyno.plan.load import Plan
 from pgdyno.records import RunCell
+
+# Seconds a run costs beyond warm-up and -T (dataset copy, connections, the probe): the one
+# figure behind every run-time estimate, the progress bar's and `plan check`'s alike.
+RUN_OVERHEAD_S = 3.0
 
 
 class BenchSpec(BaseModel):
@@ -160,3 +174,81 @@ def expand(spec: BenchSpec, scales: list[int], cpus: int) -> list[RunCell]:
                         )
                     )
     return cells
+
+
+def seconds_per_run(spec: BenchSpec) -> float:
+    """What one run of `spec` is expected to take: warm-up, -T and RUN_OVERHEAD_S (3 s).
+
+    >>> from pgdyno.pgbench.command import builtin_workload
+    >>> seconds_per_run(make_spec(workloads=[builtin_workload("select-only")], scales=[1],
+    ...                           clients=[1], duration_s=60, warmup_s=10))
+    73.0
+    """
+    return spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S
+
+
+def run_count(spec: BenchSpec, sets: int = 1) -> int:
+    """Runs of the whole matrix, for each of `sets` configuration sets."""
+    return len(spec.workloads) * len(spec.scales) * len(spec.clients) * spec.repeats * sets
+
+
+def parse_workloads(workload: str | None, scripts: Sequence[str]) -> list[Workload]:
+    """The workloads of -w/--workload (a comma list of built-ins) and -f/--script files.
+
+    >>> [w.name for w in parse_workloads("select-only, tpcb-like", [])]
+    ['select-only', 'tpcb-like']
+    >>> [w.name for w in parse_workloads(None, [])]
+    ['tpcb-like']
+    """
+    names = [w.strip() for w in (workload or "").split(",") if w.strip()]
+    if workload is not None and not names:
+        raise UsageError(
+            f"-w/--workload {workload!r} names no workload: choose from {', '.join(BUILTINS)} "
+            "(comma list), or leave the option out for tpcb-like."
+        )
+    if not names and not scripts:
+        names = ["tpcb-like"]
+    found = [builtin_workload(name) for name in names] if not scripts else []
+    if scripts:
+        # Built-ins named alongside script files join the same weighted mix, as in pgbench.
+        found.append(script_workload(list(scripts), names))
+    return found
+
+
+def parse_scales(scale: str) -> list[str | int]:
+    """The scales of -s/--scale: presets or pgbench scales, comma separated.
+
+    >>> parse_scales("small,50")
+    ['small', 50]
+    """
+    scales = [parse_scale_spec(s) for s in scale.split(",") if s.strip()]
+    if not scales:
+        raise UsageError(
+            f"-s/--scale {scale!r} names no scale: give small, medium, large or a pgbench "
+            "scale (comma list to sweep)."
+        )
+    return scales
+
+
+def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
+    """The plan's matrix as bench options; a bad value is reported at its line."""
+    m = plan.spec.matrix
+    try:
+        workloads = [builtin_workload(w) for w in m.workloads]
+    except PgdynoError as exc:
+        raise UsageError(f"{plan.where(('matrix', 'workloads'))}: {exc}") from None
+    try:
+        scales = [parse_scale_spec(str(s)) for s in m.scales]
+    except PgdynoError as exc:
+        raise UsageError(f"{plan.where(('matrix', 'scales'))}: {exc}") from None
+    try:
+        jobs_for(1, m.jobs, cpus)
+        return make_spec(
+            workloads=workloads, scales=scales, clients=m.clients, jobs=m.jobs,
+            duration_s=m.duration, protocol=m.protocol, rate=m.rate,
+            latency_limit_ms=m.latency_limit, repeats=m.repeats, warmup_s=m.warmup,
+            latency_log=m.latency_log, prewarm=m.prewarm, per_statement=m.per_statement,
+            progress=m.progress,
+        )  # fmt: skip
+    except PgdynoError as exc:
+        raise UsageError(f"{plan.where(('matrix',))}: {exc}") from None

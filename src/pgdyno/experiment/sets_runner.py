@@ -21,17 +21,16 @@ from typing import Any
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, UsageError
 from pgdyno.experiment.bench import (
-    RUN_OVERHEAD_S,
     Connected,
-    ProgressReporter,
     connected,
     finished_as,
     recorded_session,
     resolve_scales,
     run_cells,
 )
-from pgdyno.experiment.matrix import BenchSpec, expand
-from pgdyno.experiment.target import Target, open_sandbox
+from pgdyno.experiment.context import RunContext
+from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
+from pgdyno.experiment.target import open_sandbox, sandbox_as_target
 from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import Applied, HostChanges, ensure_clean
 from pgdyno.plan.check import CheckedSet, MetaLoader
@@ -41,8 +40,7 @@ from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
-from pgdyno.store.comparisons import Comparisons
-from pgdyno.store.results import ResultsStore
+from pgdyno.store.interface import ComparisonsBackend
 
 RELOAD_WAIT_S = 10.0
 
@@ -144,13 +142,6 @@ def effective_pg(client: Client, names: list[str]) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in rows}
 
 
-def _sandbox_target(box: Sandbox) -> Target:
-    return Target(
-        label=f"sandbox {box.root.name}", dsn=box.conninfo(), password=None,
-        binaries=box.binaries(), data_path=box.data_dir, server_log=box.log_file,
-    )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class CompareOutcome:
     comparison_id: int
@@ -179,7 +170,9 @@ def _cells(spec: BenchSpec, scales: list[int], cpus: int, repeat: int) -> list[R
 _Done = set[tuple[str, str, int, int, int]]
 
 
-def _earlier(comparisons: Comparisons, plan: Plan) -> tuple[int | None, list[int] | None, _Done]:
+def _earlier(
+    comparisons: ComparisonsBackend, plan: Plan
+) -> tuple[int | None, list[int] | None, _Done]:
     """For --resume: the last comparison of this very plan, its scales and its finished cells."""
     earlier = comparisons.latest(plan.digest)
     if earlier is None:
@@ -187,48 +180,36 @@ def _earlier(comparisons: Comparisons, plan: Plan) -> tuple[int | None, list[int
             f"no earlier run of this plan ({plan.path}, unchanged) to resume: run it "
             "without --resume."
         )
-    comparison_id = int(earlier["id"])
-    return comparison_id, list(earlier["scales"]), comparisons.finished_cells(comparison_id)
+    return earlier.id, list(earlier.scales), comparisons.finished_cells(earlier.id)
 
 
 def run_compare(
     plan: Plan,
     checked: list[CheckedSet],
     spec: BenchSpec,
-    env: Environment,
-    store: ResultsStore,
     host: HostFacts,
+    ctx: RunContext,
     *,
+    sandboxes: Environment,
     resume: bool,
     meta_for: MetaLoader,
     command: list[str],
-    progress: ProgressReporter,
-    log: Callable[[str], None],
-    keep_files: bool = False,
 ) -> CompareOutcome:
-    comparisons = Comparisons(store)
-    ensure_clean(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
+    """Run the plan's sets interleaved; `sandboxes` is the work directory the sandboxes and the
+    host-settings journal live in."""
+    comparisons = ctx.store.comparisons
+    journal, proc_root, sys_root = sandboxes.journal_path, ctx.proc_root, ctx.sys_root
+    ensure_clean(journal, proc_root=proc_root, sys_root=sys_root)
     comparison_id, scales, done = _earlier(comparisons, plan) if resume else (None, None, set())
-    switcher = SandboxSwitcher(env, meta_for, log)
+    switcher = SandboxSwitcher(sandboxes, meta_for, ctx.log)
     with ExitStack() as stack:
         stack.callback(switcher.close)
-        changes = stack.enter_context(
-            HostChanges(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
-        )
+        changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
         session_id = stack.enter_context(
-            recorded_session(
-                store,
-                command,
-                f"compare {plan.name}",
-                host,
-                {"plan": plan.name},
-                run_root=env.runs_dir,
-                keep_files=keep_files,
-            )
+            recorded_session(ctx, command, f"compare {plan.name}", host, {"plan": plan.name})
         )
         run = _CompareRun(
-            plan=plan, checked=checked, spec=spec, env=env, store=store, host=host,
-            progress=progress, log=log, keep_files=keep_files, comparisons=comparisons,
+            plan=plan, checked=checked, spec=spec, ctx=ctx, host=host, comparisons=comparisons,
             stack=stack, changes=changes, switcher=switcher, session_id=session_id,
             comparison_id=comparison_id, scales=scales, done=done,
         )  # fmt: skip
@@ -251,13 +232,9 @@ class _CompareRun:
     plan: Plan
     checked: list[CheckedSet]
     spec: BenchSpec
-    env: Environment
-    store: ResultsStore
+    ctx: RunContext
     host: HostFacts
-    progress: ProgressReporter
-    log: Callable[[str], None]
-    keep_files: bool
-    comparisons: Comparisons
+    comparisons: ComparisonsBackend
     stack: ExitStack  # closes the sandboxes, restores the host, finishes the records
     changes: HostChanges
     switcher: SandboxSwitcher
@@ -277,12 +254,8 @@ class _CompareRun:
             return
         applied = self._apply_host_settings(checked_set)
         box = self.switcher.use(checked_set)
-        self.progress.phase(f"set {checked_set.name}, repeat {repeat} of {self.spec.repeats}")
-        with connected(
-            self.spec, _sandbox_target(box), self.store, self.host, env=self.env.env,
-            progress=self.progress, log=self.log, keep_files=self.keep_files,
-            proc_root=self.env.proc_root, sys_root=self.env.sys_root,
-        ) as ready:  # fmt: skip
+        self.ctx.progress.phase(f"set {checked_set.name}, repeat {repeat} of {self.spec.repeats}")
+        with connected(self.spec, sandbox_as_target(box), self.host, self.ctx) as ready:
             comparison_id, scales = self._start_comparison(ready)
             cells = self._cells_to_run(scales, checked_set.name, repeat)
             effective = self._read_back_settings(ready, checked_set, applied)
@@ -296,7 +269,7 @@ class _CompareRun:
             return False
         before = len(_cells(self.spec, scales, self.host.cpu_count, repeat))
         self.skipped += before
-        self.progress.skipped(before)  # finished earlier: done, not remaining
+        self.ctx.progress.skipped(before)  # finished earlier: done, not remaining
         return True
 
     def _apply_host_settings(self, checked_set: CheckedSet) -> list[Applied]:
@@ -304,7 +277,7 @@ class _CompareRun:
         applied = [self.changes.apply(knob, value) for knob, value in checked_set.host]
         for a in applied:
             if not a.took_effect:
-                self.log(f"{a.knob}: asked for {a.requested}, the kernel shows {a.effective}")
+                self.ctx.log(f"{a.knob}: asked for {a.requested}, the kernel shows {a.effective}")
         return applied
 
     def _start_comparison(self, ready: Connected) -> tuple[int, list[int]]:
@@ -315,7 +288,7 @@ class _CompareRun:
             )
             for choice in choices:
                 if choice.note:
-                    self.log(choice.note)
+                    self.ctx.log(choice.note)
             self.scales = [c.scale for c in choices]
         if self.comparison_id is None:
             self.comparison_id = self._create_comparison(self.scales)
@@ -335,17 +308,17 @@ class _CompareRun:
 
     def _plan_progress(self, scales: list[int]) -> None:
         spec, cpus = self.spec, self.host.cpu_count
-        self.progress.planned(
+        self.ctx.progress.planned(
             [c for r in range(1, spec.repeats + 1) for _ in self.checked
              for c in _cells(spec, scales, cpus, r)],
-            spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S,
+            seconds_per_run(spec),
         )  # fmt: skip
 
     def _cells_to_run(self, scales: list[int], name: str, repeat: int) -> list[RunCell]:
         cells = _todo(self.spec, scales, self.host, repeat, name, self.done)
         before = len(_cells(self.spec, scales, self.host.cpu_count, repeat)) - len(cells)
         self.skipped += before
-        self.progress.skipped(before)
+        self.ctx.progress.skipped(before)
         return cells
 
     def _read_back_settings(
@@ -366,11 +339,8 @@ class _CompareRun:
             run_cells(
                 ready,
                 numbered,
-                store=self.store,
+                self.ctx,
                 session_id=self.session_id,
-                run_root=self.env.runs_dir,
-                progress=self.progress,
-                keep_files=self.keep_files,
                 comparison_id=comparison_id,
                 set_name=checked_set.name,
             )

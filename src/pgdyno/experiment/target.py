@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from pgdyno.environment import Environment, workdir_errors
+from pgdyno.environment import Environment, ensure_writable, workdir_errors
 from pgdyno.errors import ClusterError, UsageError
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import describe, split_password
@@ -38,7 +38,22 @@ class Target:
         return env
 
 
+def sandbox_as_target(box: Sandbox) -> Target:
+    """A sandbox cluster as the target of runs: its socket, binaries, data and log."""
+    return Target(
+        label=f"sandbox {box.root.name}",
+        dsn=box.conninfo(),
+        password=None,
+        binaries=box.binaries(),
+        data_path=box.data_dir,
+        server_log=box.log_file,
+    )
+
+
 LOCK_FILE = "pgdyno.lock"
+# The kernel's table of the live flocks: the work directory's lock is a lock of this machine
+# whatever host the command reads, so this is never under a recorded /proc root.
+LIVE_LOCKS = Path("/proc/locks")
 PID_WAIT_S = 2.0  # how long to retry when the holder is gone before it could be named
 
 
@@ -90,12 +105,12 @@ def _pid_in(handle: TextIO) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _flock_holder(handle: TextIO, locks: Path = Path("/proc/locks")) -> int | None:
+def _flock_holder(handle: TextIO) -> int | None:
     """The pid holding an flock on this file, from the kernel's lock table (Linux)."""
     st = os.fstat(handle.fileno())
     inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
-        lines = locks.read_text().splitlines()
+        lines = LIVE_LOCKS.read_text().splitlines()
     except OSError:
         return None
     for line in lines:
@@ -158,20 +173,67 @@ def sandbox_target(
             "`pgdyno sandbox stop` first."
         )
     try:
-        yield Target(
-            label=f"sandbox {box.root.name}",
-            dsn=box.conninfo(),
-            password=None,
-            binaries=box.binaries(),
-            data_path=box.data_dir,
-            server_log=box.log_file,
-        )
+        yield sandbox_as_target(box)
     finally:
         if started_here:
             box.stop()
 
 
+@contextmanager
+def locked_sandbox(
+    env: Environment,
+    binaries: Binaries,
+    settings: Mapping[str, str],
+    log: Callable[[str], None],
+) -> Iterator[Target]:
+    """`sandbox_target` with the work directory locked for the block (see `workdir_lock`)."""
+    with workdir_lock(env), sandbox_target(env, binaries, settings, log) as target:
+        yield target
+
+
+@dataclass(frozen=True)
+class ServerAddress:
+    """An existing server's connection string split into what may be shown and the password."""
+
+    dsn: str  # no password
+    password: str | None
+    label: str  # "server host=db1 ..." for tables and the results database
+
+
+def server_address(dsn: str) -> ServerAddress:
+    """Split the password (if any) off `dsn`, so it is kept out of labels and records."""
+    clean, password = split_password(dsn)
+    return ServerAddress(clean, password, f"server {describe(clean)}")
+
+
 def server_target(dsn: str, binaries: Binaries) -> Target:
     """An existing server; its password (if any) is split off and kept out of records."""
-    clean, password = split_password(dsn)
-    return Target(f"server {describe(clean)}", clean, password, binaries, None)
+    address = server_address(dsn)
+    return Target(address.label, address.dsn, address.password, binaries, None)
+
+
+def check_target_settings(dsn: str | None, settings: Mapping[str, str]) -> None:
+    """`--set` changes the sandbox pgdyno starts, never an existing server."""
+    if dsn is not None and settings:
+        raise UsageError("--set applies to the sandbox only; change an existing server yourself.")
+
+
+@contextmanager
+def bench_target(
+    env: Environment,
+    dsn: str | None,
+    binaries: Binaries,
+    settings: Mapping[str, str],
+    log: Callable[[str], None],
+) -> Iterator[Target]:
+    """Where runs go: the sandbox (locked, started for the block if it was not running) when
+    `dsn` is None, else the server `dsn` names. Either way an unusable work directory is one
+    sentence before any run."""
+    check_target_settings(dsn, settings)
+    if dsn is None:
+        with locked_sandbox(env, binaries, settings, log) as target:  # the lock proves the dir
+            yield target
+        return
+    target = server_target(dsn, binaries)  # a bad DSN is named before the work directory
+    ensure_writable(env.data_dir, env.runs_dir)
+    yield target

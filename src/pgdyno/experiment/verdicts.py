@@ -7,10 +7,11 @@ latency (lower is better); a ladder also compares each step with the one before 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.ladder import Ladder, ladder
 from pgdyno.stats.summary import CellStats, describe
 from pgdyno.stats.verdict import Comparison, compare
@@ -55,15 +56,15 @@ class Analysis:
         }
 
 
-def _key(run: Mapping[str, Any]) -> CellKey:
-    return (str(run["workload"]), int(run["scale"]), int(run["clients"]))
+def _key(run: RunOutcome) -> CellKey:
+    return (run.workload, run.scale, run.clients)
 
 
-def _warnings(runs: Sequence[Mapping[str, Any]], change: Comparison | None) -> tuple[str, ...]:
+def _warnings(runs: Sequence[RunOutcome], change: Comparison | None) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for run in runs:
-        for warning in run.get("health", {}).get("warnings", []):
-            seen.setdefault(str(warning).split(":")[0], None)
+        for warning in run.warnings:
+            seen.setdefault(warning.split(":")[0], None)
     if change is not None and change.noisy:
         seen.setdefault("noisy: repeats vary by more than 5%", None)
     if change is not None and change.verdict.startswith("no") and change.repeats_needed:
@@ -72,34 +73,33 @@ def _warnings(runs: Sequence[Mapping[str, Any]], change: Comparison | None) -> t
 
 
 def analyse(
-    runs: Sequence[Mapping[str, Any]], set_names: Sequence[str], baseline: str, mode: str
+    runs: Sequence[RunOutcome], set_names: Sequence[str], baseline: str, mode: str
 ) -> Analysis:
     """Statistics for every (cell, set) with the runs of a comparison, in plan order.
 
-    >>> runs = [{"workload": "w", "scale": 1, "clients": 2, "set_name": s, "status": "ok",
-    ...          "tps": t, "latency_p99_ms": 1.0} for s, t in
-    ...         [("a", 100), ("b", 120), ("a", 101), ("b", 121), ("a", 99), ("b", 119)]]
+    >>> runs = [RunOutcome(i, s, "ok", "w", 1, 2, 1, t, 1.0, None, {}, "18") for i, (s, t) in
+    ...         enumerate([("a", 100), ("b", 120), ("a", 101), ("b", 121), ("a", 99), ("b", 119)])]
     >>> result = analyse(runs, ["a", "b"], "a", "sets").results[1]
     >>> result.set_name, round(result.tps_change.change_pct), result.tps_change.verdict
     ('b', 20, 'better')
     """
-    by_cell: dict[CellKey, dict[str, list[Mapping[str, Any]]]] = {}
+    by_cell: dict[CellKey, dict[str, list[RunOutcome]]] = {}
     for run in runs:
-        by_cell.setdefault(_key(run), {}).setdefault(str(run["set_name"]), []).append(run)
+        by_cell.setdefault(_key(run), {}).setdefault(str(run.set_name), []).append(run)
     results: list[SetResult] = []
     ladders: list[tuple[CellKey, Ladder]] = []
     for cell in sorted(by_cell):
         per_set = by_cell[cell]
 
-        def ok(name: str, per_set: dict[str, list[Mapping[str, Any]]] = per_set) -> list[Any]:
-            return [r for r in per_set.get(name, []) if r["status"] == "ok" and r["tps"]]
+        def ok(name: str, per_set: dict[str, list[RunOutcome]] = per_set) -> list[RunOutcome]:
+            return [r for r in per_set.get(name, []) if r.status == "ok" and r.tps]
 
-        base_tps = [float(r["tps"]) for r in ok(baseline)]
-        base_p99 = [float(r["latency_p99_ms"]) for r in ok(baseline) if r["latency_p99_ms"]]
+        base_tps = [float(r.tps or 0) for r in ok(baseline)]
+        base_p99 = [float(r.latency_p99_ms) for r in ok(baseline) if r.latency_p99_ms]
         for name in set_names:
             good = ok(name)
-            tps = [float(r["tps"]) for r in good]
-            p99 = [float(r["latency_p99_ms"]) for r in good if r["latency_p99_ms"]]
+            tps = [float(r.tps or 0) for r in good]
+            p99 = [float(r.latency_p99_ms) for r in good if r.latency_p99_ms]
             tps_change = p99_change = None
             if name != baseline and tps and base_tps:
                 tps_change = compare(base_tps, tps)
@@ -119,7 +119,7 @@ def analyse(
                 )
             )
         if mode == "ladder":
-            steps = [(name, [float(r["tps"]) for r in ok(name)]) for name in set_names]
+            steps = [(name, [float(r.tps or 0) for r in ok(name)]) for name in set_names]
             if all(values for _, values in steps):
                 ladders.append((cell, ladder(steps)))
     return Analysis(baseline, mode, tuple(results), tuple(ladders))

@@ -169,9 +169,7 @@ def _whole_disk(name: str, sys_root: Path) -> str:
     return name
 
 
-def device_for_path(
-    path: Path, proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")
-) -> BlockDevice | None:
+def device_for_path(path: Path, proc_root: Path, sys_root: Path) -> BlockDevice | None:
     """The device holding `path`; None when mountinfo cannot be read or holds no mount for it.
 
     With the live /proc the path is resolved first (symlinks followed); with another root it
@@ -180,7 +178,7 @@ def device_for_path(
     text = _read(proc_root / "self/mountinfo")
     if text is None:
         return None
-    if proc_root == Path("/proc"):
+    if proc_root == Path("/proc"):  # the live host: a comparison, not a default
         path = path.resolve()
     mount = mount_for(PurePosixPath(path), parse_mountinfo(text))
     if mount is None:

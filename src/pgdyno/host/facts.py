@@ -154,7 +154,7 @@ def cgroup_cpu_quota(sys_root: Path) -> float | None:
     return quota
 
 
-def usable_cpus(proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")) -> int | None:
+def usable_cpus(proc_root: Path, sys_root: Path) -> int | None:
     """CPUs pgbench and PostgreSQL can use, capped by the cgroup's CPU quota: on the live
     /proc, this process's affinity mask; under any other root, what the tree recorded."""
     if proc_root == LIVE_PROC:
@@ -167,7 +167,7 @@ def usable_cpus(proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")) -> i
     return max(1, min(cpus, int(quota)))
 
 
-def usable_memory(proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")) -> tuple[int, int]:
+def usable_memory(proc_root: Path, sys_root: Path) -> tuple[int, int]:
     """(MemTotal, the smaller of it and the cgroup memory limit), in bytes; 0 when unknown."""
     total = parse_meminfo(_read(proc_root / "meminfo") or "").get("MemTotal", 0)
     limits = [
@@ -177,7 +177,7 @@ def usable_memory(proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")) ->
     return total, min([total, *(limit for limit in limits if limit)]) if total else 0
 
 
-def read_host(proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")) -> HostFacts:
+def read_host(proc_root: Path, sys_root: Path) -> HostFacts:
     total, usable = usable_memory(proc_root, sys_root)
     return HostFacts(
         kernel=(_read(proc_root / "sys/kernel/osrelease") or "unknown").strip(),

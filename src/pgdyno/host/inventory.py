@@ -161,9 +161,7 @@ class _Reader:
         return value
 
 
-def read_inventory(
-    proc_root: Path = LIVE_PROC, sys_root: Path = Path("/sys")
-) -> tuple[dict[str, Any], dict[str, str]]:
+def read_inventory(proc_root: Path, sys_root: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """The `host` section of a doctor snapshot, and `unread`: dotted field name
     ("host.sched_migration_cost_ns") -> one sentence saying why it could not be read.
 
@@ -328,8 +326,8 @@ def _cpufreq(r: _Reader) -> tuple[str | None, str | None, dict[str, int]]:
 def read_devices(
     data_dir: Path | None,
     wal_dir: Path | None,
-    proc_root: Path = LIVE_PROC,
-    sys_root: Path = Path("/sys"),
+    proc_root: Path,
+    sys_root: Path,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The `devices` section: {"data": {...}|None, "wal": {...}|None, "wal_on_data_device":
     bool|None}, and unread entries ("devices.data": reason). A directory given as None is null

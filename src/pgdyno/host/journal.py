@@ -83,8 +83,8 @@ class HostChanges:
         journal_path: Path,
         *,
         is_root: bool | None = None,
-        proc_root: Path = Path("/proc"),
-        sys_root: Path = Path("/sys"),
+        proc_root: Path,
+        sys_root: Path,
     ) -> None:
         self.journal_path = journal_path
         self.is_root = os.geteuid() == 0 if is_root is None else is_root

@@ -63,9 +63,7 @@ def _fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def pending(
-    journal_path: Path, *, proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")
-) -> list[Change]:
+def pending(journal_path: Path, *, proc_root: Path, sys_root: Path) -> list[Change]:
     """Changes not yet restored, in the order they were made; [] when there is no journal."""
     fd = _open_existing(journal_path, os.O_RDONLY)
     if fd is None:
@@ -76,9 +74,7 @@ def pending(
         os.close(fd)
 
 
-def ensure_clean(
-    journal_path: Path, *, proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")
-) -> None:
+def ensure_clean(journal_path: Path, *, proc_root: Path, sys_root: Path) -> None:
     """UsageError unless the journal is free and every change in it has been restored."""
     fd = _open_existing(journal_path, os.O_RDONLY)
     if fd is None:

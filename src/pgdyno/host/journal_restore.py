@@ -130,9 +130,7 @@ def restore(journal: JournalFile, changes: list[Change]) -> list[Restored]:
     return done
 
 
-def rollback(
-    journal_path: Path, *, proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")
-) -> list[Restored]:
+def rollback(journal_path: Path, *, proc_root: Path, sys_root: Path) -> list[Restored]:
     """Restore every change the journal holds that was not restored (after a crash or kill),
     newest first. Idempotent: with nothing pending it does nothing and returns []."""
     journal = JournalFile.open(journal_path, create=False, proc_root=proc_root, sys_root=sys_root)

@@ -27,7 +27,7 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -63,21 +63,23 @@ class HostChangeError(PgdynoError):
 class Knob:
     """One host setting. A sysctl `name` is dotted ("vm.dirty_ratio") or slashed
     ("net/ipv4/conf/eth0.1/rp_filter", where a dot belongs to an interface name); a block
-    knob is a queue setting of the whole disk `device` ("vda", "nvme0n1").
+    knob is a queue setting of the whole disk `device` ("vda", "nvme0n1"). The /proc and /sys
+    roots are always given: a knob of a recorded host is never written on the live one.
 
-    >>> Knob("sysctl", "vm.dirty_ratio", proc_root=Path("/x")).path
+    >>> roots = {"proc_root": Path("/x"), "sys_root": Path("/y")}
+    >>> Knob("sysctl", "vm.dirty_ratio", **roots).path
     PosixPath('/x/sys/vm/dirty_ratio')
-    >>> Knob("sysctl", "net/ipv4/conf/eth0.1/rp_filter").path
-    PosixPath('/proc/sys/net/ipv4/conf/eth0.1/rp_filter')
-    >>> str(Knob("block", "read_ahead_kb", device="vda"))
+    >>> Knob("sysctl", "net/ipv4/conf/eth0.1/rp_filter", **roots).path
+    PosixPath('/x/sys/net/ipv4/conf/eth0.1/rp_filter')
+    >>> str(Knob("block", "read_ahead_kb", device="vda", **roots))
     'read_ahead_kb of block device vda'
     """
 
     kind: KnobKind
     name: str
     device: str | None = None
-    proc_root: Path = Path("/proc")
-    sys_root: Path = Path("/sys")
+    proc_root: Path = field(kw_only=True)
+    sys_root: Path = field(kw_only=True)
 
     def __post_init__(self) -> None:
         # Names come from plans and from the journal, and end up in paths root writes to:
@@ -112,12 +114,12 @@ class Knob:
             raise UsageError(f"{self.kind!r} is not a kind of host setting: use sysctl or block.")
 
     @classmethod
-    def sysctl(cls, name: str, *, proc_root: Path = Path("/proc")) -> Knob:
-        return cls("sysctl", name, proc_root=proc_root)
+    def sysctl(cls, name: str, *, proc_root: Path, sys_root: Path) -> Knob:
+        return cls("sysctl", name, proc_root=proc_root, sys_root=sys_root)
 
     @classmethod
-    def block(cls, device: str, name: str, *, sys_root: Path = Path("/sys")) -> Knob:
-        return cls("block", name, device=device, sys_root=sys_root)
+    def block(cls, device: str, name: str, *, proc_root: Path, sys_root: Path) -> Knob:
+        return cls("block", name, device=device, proc_root=proc_root, sys_root=sys_root)
 
     @property
     def path(self) -> Path:
@@ -131,7 +133,8 @@ class Knob:
     def partner(self) -> Knob | None:
         """The sysctl that writing this one resets, if any.
 
-        >>> Knob.sysctl("vm.dirty_background_bytes").partner.name
+        >>> Knob.sysctl("vm.dirty_background_bytes", proc_root=Path("/proc"),
+        ...             sys_root=Path("/sys")).partner.name
         'vm.dirty_background_ratio'
         """
         if self.kind != "sysctl":
@@ -358,7 +361,9 @@ def restore_writes(targets: Sequence[tuple[Knob, str]]) -> list[tuple[Knob, str]
     they are, except coupled pairs: of those only the one that was in use (non-zero) is
     written, which also puts its partner back to 0.
 
-    >>> bytes_, ratio = Knob.sysctl("vm.dirty_bytes"), Knob.sysctl("vm.dirty_ratio")
+    >>> roots = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
+    >>> bytes_ = Knob.sysctl("vm.dirty_bytes", **roots)
+    >>> ratio = Knob.sysctl("vm.dirty_ratio", **roots)
     >>> [(k.name, v) for k, v in restore_writes([(bytes_, "0"), (ratio, "20")])]
     [('vm.dirty_ratio', '20')]
     """

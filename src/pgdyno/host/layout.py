@@ -13,9 +13,7 @@ def wal_directory(data_dir: Path) -> Path:
     return (data_dir / "pg_wal").resolve(strict=True)
 
 
-def locate_devices(
-    data_dir: Path | None, proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")
-) -> dict[str, object]:
+def locate_devices(data_dir: Path | None, proc_root: Path, sys_root: Path) -> dict[str, object]:
     """{"data": device, "wal": device, "wal_on_data_device": bool}; {} when not on this host.
     The same description as a doctor snapshot's `devices` section."""
     if data_dir is None or not data_dir.is_dir():

@@ -112,8 +112,8 @@ class HostTarget:
 
     data_disk: str | None
     is_root: bool
-    proc_root: Path = Path("/proc")
-    sys_root: Path = Path("/sys")
+    proc_root: Path
+    sys_root: Path
     allowed: Allowed = field(default_factory=Allowed)
 
 
@@ -124,8 +124,8 @@ def check_plan(
     meta_for: MetaLoader,
     data_disk: str | None,
     is_root: bool,
-    proc_root: Path = Path("/proc"),
-    sys_root: Path = Path("/sys"),
+    proc_root: Path,
+    sys_root: Path,
     allowed: Allowed | None = None,
     find: BinariesFinder = resolve,
 ) -> list[CheckedSet]:
@@ -202,7 +202,7 @@ def _check_host(plan: Plan, i: int, own: SetSpec, host: HostTarget) -> list[tupl
     for name, value in own.sysctl.items():
         path: tuple[str | int, ...] = ("set", i, "sysctl", name)
         try:
-            knob = Knob.sysctl(name, proc_root=host.proc_root)
+            knob = Knob.sysctl(name, proc_root=host.proc_root, sys_root=host.sys_root)
         except PgdynoError as exc:
             raise _located(plan, path, exc) from None
         knobs.append((path, knob, value))
@@ -214,7 +214,8 @@ def _check_host(plan: Plan, i: int, own: SetSpec, host: HostTarget) -> list[tupl
                 "(tmpfs, overlay?), so there is no queue setting to change; remove the "
                 "block table or use a --workdir on a disk."
             )
-        knobs.append((path, Knob.block(host.data_disk, name, sys_root=host.sys_root), value))
+        block = Knob.block(host.data_disk, name, proc_root=host.proc_root, sys_root=host.sys_root)
+        knobs.append((path, block, value))
     checked: list[tuple[Knob, str]] = []
     for path, knob, raw in knobs:
         try:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from pgdyno.records import Available, RunRecord, Status
+from pgdyno.records.stored import Device, RunHealth, RunListing, StoredRun
 
 # The tail of pgbench's stderr that `runs show` prints for a run that did not finish.
 STDERR_TAIL_LINES = 20
@@ -51,75 +51,80 @@ def _text(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
+def runs_table(rows: Sequence[RunListing]) -> Table:
     table = Table(title="runs (newest first)", title_justify="left")
     for name in ("id", "session", "finished", "workload", "scale", "clients", "TPS",
                  "lat avg ms", "PostgreSQL", "status"):  # fmt: skip
         table.add_column(name)
     for row in rows:
         table.add_row(
-            str(row["id"]), _session(row), row["finished_at"][:19].replace("T", " "),
-            row["workload"], str(row["scale"]), str(row["clients"]), fmt(row["tps"]),
-            fmt(row["latency_avg_ms"], 3), _text(row["pg_version"]), status_text(row["status"]),
+            str(row.id), _session(row), row.finished_at[:19].replace("T", " "),
+            row.workload, str(row.scale), str(row.clients), fmt(row.tps),
+            fmt(row.latency_avg_ms, 3), _text(row.pg_version), status_text(row.status),
         )  # fmt: skip
     return table
 
 
-def _session(row: dict[str, Any]) -> str:
+def _session(row: RunListing | StoredRun) -> str:
     """The session id, with its status when it did not end well (a killed pgdyno's)."""
-    status = row.get("session_status")
+    status = row.session_status
     if status in ("interrupted", "failed"):
-        return f"{row['session_id']} ({status})"
-    return str(row["session_id"])
+        return f"{row.session_id} ({status})"
+    return str(row.session_id)
 
 
-def run_detail(run: dict[str, Any]) -> list[Table]:
-    info = Table(title=f"run {run['id']}", title_justify="left", show_header=False)
+def _latency_text(run: StoredRun) -> str:
+    values = (run.latency_p50_ms, run.latency_p90_ms, run.latency_p99_ms, run.latency_p999_ms,
+              run.latency_max_ms)  # fmt: skip
+    source = f"  ({run.latency_source})" if run.latency_source else ""
+    return " / ".join(fmt(v, 3) for v in values) + source
+
+
+def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
+    host = run.host_brief
+    return [
+        ("status", run.status),
+        *([("reason", str(run.error))] if run.error else []),
+        ("target", run.target),
+        ("session", _session(run)),
+        ("started / finished", f"{run.started_at} / {run.finished_at}"),
+        ("workload", f"{run.workload}, scale {run.scale}, {run.clients} clients, "
+                     f"{run.jobs} jobs, {run.duration_s} s, protocol {run.protocol}"),
+        ("TPS", fmt(run.tps)),
+        ("latency avg / stddev ms", f"{fmt(run.latency_avg_ms, 3)} / "
+                                    f"{fmt(run.latency_stddev_ms, 3)}"),
+        ("latency p50 / p90 / p99 / p99.9 / max ms", _latency_text(run)),
+        ("transactions / failed",
+         f"{_text(run.transactions)} / {_text(run.failed_transactions)}"),
+        ("dataset", f"{(run.dataset_bytes or 0) / 1024**2:,.0f} MiB"),
+        ("PostgreSQL / pgbench", f"{_text(run.pg_version)} / {_text(run.pgbench_version)}"),
+        ("host", f"{host.kernel}, {host.cpu_model} x{host.cpu_count}, "
+                 f"{(host.memory_bytes or 0) / 1024**3:.1f} GiB"),
+        ("pgbench", " ".join(run.pgbench_argv)
+         or "- (pgbench failed before the measured run started)"),
+        *_health_rows(run.run_health if run.health else None),
+        *_device_rows(run.device_list()),
+        ("settings", ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))),
+    ]  # fmt: skip
+
+
+def run_detail(run: StoredRun) -> list[Table]:
+    info = Table(title=f"run {run.id}", title_justify="left", show_header=False)
     info.add_column("field", style="bold")
     info.add_column("value")
-    host = run["host"]
-    rows = [
-        ("status", run["status"]),
-        *([("reason", str(run["error"]))] if run.get("error") else []),
-        ("target", run["target"]),
-        ("session", _session(run)),
-        ("started / finished", f"{run['started_at']} / {run['finished_at']}"),
-        ("workload", f"{run['workload']}, scale {run['scale']}, {run['clients']} clients, "
-                     f"{run['jobs']} jobs, {run['duration_s']} s, protocol {run['protocol']}"),
-        ("TPS", fmt(run["tps"])),
-        ("latency avg / stddev ms", f"{fmt(run['latency_avg_ms'], 3)} / "
-                                    f"{fmt(run['latency_stddev_ms'], 3)}"),
-        ("latency p50 / p90 / p99 / p99.9 / max ms",
-         " / ".join(fmt(run.get(f"latency_{p}_ms"), 3)
-                    for p in ("p50", "p90", "p99", "p999", "max"))
-         + (f"  ({run['latency_source']})" if run.get("latency_source") else "")),
-        ("transactions / failed",
-         f"{_text(run['transactions'])} / {_text(run['failed_transactions'])}"),
-        ("dataset", f"{(run['dataset_bytes'] or 0) / 1024**2:,.0f} MiB"),
-        ("PostgreSQL / pgbench",
-         f"{_text(run['pg_version'])} / {_text(run['pgbench_version'])}"),
-        ("host", f"{host['kernel']}, {host['cpu_model']} x{host['cpu_count']}, "
-                 f"{host['memory_bytes'] / 1024**3:.1f} GiB"),
-        ("pgbench", " ".join(run["pgbench_argv"])
-         or "- (pgbench failed before the measured run started)"),
-        *_health_rows(run.get("health") or {}),
-        *_device_rows(run.get("devices") or {}),
-        ("settings", ", ".join(f"{k}={v}" for k, v in sorted(run["settings"].items()))),
-    ]  # fmt: skip
-    for name, value in rows:
+    for name, value in _detail_rows(run):
         info.add_row(name, value)
     tables = [info]
-    if run["status"] != "ok":
-        tables.append(stderr_tail(run.get("stderr") or ""))
-    if run["statements"]:
+    if run.status != "ok":
+        tables.append(stderr_tail(run.stderr or ""))
+    if run.statements:
         st = Table(title="per-statement latency (pgbench -r)", title_justify="left")
         for name in ("script", "ms", "failures", "statement"):
             st.add_column(name, justify="left" if name == "statement" else "right")
-        for row in run["statements"]:
-            failures = row["failures"]
+        for row in run.statements:
             st.add_row(
-                str(row["script"]), fmt(row["latency_ms"], 3),
-                "-" if failures is None else str(failures), row["command"],
+                str(row.script), fmt(row.latency_ms, 3),
+                "-" if row.failures is None else str(row.failures), row.command,
             )  # fmt: skip
         tables.append(st)
     return tables
@@ -139,28 +144,28 @@ def stderr_tail(stderr: str, lines: int = STDERR_TAIL_LINES) -> Table:
     return table
 
 
-def _health_rows(health: dict[str, Any]) -> list[tuple[str, str]]:
-    if not health:
+def _health_rows(health: RunHealth | None) -> list[tuple[str, str]]:
+    if health is None:
         return []
-    cpu = health.get("client_cpu_pct")
+    cpu = health.client_cpu_pct
     rows = [
-        ("stability", f"TPS CV {fmt(health.get('tps_cv_pct'))}%, trend "
-                      f"{fmt(health.get('tps_trend_pct'))}% over {health.get('measured_s')} s "
-                      f"(first {health.get('trimmed_s')} s trimmed)"),
+        ("stability", f"TPS CV {fmt(health.tps_cv_pct)}%, trend "
+                      f"{fmt(health.tps_trend_pct)}% over {health.measured_s} s "
+                      f"(first {health.trimmed_s} s trimmed)"),
         ("pgbench CPU", "-" if cpu is None else
-         f"{cpu:.0f}% of {fmt(health.get('client_capacity_pct'), 0)}% available"),
+         f"{cpu:.0f}% of {fmt(health.client_capacity_pct, 0)}% available"),
     ]  # fmt: skip
-    rows += [("warning", str(w)) for w in health.get("warnings", [])]
+    rows += [("warning", w) for w in health.warnings]
     return rows
 
 
-def _device_rows(devices: dict[str, Any]) -> list[tuple[str, str]]:
+def _device_rows(devices: Sequence[Device]) -> list[tuple[str, str]]:
     rows = []
     for role in ("data", "wal"):
-        device = devices.get(role)
-        if isinstance(device, dict):
-            rows.append((f"{role} device", f"{device.get('name')} ({device.get('fstype')}, "
-                         f"{device.get('mount_point')}) for {device.get('path')}"))  # fmt: skip
+        device = next((d for d in devices if d.role == role), None)
+        if device is not None:
+            rows.append((f"{role} device", f"{device.name} ({device.fstype}, "
+                         f"{device.mount_point}) for {device.path}"))  # fmt: skip
     return rows
 
 

@@ -5,29 +5,27 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping
-from typing import Any
 
 from rich.table import Table
 
 from pgdyno.metrics import compact_columns, with_derived
+from pgdyno.records.stored import StoredRun, second_values
 from pgdyno.render.terminal import fmt
 
 
-def data_device(run: Mapping[str, Any]) -> str | None:
-    devices = run.get("devices") or {}
-    data = devices.get("data") if isinstance(devices, dict) else None
-    return data.get("name") if isinstance(data, dict) else None
+def data_device(run: StoredRun) -> str | None:
+    data = run.device("data")
+    return None if data is None or data.name is None else str(data.name)
 
 
 def _series(
-    run: Mapping[str, Any], samples: Mapping[str, Mapping[int, float]]
+    run: StoredRun, samples: Mapping[str, Mapping[int, float]]
 ) -> dict[str, dict[int, float]]:
     """Every per-second value of a run by name, run_seconds columns and samples alike."""
     series: dict[str, dict[int, float]] = {name: dict(values) for name, values in samples.items()}
-    for row in run["seconds"]:
-        for name, value in row.items():
-            if name != "t" and value is not None:
-                series.setdefault(name, {})[row["t"]] = value
+    for row in run.seconds:
+        for name, value in second_values(row):
+            series.setdefault(name, {})[row.t] = value
     return with_derived(series)  # e.g. pg.wal_mb_per_s, as the catalog defines it
 
 
@@ -35,23 +33,23 @@ def _seconds(series: Mapping[str, Mapping[int, float]]) -> list[int]:
     return sorted({t for values in series.values() for t in values})
 
 
-def _event_marks(run: Mapping[str, Any]) -> dict[int, str]:
+def _event_marks(run: StoredRun) -> dict[int, str]:
     marks: dict[int, str] = {}
-    for event in run.get("events", []):
-        mark = {"checkpoint_start": "C>", "checkpoint_complete": "<C"}.get(event["kind"], "*")
-        t = int(event["t"])
+    for event in run.events:
+        mark = {"checkpoint_start": "C>", "checkpoint_complete": "<C"}.get(event.kind, "*")
+        t = int(event.t)
         marks[t] = (marks.get(t, "") + " " + mark).strip()
     return marks
 
 
-def compact_table(run: Mapping[str, Any], samples: Mapping[str, Mapping[int, float]]) -> Table:
+def compact_table(run: StoredRun, samples: Mapping[str, Mapping[int, float]]) -> Table:
     series = _series(run, samples)
     device = data_device(run) or "?"
     # The catalog's compact columns; a per-device metric shows the data directory's device.
     columns = [(m.column or m.name, m.named(device), m.digits) for m in compact_columns()]
     columns = [c for c in columns if c[1] in series]
     table = Table(
-        title=f"run {run['id']} timeline (data device {device}; C> checkpoint start, <C complete)",
+        title=f"run {run.id} timeline (data device {device}; C> checkpoint start, <C complete)",
         title_justify="left",
     )
     table.add_column("s", justify="right")
@@ -70,7 +68,7 @@ def compact_table(run: Mapping[str, Any], samples: Mapping[str, Mapping[int, flo
     return table
 
 
-def timeline_csv(run: Mapping[str, Any], samples: Mapping[str, Mapping[int, float]]) -> str:
+def timeline_csv(run: StoredRun, samples: Mapping[str, Mapping[int, float]]) -> str:
     """Every series of a run, one row per second: t (epoch), elapsed, then one column each."""
     series = _series(run, samples)
     names = sorted(series)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pgdyno.experiment.verdicts import Analysis, CellKey, analyse
+from pgdyno.records.stored import StoredRun
 from pgdyno.render.verdict_tables import change_text
 from pgdyno.report import charts
 from pgdyno.report.charts import Point, Step
@@ -151,7 +152,7 @@ def _waterfalls(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def _tps_by_clients(
-    ok_runs: Sequence[Mapping[str, Any]], groups: Mapping[int, str], colours: Mapping[str, str]
+    ok_runs: Sequence[StoredRun], groups: Mapping[int, str], colours: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     figures: list[dict[str, Any]] = []
     for (workload, scale), cells in tps_panels(ok_runs, groups).items():
@@ -190,7 +191,7 @@ def _tps_by_clients(
 
 
 def _statement_points(
-    by_group: Mapping[str, Sequence[Mapping[str, Any]]], colours: Mapping[str, str]
+    by_group: Mapping[str, Sequence[StoredRun]], colours: Mapping[str, str]
 ) -> list[Point]:
     points = []
     for group, runs in by_group.items():
@@ -211,7 +212,7 @@ def _statement_points(
 
 
 def _worst_points(
-    by_group: Mapping[str, Sequence[Mapping[str, Any]]], colours: Mapping[str, str]
+    by_group: Mapping[str, Sequence[StoredRun]], colours: Mapping[str, str]
 ) -> list[Point]:
     points = []
     for group, runs in by_group.items():
@@ -232,14 +233,14 @@ def _worst_points(
 
 def _cell_section(
     cell: CellKey,
-    runs: Sequence[Mapping[str, Any]],
+    runs: Sequence[StoredRun],
     groups: Mapping[int, str],
     colours: Mapping[str, str],
     index: int,
 ) -> dict[str, Any]:
-    by_group: dict[str, list[Mapping[str, Any]]] = {g: [] for g in colours}
+    by_group: dict[str, list[StoredRun]] = {g: [] for g in colours}
     for run in runs:
-        by_group[groups[run["id"]]].append(run)
+        by_group[groups[run.id]].append(run)
     by_group = {g: rs for g, rs in by_group.items() if rs}
     reps = {g: representative(rs) for g, rs in by_group.items()}
     series = [run_series(run, g, colours[g]) for g, run in reps.items()]
@@ -283,7 +284,7 @@ def _cell_section(
     return {
         "id": f"cell-{index}",
         "label": label,
-        "representatives": {g: int(r["id"]) for g, r in reps.items()},
+        "representatives": {g: r.id for g, r in reps.items()},
         "charts": figures,
     }
 
@@ -294,15 +295,42 @@ def _cell_section(
 # -- the whole report --------------------------------------------------------------------------
 
 
+_COMPARISON_KEYS = (
+    "id", "name", "plan_path", "mode", "baseline", "status", "started_at", "finished_at",
+)  # fmt: skip
+
+
+def _notes(data: ReportInput, cells: int) -> list[str]:
+    notes = []
+    if cells > MAX_CELL_SECTIONS:
+        notes.append(
+            f"{cells} cells: the timelines of the first {MAX_CELL_SECTIONS} are drawn; "
+            "every run keeps its own in the drill-down."
+        )
+    if data.missing:
+        notes.append(f"runs not found: {', '.join(map(str, data.missing))}")
+    failed = [r for r in data.runs if r.status != "ok"]
+    if failed:
+        notes.append(
+            f"{len(failed)} of {len(data.runs)} runs did not finish (see their drill-down)"
+        )
+    return notes
+
+
+def _comparison_head(data: ReportInput) -> dict[str, object] | None:
+    if data.comparison is None:
+        return None
+    whole = data.comparison.as_json()
+    return {k: whole[k] for k in _COMPARISON_KEYS}
+
+
 def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     names, baseline, groups = group_runs(data)
     colours = {name: charts.colour(i) for i, name in enumerate(names)}
     ok_runs = [r for r in data.runs if is_ok(r)]
-    mode = str(data.comparison["mode"]) if data.comparison else "sets"
-    analysis = analyse(
-        [{**r, "set_name": groups[r["id"]]} for r in data.runs], names, baseline, mode
-    )
-    by_cell: dict[CellKey, list[Mapping[str, Any]]] = {}
+    mode = data.comparison.mode if data.comparison else "sets"
+    analysis = analyse([r.outcome(groups[r.id]) for r in data.runs], names, baseline, mode)
+    by_cell: dict[CellKey, list[StoredRun]] = {}
     for run in ok_runs:
         by_cell.setdefault(cell_key(run), []).append(run)
     cells = sorted(by_cell)
@@ -311,55 +339,28 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         for i, cell in enumerate(cells[:MAX_CELL_SECTIONS])
     ]
     baseline_reps = {
-        cell: representative([r for r in rs if groups[r["id"]] == baseline])
+        cell: representative([r for r in rs if groups[r.id] == baseline])
         for cell, rs in by_cell.items()
-        if any(groups[r["id"]] == baseline for r in rs)
+        if any(groups[r.id] == baseline for r in rs)
     }
-    sets = {s["name"]: s for s in data.comparison["sets"]} if data.comparison else {}
-    notes = []
-    if len(cells) > MAX_CELL_SECTIONS:
-        notes.append(
-            f"{len(cells)} cells: the timelines of the first {MAX_CELL_SECTIONS} are drawn; "
-            "every run keeps its own in the drill-down."
-        )
-    if data.missing:
-        notes.append(f"runs not found: {', '.join(map(str, data.missing))}")
-    failed = [r for r in data.runs if r["status"] != "ok"]
-    if failed:
-        notes.append(
-            f"{len(failed)} of {len(data.runs)} runs did not finish (see their drill-down)"
-        )
+    sets = {s.name: s for s in data.comparison.sets} if data.comparison else {}
     return {
         "title": data.title,
         "source": data.source,
         "generated_at": generated_at,
         "pgdyno_version": version,
         "confidence_pct": round(COMPARE_CONFIDENCE * 100, 1),
-        "notes": notes,
+        "notes": _notes(data, len(cells)),
         "groups": [
             {
                 "name": n,
                 "colour": colours[n],
                 "baseline": n == baseline,
-                "runs": [r["id"] for r in data.runs if groups[r["id"]] == n],
+                "runs": [r.id for r in data.runs if groups[r.id] == n],
             }
             for n in names
         ],
-        "comparison": None
-        if data.comparison is None
-        else {
-            k: data.comparison[k]
-            for k in (
-                "id",
-                "name",
-                "plan_path",
-                "mode",
-                "baseline",
-                "status",
-                "started_at",
-                "finished_at",
-            )
-        },
+        "comparison": _comparison_head(data),
         "summary": summary_rows(analysis) if len(names) > 1 or ok_runs else [],
         "ladders": ladder_rows(analysis),
         "charts": _tps_by_clients(ok_runs, groups, colours) + _waterfalls(analysis),
@@ -367,10 +368,10 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "runs": [
             run_entry(
                 r,
-                groups[r["id"]],
-                colours[groups[r["id"]]],
+                groups[r.id],
+                colours[groups[r.id]],
                 baseline_reps.get(cell_key(r)),
-                sets.get(groups[r["id"]]),
+                sets.get(groups[r.id]),
             )
             for r in data.runs
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pgdyno.records.stored import ComparisonSet, StoredRun
 from pgdyno.report import charts
 from pgdyno.report.selection import cell_key, cell_label
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
@@ -24,34 +25,33 @@ def settings_diff(settings: Mapping[str, Any], baseline: Mapping[str, Any]) -> l
     ]
 
 
-def _environment(run: Mapping[str, Any]) -> dict[str, Any]:
-    host = run.get("host") or {}
+def _environment(run: StoredRun) -> dict[str, Any]:
+    host = run.host_brief
     env: dict[str, Any] = {
-        "target": run.get("target"),
-        "PostgreSQL": run.get("pg_version"),
-        "pgbench": run.get("pgbench_version"),
-        "kernel": host.get("kernel"),
-        "CPU": f"{host.get('cpu_model')} ({host.get('cpu_count')} usable)",
-        "RAM": f"{(host.get('memory_bytes') or 0) / 2**30:.1f} GiB usable",
+        "target": run.target,
+        "PostgreSQL": run.pg_version,
+        "pgbench": run.pgbench_version,
+        "kernel": host.kernel,
+        "CPU": f"{host.cpu_model} ({host.cpu_count} usable)",
+        "RAM": f"{(host.memory_bytes or 0) / 2**30:.1f} GiB usable",
     }
-    for role, dev in (run.get("devices") or {}).items():
-        if isinstance(dev, dict):
-            env[f"{role} device"] = (
-                f"{dev.get('name')} ({dev.get('fstype')} on {dev.get('mount_point')}, "
-                f"{dev.get('mount_options')}; scheduler {dev.get('scheduler')}, read_ahead_kb "
-                f"{dev.get('read_ahead_kb')}, {'rotational' if dev.get('rotational') else 'SSD'})"
-            )
+    for dev in run.device_list():
+        env[f"{dev.role} device"] = (
+            f"{dev.name} ({dev.fstype} on {dev.mount_point}, "
+            f"{dev.mount_options}; scheduler {dev.scheduler}, read_ahead_kb "
+            f"{dev.read_ahead_kb}, {'rotational' if dev.rotational else 'SSD'})"
+        )
     return env
 
 
 def run_entry(
-    run: Mapping[str, Any],
+    run: StoredRun,
     group: str,
     colour: str,
-    baseline_run: Mapping[str, Any] | None,
-    set_info: Mapping[str, Any] | None,
+    baseline_run: StoredRun | None,
+    set_info: ComparisonSet | None,
 ) -> dict[str, Any]:
-    health = run.get("health") or {}
+    health = run.run_health
     series = [run_series(run, group, colour)]
     figures: list[dict[str, Any]] = []
     for chart_id, fig, note in (
@@ -60,30 +60,36 @@ def run_entry(
         ("cpu", charts.cpu_memory(series, "CPU and dirty memory over time"), CPU_NOTE),
     ):
         if fig:
-            figures.append(chart(f"run-{run['id']}-{chart_id}", fig, note))
-    is_baseline_run = baseline_run is not None and baseline_run["id"] == run["id"]
+            figures.append(chart(f"run-{run.id}-{chart_id}", fig, note))
+    is_baseline_run = baseline_run is not None and baseline_run.id == run.id
+    latency = {
+        "avg": run.latency_avg_ms, "p50": run.latency_p50_ms, "p90": run.latency_p90_ms,
+        "p99": run.latency_p99_ms, "p999": run.latency_p999_ms, "max": run.latency_max_ms,
+    }  # fmt: skip
     return {
-        "id": int(run["id"]),
+        "id": run.id,
         "group": group,
         "cell": cell_label(cell_key(run)),
-        "repeat": run.get("repeat"),
-        "status": run["status"],
-        "error": run.get("error"),
-        "started_at": run.get("started_at"),
-        "tps": run.get("tps"),
-        "latency": {
-            k: run.get(f"latency_{k}_ms") for k in ("avg", "p50", "p90", "p99", "p999", "max")
+        "repeat": run.repeat,
+        "status": run.status,
+        "error": run.error,
+        "started_at": run.started_at,
+        "tps": run.tps,
+        "latency": latency,
+        "latency_source": run.latency_source,
+        "stability": {
+            "tps_cv_pct": health.tps_cv_pct,
+            "tps_trend_pct": health.tps_trend_pct,
+            "client_cpu_pct": health.client_cpu_pct,
         },
-        "latency_source": run.get("latency_source"),
-        "stability": {k: health.get(k) for k in ("tps_cv_pct", "tps_trend_pct", "client_cpu_pct")},
-        "warnings": list(health.get("warnings") or []),
-        "set": set_info,
-        "settings_baseline_run": None if baseline_run is None else int(baseline_run["id"]),
+        "warnings": list(health.warnings),
+        "set": None if set_info is None else set_info.as_json(),
+        "settings_baseline_run": None if baseline_run is None else baseline_run.id,
         "settings_diff": []
         if baseline_run is None or is_baseline_run
-        else settings_diff(run.get("settings") or {}, baseline_run.get("settings") or {}),
-        "settings": run.get("settings") or {},
+        else settings_diff(run.settings, baseline_run.settings),
+        "settings": dict(run.settings),
         "environment": _environment(run),
-        "pgbench_argv": " ".join(run.get("pgbench_argv") or []),
+        "pgbench_argv": " ".join(run.pgbench_argv),
         "charts": figures,
     }

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from pgdyno.records.stored import ComparisonSet
 from pgdyno.render.terminal import fmt
 from pgdyno.textsafe import strict_json
 
@@ -92,11 +93,11 @@ def _template() -> jinja2.Template:
     return env.from_string(_asset("report.html.j2"))
 
 
-def render(report: Mapping[str, Any], sets: Mapping[str, Any] | None = None) -> str:
+def render(report: Mapping[str, Any], sets: Mapping[str, ComparisonSet] | None = None) -> str:
     """The page for a report built by `report.content.build`; `sets` by name, as stored."""
     return _template().render(
         r=report,
-        sets=sets or {},
+        sets={name: s.as_json() for name, s in (sets or {}).items()},
         colours={g["name"]: g["colour"] for g in report["groups"]},
         css=_asset("report.css"),
         report_js=_asset("report.js"),

@@ -1,18 +1,17 @@
 """Which runs a report covers, read from the results database (I/O).
 
 A report covers one comparison (every run of it, with its sets), one bench session, the runs
-named by id, or the newest comparison or session (`--last`). `load` returns plain data for the
+named by id, or the newest comparison or session (`--last`). `load` returns records for the
 pure builder in `report.content`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pgdyno.errors import UsageError
-from pgdyno.store.comparisons import Comparisons
-from pgdyno.store.results import ResultsStore
+from pgdyno.records.stored import Comparison, StoredRun
+from pgdyno.store.interface import ResultsBackend
 
 
 @dataclass(frozen=True)
@@ -29,8 +28,8 @@ class Selection:
 class ReportInput:
     title: str
     source: str  # e.g. "comparison 3 (plan 002-shared-buffers)"
-    runs: list[dict[str, Any]]  # full runs as ResultsStore.get_run returns them
-    comparison: dict[str, Any] | None = None  # Comparisons.get, with its sets
+    runs: list[StoredRun]
+    comparison: Comparison | None = None  # with its sets
     missing: list[int] = field(default_factory=list)  # run ids asked for that do not exist
 
 
@@ -57,63 +56,61 @@ def parse_run_ids(words: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ids))
 
 
-def _newest(store: ResultsStore) -> Selection:
-    rows = store.query(
-        "SELECT 'comparison' AS kind, id, started_at FROM comparisons"
-        " UNION ALL SELECT 'session', id, started_at FROM sessions"
-        " WHERE id IN (SELECT session_id FROM runs WHERE comparison_id IS NULL)"
-        " ORDER BY started_at DESC LIMIT 1"
-    )
-    if not rows:
+def _newest(store: ResultsBackend) -> Selection:
+    newest = store.newest_source()
+    if newest is None:
         raise UsageError(
             f"the results database {store.path} holds no run yet: run `pgdyno bench` or "
             "`pgdyno compare` first."
         )
-    row = rows[0]
-    if row["kind"] == "comparison":
-        return Selection(comparison_id=int(row["id"]))
-    return Selection(session_id=int(row["id"]))
+    if newest.kind == "comparison":
+        return Selection(comparison_id=newest.id)
+    return Selection(session_id=newest.id)
 
 
-def _full_runs(store: ResultsStore, ids: list[int]) -> list[dict[str, Any]]:
+def _full_runs(store: ResultsBackend, ids: list[int]) -> list[StoredRun]:
     runs = [store.get_run(run_id) for run_id in ids]
     return [run for run in runs if run is not None]
 
 
-def load(store: ResultsStore, selection: Selection) -> ReportInput:
+def _comparison(store: ResultsBackend, comparison_id: int) -> ReportInput:
+    info = store.comparisons.get(comparison_id)
+    if info is None:
+        raise UsageError(
+            f"there is no comparison {comparison_id} in {store.path}; "
+            "`pgdyno report --last` reports the newest one."
+        )
+    return ReportInput(
+        title=f"compare {info.name}",
+        source=f"comparison {info.id} (plan {info.plan_path}, {info.status})",
+        runs=_full_runs(store, store.comparisons.run_ids(comparison_id)),
+        comparison=info,
+    )
+
+
+def _session(store: ResultsBackend, session_id: int) -> ReportInput:
+    ids = store.session_run_ids(session_id)
+    if not ids:
+        raise UsageError(
+            f"bench session {session_id} has no run in {store.path}; "
+            "`pgdyno runs list` shows the sessions and their runs."
+        )
+    return ReportInput(
+        title=f"bench session {session_id}",
+        source=f"bench session {session_id}",
+        runs=_full_runs(store, ids),
+    )
+
+
+def load(store: ResultsBackend, selection: Selection) -> ReportInput:
     if selection.last:
         selection = _newest(store)
     if selection.comparison_id is not None:
-        comparisons = Comparisons(store)
-        info = comparisons.get(selection.comparison_id)
-        if info is None:
-            raise UsageError(
-                f"there is no comparison {selection.comparison_id} in {store.path}; "
-                "`pgdyno report --last` reports the newest one."
-            )
-        ids = [int(r["id"]) for r in comparisons.runs(selection.comparison_id)]
-        return ReportInput(
-            title=f"compare {info['name']}",
-            source=f"comparison {info['id']} (plan {info['plan_path']}, {info['status']})",
-            runs=_full_runs(store, ids),
-            comparison=info,
-        )
+        return _comparison(store, selection.comparison_id)
     if selection.session_id is not None:
-        rows = store.query(
-            "SELECT id FROM runs WHERE session_id = ? ORDER BY id", (selection.session_id,)
-        )
-        if not rows:
-            raise UsageError(
-                f"bench session {selection.session_id} has no run in {store.path}; "
-                "`pgdyno runs list` shows the sessions and their runs."
-            )
-        return ReportInput(
-            title=f"bench session {selection.session_id}",
-            source=f"bench session {selection.session_id}",
-            runs=_full_runs(store, [int(r["id"]) for r in rows]),
-        )
+        return _session(store, selection.session_id)
     runs = _full_runs(store, list(selection.run_ids))
-    found = {int(r["id"]) for r in runs}
+    found = {r.id for r in runs}
     missing = [i for i in selection.run_ids if i not in found]
     if not runs:
         raise UsageError(
@@ -122,7 +119,7 @@ def load(store: ResultsStore, selection: Selection) -> ReportInput:
         )
     return ReportInput(
         title=f"{len(runs)} runs",
-        source="runs " + ", ".join(str(r["id"]) for r in runs),
+        source="runs " + ", ".join(str(r.id) for r in runs),
         runs=runs,
         missing=missing,
     )

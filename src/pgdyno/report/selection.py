@@ -7,15 +7,19 @@ the median TPS, and per-statement and worst-case latencies are medians over the 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pgdyno.experiment.verdicts import CellKey
+from pgdyno.records.stored import StoredRun
 from pgdyno.report.load import ReportInput
 
-# The worst-case latency columns of a run, with their labels.
-WORST_COLUMNS = (("latency_p99_ms", "p99"), ("latency_p999_ms", "p99.9"), ("latency_max_ms", "max"))
+# The worst-case latencies of a run, with their labels.
+WORST_COLUMNS: tuple[tuple[Callable[[StoredRun], float | None], str], ...] = (
+    (lambda r: r.latency_p99_ms, "p99"),
+    (lambda r: r.latency_p999_ms, "p99.9"),
+    (lambda r: r.latency_max_ms, "max"),
+)
 
 
 def cell_label(cell: CellKey) -> str:
@@ -27,12 +31,12 @@ def cell_label(cell: CellKey) -> str:
     return f"{workload}, scale {scale}, {clients} client{'s' if clients != 1 else ''}"
 
 
-def cell_key(run: Mapping[str, Any]) -> CellKey:
-    return (str(run["workload"]), int(run["scale"]), int(run["clients"]))
+def cell_key(run: StoredRun) -> CellKey:
+    return (run.workload, run.scale, run.clients)
 
 
-def is_ok(run: Mapping[str, Any]) -> bool:
-    return run["status"] == "ok" and bool(run.get("tps"))
+def is_ok(run: StoredRun) -> bool:
+    return run.status == "ok" and bool(run.tps)
 
 
 def group_runs(data: ReportInput) -> tuple[list[str], str, dict[int, str]]:
@@ -43,33 +47,33 @@ def group_runs(data: ReportInput) -> tuple[list[str], str, dict[int, str]]:
     """
     runs = data.runs
     if data.comparison is not None:
-        names = [s["name"] for s in data.comparison["sets"]]
-        return names, str(data.comparison["baseline"]), {r["id"]: r["set_name"] for r in runs}
-    if len({r["pg_version"] for r in runs}) > 1:
-        key = {r["id"]: f"PostgreSQL {r['pg_version']}" for r in runs}
-    elif len({r["session_id"] for r in runs}) > 1:
-        key = {r["id"]: f"session {r['session_id']}" for r in runs}
+        names = [s.name for s in data.comparison.sets]
+        return names, data.comparison.baseline, {r.id: str(r.set_name) for r in runs}
+    if len({r.pg_version for r in runs}) > 1:
+        key = {r.id: f"PostgreSQL {r.pg_version}" for r in runs}
+    elif len({r.session_id for r in runs}) > 1:
+        key = {r.id: f"session {r.session_id}" for r in runs}
     else:
-        key = {r["id"]: str(runs[0]["target"]) for r in runs}
-    names = list(dict.fromkeys(key[r["id"]] for r in runs))
+        key = {r.id: runs[0].target for r in runs}
+    names = list(dict.fromkeys(key[r.id] for r in runs))
     return names, names[0], key
 
 
-def representative(runs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+def representative(runs: Sequence[StoredRun]) -> StoredRun:
     """The repeat with the median TPS (the lower one of an even count)."""
-    ranked = sorted(runs, key=lambda r: float(r["tps"]))
+    ranked = sorted(runs, key=lambda r: float(r.tps or 0))
     return ranked[(len(ranked) - 1) // 2]
 
 
 def tps_panels(
-    ok_runs: Sequence[Mapping[str, Any]], groups: Mapping[int, str]
+    ok_runs: Sequence[StoredRun], groups: Mapping[int, str]
 ) -> dict[tuple[str, int], dict[tuple[str, int], list[float]]]:
     """TPS of every run, per (workload, scale) panel and per (group, clients) in it."""
     panels: dict[tuple[str, int], dict[tuple[str, int], list[float]]] = {}
     for run in ok_runs:
-        key = (str(run["workload"]), int(run["scale"]))
-        panels.setdefault(key, {}).setdefault((groups[run["id"]], int(run["clients"])), []).append(
-            float(run["tps"])
+        key = (run.workload, run.scale)
+        panels.setdefault(key, {}).setdefault((groups[run.id], run.clients), []).append(
+            float(run.tps or 0)
         )
     return panels
 
@@ -92,24 +96,24 @@ def spread(values: Sequence[float]) -> Spread:
     return Spread(statistics.median(values), min(values), max(values), len(values))
 
 
-def statement_spreads(runs: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, Spread]]:
+def statement_spreads(runs: Sequence[StoredRun]) -> list[tuple[int, str, Spread]]:
     """Per statement of the scripts, in (script, line) order: its line, its command, and the
     spread of its average latency over the runs."""
     per_line: dict[tuple[int, int], list[float]] = {}
     commands: dict[tuple[int, int], str] = {}
     for run in runs:
-        for st in run.get("statements") or []:
-            key = (int(st["script"]), int(st["line"]))
-            per_line.setdefault(key, []).append(float(st["latency_ms"]))
-            commands[key] = str(st["command"])
+        for st in run.statements:
+            key = (st.script, st.line)
+            per_line.setdefault(key, []).append(float(st.latency_ms))
+            commands[key] = st.command
     return [(key[1], commands[key], spread(per_line[key])) for key in sorted(per_line)]
 
 
-def worst_spreads(runs: Sequence[Mapping[str, Any]]) -> list[tuple[str, Spread]]:
+def worst_spreads(runs: Sequence[StoredRun]) -> list[tuple[str, Spread]]:
     """Per worst-case latency column that some run has: its label and its spread."""
     out = []
     for column, label in WORST_COLUMNS:
-        values = [float(r[column]) for r in runs if r.get(column) is not None]
+        values = [float(v) for v in map(column, runs) if v is not None]
         if values:
             out.append((label, spread(values)))
     return out

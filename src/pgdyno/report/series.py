@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pgdyno.records.stored import StoredRun, second_values
 from pgdyno.report.charts import Series
 
 # The captions of the charts drawn from a run's series.
@@ -21,23 +22,23 @@ def chart(chart_id: str, figure: Mapping[str, Any], note: str) -> dict[str, Any]
     return {"id": chart_id, "figure": figure, "note": note}
 
 
-def _checkpoints(run: Mapping[str, Any], t0: float) -> list[dict[str, Any]]:
+def _checkpoints(run: StoredRun, t0: float) -> list[dict[str, Any]]:
     """Checkpoint spans from start to complete events, as seconds into the run."""
     spans: list[dict[str, Any]] = []
     start: float | None = None
-    for event in run.get("events", []):
-        if event["kind"] == "checkpoint_start":
-            start = float(event["t"])
-        elif event["kind"] == "checkpoint_complete":
-            begin = start if start is not None else float(event["t"])
-            detail = event.get("detail") or {}
+    for event in run.events:
+        if event.kind == "checkpoint_start":
+            start = float(event.t)
+        elif event.kind == "checkpoint_complete":
+            begin = start if start is not None else float(event.t)
+            detail = event.detail or {}
             text = "checkpoint: " + ", ".join(
                 f"{k.replace('_', ' ')} {v}" for k, v in detail.items() if v is not None
             )
             spans.append(
                 {
                     "x0": round(begin - t0, 3),
-                    "x1": round(float(event["t"]) - t0, 3),
+                    "x1": round(float(event.t) - t0, 3),
                     "text": text[:300],
                 }
             )
@@ -53,29 +54,27 @@ def _checkpoints(run: Mapping[str, Any], t0: float) -> list[dict[str, Any]]:
     return spans
 
 
-def run_series(run: Mapping[str, Any], group: str, colour: str) -> Series:
+def run_series(run: StoredRun, group: str, colour: str) -> Series:
     """Every per-second value of a run, x = seconds since its first measured second."""
-    seconds = run.get("seconds") or []
-    samples: Mapping[str, Mapping[int, float]] = run.get("samples") or {}
-    starts = [row["t"] for row in seconds] or [t for s in samples.values() for t in s]
+    seconds = run.seconds
+    samples = run.samples
+    starts = [row.t for row in seconds] or [t for s in samples.values() for t in s]
     t0 = float(min(starts)) if starts else 0.0
     values: dict[str, list[tuple[float, float]]] = {}
     for row in seconds:
-        for name, value in row.items():
-            if name != "t" and value is not None:
-                values.setdefault(name, []).append((row["t"] - t0, float(value)))
+        for name, value in second_values(row):
+            values.setdefault(name, []).append((row.t - t0, float(value)))
     for name, points in samples.items():
         values[name] = [(t - t0, float(v)) for t, v in sorted(points.items())]
     return Series(group, colour, values, _checkpoints(run, t0))
 
 
-def devices(run: Mapping[str, Any]) -> list[tuple[str, str]]:
+def devices(run: StoredRun) -> list[tuple[str, str]]:
     """(role, kernel name) of the data device, then the WAL device when it is another one."""
-    found = run.get("devices") or {}
     out: list[tuple[str, str]] = []
     for role in ("data", "wal"):
-        dev = found.get(role) if isinstance(found, dict) else None
-        name = dev.get("name") if isinstance(dev, dict) else None
+        dev = run.device(role)
+        name = dev.name if dev is not None else None
         if name and all(name != n for _, n in out):
             out.append((role, str(name)))
     return out

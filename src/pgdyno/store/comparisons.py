@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pgdyno.records.stored import Comparison, RunOutcome
+from pgdyno.store.decode import OUTCOME_SQL, comparison, run_outcome
+from pgdyno.store.encode import dumps, now_iso
 from pgdyno.store.owners import Owner
-from pgdyno.store.results import ResultsStore, dumps, loads, now_iso
 
-# What a comparison's analysis needs of each run.
-_RUN_FIELDS = (
-    "id", "set_name", "status", "workload", "scale", "clients", "repeat", "tps",
-    "latency_p99_ms", "latency_avg_ms", "health", "pg_version",
-)  # fmt: skip
+if TYPE_CHECKING:
+    from pgdyno.store.results import ResultsStore
 
 
 class Comparisons:
@@ -31,7 +30,7 @@ class Comparisons:
         mode: str,
         baseline: str,
         scales: list[int],
-        sets: list[tuple[str, Mapping[str, Any]]],
+        sets: list[tuple[str, Mapping[str, object]]],
     ) -> int:
         me = Owner.me()
         with self.store.transaction() as conn:
@@ -64,38 +63,28 @@ class Comparisons:
                 (me.hostname, me.pid, me.started, comparison_id),
             )
 
-    def latest(self, plan_digest: str) -> dict[str, Any] | None:
+    def latest(self, plan_digest: str) -> Comparison | None:
         """The newest comparison of exactly this plan text, for --resume."""
-        rows = self.store.query(
+        rows = self.store._query(
             "SELECT * FROM comparisons WHERE plan_digest = ? ORDER BY id DESC LIMIT 1",
             (plan_digest,),
         )
         return self._decode(rows[0]) if rows else None
 
-    def get(self, comparison_id: int) -> dict[str, Any] | None:
-        rows = self.store.query("SELECT * FROM comparisons WHERE id = ?", (comparison_id,))
+    def get(self, comparison_id: int) -> Comparison | None:
+        rows = self.store._query("SELECT * FROM comparisons WHERE id = ?", (comparison_id,))
         return self._decode(rows[0]) if rows else None
 
-    def _decode(self, row: dict[str, Any]) -> dict[str, Any]:
-        where = f"comparison {row['id']}"
-        row["scales"] = loads(row["scales"], f"{where}'s scales")
-        row["sets"] = [
-            {
-                "name": s["name"],
-                "requested": loads(s["requested"], f"{where}'s set {s['name']}"),
-                "effective": loads(s["effective"], f"{where}'s set {s['name']}")
-                if s["effective"]
-                else None,
-            }
-            for s in self.store.query(
-                "SELECT * FROM comparison_sets WHERE comparison_id = ? ORDER BY position",
-                (row["id"],),
-            )
-        ]
-        return row
+    def _decode(self, row: dict[str, Any]) -> Comparison:
+        sets = self.store._query(
+            "SELECT name, requested, effective FROM comparison_sets WHERE comparison_id = ?"
+            " ORDER BY position",
+            (row["id"],),
+        )
+        return comparison(row, sets)
 
     def record_effective(
-        self, comparison_id: int, set_name: str, effective: Mapping[str, Any]
+        self, comparison_id: int, set_name: str, effective: Mapping[str, object]
     ) -> None:
         with self.store.transaction() as conn:
             conn.execute(
@@ -110,21 +99,20 @@ class Comparisons:
                 (status, now_iso(), comparison_id),
             )
 
-    def runs(self, comparison_id: int) -> list[dict[str, Any]]:
-        rows = self.store.query(
-            f"SELECT {', '.join(_RUN_FIELDS)} FROM runs WHERE comparison_id = ? ORDER BY id",
+    def runs(self, comparison_id: int) -> list[RunOutcome]:
+        rows = self.store._query(
+            f"SELECT {OUTCOME_SQL} FROM runs WHERE comparison_id = ? ORDER BY id",
             (comparison_id,),
         )
-        for row in rows:
-            row["health"] = (
-                loads(row["health"], f"run {row['id']}'s health") if row["health"] else {}
-            )
-        return rows
+        return [run_outcome(row) for row in rows]
+
+    def run_ids(self, comparison_id: int) -> list[int]:
+        return [run.id for run in self.runs(comparison_id)]
 
     def finished_cells(self, comparison_id: int) -> set[tuple[str, str, int, int, int]]:
         """(set, workload, scale, clients, repeat) of the runs that finished successfully."""
         return {
-            (r["set_name"], r["workload"], r["scale"], r["clients"], r["repeat"])
+            (r.set_name or "", r.workload, r.scale, r.clients, r.repeat)
             for r in self.runs(comparison_id)
-            if r["status"] == "ok"
+            if r.status == "ok"
         }

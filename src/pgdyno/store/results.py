@@ -6,18 +6,20 @@ run in progress.
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.records import RunRecord
+from pgdyno.records.stored import ReportSource, RunListing, StoredRun
+from pgdyno.store.comparisons import Comparisons
+from pgdyno.store.decode import RUN_ROW_SQL, run_listing, stored_run
+from pgdyno.store.encode import dumps, now_iso
 from pgdyno.store.migrate import latest_version, migrate
 from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
 
@@ -28,16 +30,11 @@ RUN_COLUMNS = (
     "pgbench_version", "error", "latency_p50_ms", "latency_p99_ms", "latency_max_ms",
     "latency_source",
 )  # fmt: skip
-JSON_COLUMNS = ("pgbench_argv", "settings", "summary", "health", "devices")
 SECOND_COLUMNS = (
     "t", "tps", "latency_avg_ms", "latency_stddev_ms", "latency_min_ms", "latency_max_ms",
     "failures", "lag_avg_ms", "skipped", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms",
     "latency_p999_ms", "logged",
 )  # fmt: skip
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _explain(path: Path, exc: sqlite3.Error) -> StoreError:
@@ -66,21 +63,6 @@ def _readable_as_is(path: Path) -> bool:
     return path.is_file() and (not wal.exists() or wal.stat().st_size == 0)
 
 
-def dumps(value: object, what: str) -> str:
-    """JSON for a column; a non-finite number is refused (strict JSON readers reject it).
-
-    >>> dumps({"tps": 1.5}, "summary")
-    '{"tps": 1.5}'
-    """
-    try:
-        return json.dumps(value, allow_nan=False)
-    except ValueError as exc:  # input checks refuse inf/nan first: reaching here is a bug
-        raise StoreError(
-            f"refused to store {what} holding a non-finite number ({exc}); this is a bug in "
-            "pgdyno: please report it."
-        ) from exc
-
-
 def _finite(value: float | None, what: str) -> float | None:
     if value is not None and not math.isfinite(value):
         raise StoreError(
@@ -90,23 +72,15 @@ def _finite(value: float | None, what: str) -> float | None:
     return value
 
 
-def loads(text: str, where: str) -> Any:
-    """A JSON column read back; damaged text is named instead of failing obscurely."""
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise StoreUnavailable(
-            f"{where} in the results database holds damaged JSON ({exc}): the file was "
-            "changed outside pgdyno; restore it from a copy or pass another --results file."
-        ) from exc
-
-
 class ResultsStore:
-    """`writing`: the command will store runs, so a file it cannot write is refused at once
+    """The SQLite results backend (store.interface.ResultsBackend).
+
+    `writing`: the command will store runs, so a file it cannot write is refused at once
     (before any run) instead of when the first run is to be kept."""
 
     def __init__(self, path: Path, *, writing: bool = True) -> None:
         self.path = path
+        self.comparisons = Comparisons(self)
         if path.is_dir():
             raise StoreUnavailable(
                 f"the results database path {path} is a directory: pass --results with a file "
@@ -198,7 +172,11 @@ class ResultsStore:
     # -- writing -------------------------------------------------------------------------------
 
     def begin_session(
-        self, command: list[str], target: str, host: Mapping[str, Any], server: Mapping[str, Any]
+        self,
+        command: list[str],
+        target: str,
+        host: Mapping[str, object],
+        server: Mapping[str, object],
     ) -> int:
         me = Owner.me()
         with self.transaction() as conn:
@@ -280,73 +258,76 @@ class ResultsStore:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def query(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    def _query(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Rows as dicts; decoded into records before they leave store/."""
         try:
             return [dict(row) for row in self.conn.execute(query, params).fetchall()]
         except sqlite3.Error as exc:
             raise _explain(self.path, exc) from exc
 
-    def list_runs(
-        self, limit: int | None = 50, session_id: int | None = None
-    ) -> list[dict[str, Any]]:
+    def list_runs(self, limit: int | None = 50, session_id: int | None = None) -> list[RunListing]:
         """Newest first; the summary columns and the status of the run's session."""
         where = "WHERE r.session_id = ?" if session_id is not None else ""
         params: tuple[Any, ...] = (session_id,) if session_id is not None else ()
         columns = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
-        return self.query(
+        rows = self._query(
             f"SELECT {columns}, s.status AS session_status FROM runs r"
             f" JOIN sessions s ON s.id = r.session_id {where} ORDER BY r.id DESC"
             + (" LIMIT ?" if limit else ""),
             (*params, limit) if limit else params,
         )
+        return [run_listing(row) for row in rows]
 
-    def get_run(self, run_id: int) -> dict[str, Any] | None:
-        rows = self.query("SELECT * FROM runs WHERE id = ?", (run_id,))
+    def get_run(self, run_id: int) -> StoredRun | None:
+        rows = self._query(f"SELECT {RUN_ROW_SQL} FROM runs WHERE id = ?", (run_id,))
         if not rows:
             return None
         run = rows[0]
-        for column in JSON_COLUMNS:
-            if run[column] is not None:
-                run[column] = loads(run[column], f"run {run_id}'s {column}")
-        session = self.query("SELECT * FROM sessions WHERE id = ?", (run["session_id"],))[0]
-        run["host"] = loads(session["host"], f"session {session['id']}'s host")
-        run["server"] = loads(session["server"], f"session {session['id']}'s server")
-        run["target"] = session["target"]
-        run["session_status"] = session["status"]
-        run["seconds"] = self.query(
-            "SELECT * FROM run_seconds WHERE run_id = ? ORDER BY t", (run_id,)
+        session = self._query("SELECT * FROM sessions WHERE id = ?", (run["session_id"],))[0]
+        seconds = self._query(
+            f"SELECT {', '.join(SECOND_COLUMNS)} FROM run_seconds WHERE run_id = ? ORDER BY t",
+            (run_id,),
         )
-        run["statements"] = self.query(
+        statements = self._query(
             "SELECT script, line, latency_ms, failures, retries, command FROM run_statements"
             " WHERE run_id = ? ORDER BY script, line",
             (run_id,),
         )
-        for second in run["seconds"]:
-            del second["run_id"]
-        run["samples"] = self.samples(run_id)
-        run["events"] = [
-            {**event, "detail": loads(event["detail"], f"an event of run {run_id}")}
-            for event in self.query(
-                "SELECT t, kind, detail FROM run_events WHERE run_id = ? ORDER BY t", (run_id,)
-            )
-        ]
-        return run
+        events = self._query(
+            "SELECT t, kind, detail FROM run_events WHERE run_id = ? ORDER BY t", (run_id,)
+        )
+        return stored_run(run, session, seconds, statements, events, self.samples(run_id))
 
     def samples(self, run_id: int) -> dict[str, dict[int, float]]:
         """metric -> {epoch second -> value} for one run."""
         series: dict[str, dict[int, float]] = {}
-        for row in self.query(
+        for row in self._query(
             "SELECT metric, t, value FROM run_samples WHERE run_id = ? ORDER BY metric, t",
             (run_id,),
         ):
             series.setdefault(row["metric"], {})[row["t"]] = row["value"]
         return series
 
+    def session_run_ids(self, session_id: int) -> list[int]:
+        """The runs of one bench session, in the order they ran."""
+        rows = self._query("SELECT id FROM runs WHERE session_id = ? ORDER BY id", (session_id,))
+        return [int(r["id"]) for r in rows]
+
+    def newest_source(self) -> ReportSource | None:
+        """The newest comparison, or bench session with runs outside any comparison."""
+        rows = self._query(
+            "SELECT 'comparison' AS kind, id, started_at FROM comparisons"
+            " UNION ALL SELECT 'session', id, started_at FROM sessions"
+            " WHERE id IN (SELECT session_id FROM runs WHERE comparison_id IS NULL)"
+            " ORDER BY started_at DESC LIMIT 1"
+        )
+        return ReportSource(str(rows[0]["kind"]), int(rows[0]["id"])) if rows else None
+
     def recent_tps(
         self, workload: str, scale: int, clients: int, pg_version: str, target: str
     ) -> float | None:
         """TPS of the latest successful run like this one, to size the latency log's sample."""
-        rows = self.query(
+        rows = self._query(
             "SELECT r.tps FROM runs r JOIN sessions s ON s.id = r.session_id"
             " WHERE r.status = 'ok' AND r.workload = ? AND r.scale = ? AND r.clients = ?"
             " AND r.pg_version = ? AND s.target = ? ORDER BY r.id DESC LIMIT 1",
@@ -355,5 +336,13 @@ class ResultsStore:
         return float(rows[0]["tps"]) if rows and rows[0]["tps"] is not None else None
 
     def count_seconds(self, run_id: int) -> int:
-        rows = self.query("SELECT count(*) AS n FROM run_seconds WHERE run_id = ?", (run_id,))
+        rows = self._query("SELECT count(*) AS n FROM run_seconds WHERE run_id = ?", (run_id,))
         return int(rows[0]["n"])
+
+
+if TYPE_CHECKING:
+    from pgdyno.store.interface import ResultsBackend
+
+    def _implements(store: ResultsStore) -> ResultsBackend:
+        """mypy checks here that the SQLite store keeps the whole backend interface."""
+        return store

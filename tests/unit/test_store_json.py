@@ -1,0 +1,135 @@
+"""The JSON the commands print from the results store, pinned byte for byte.
+
+The expected files under tests/data/store/pinned/ were written from
+tests/data/report/results.sqlite (two real comparisons) by pgdyno as it was when the store still
+returned rows as dicts; the store now returns frozen records whose `as_json()` must give the
+same keys, order and values (`runs show --json`, `runs list --json`, `compare --json`, and the
+report's JSON and CSV).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pgdyno.errors import StoreUnavailable
+from pgdyno.experiment.verdicts import analyse
+from pgdyno.report import content
+from pgdyno.report.export import summary_csv
+from pgdyno.report.load import Selection, load
+from pgdyno.store.migrate import migrate
+from pgdyno.store.results import ResultsStore
+from pgdyno.textsafe import strict_json
+
+DATA = Path(__file__).parent.parent / "data"
+PINNED = DATA / "store" / "pinned"
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    copy = tmp_path / "results.sqlite"
+    shutil.copy(DATA / "report" / "results.sqlite", copy)  # opening migrates: use a copy
+    with ResultsStore(copy) as opened:
+        yield opened
+
+
+def _same(got: str, name: str) -> None:
+    assert got == (PINNED / name).read_text(), f"{name} changed"
+
+
+def test_runs_show_json_is_unchanged(store: ResultsStore) -> None:
+    ids = [r.id for r in store.list_runs(None)]
+    assert len(ids) == 14
+    runs = [store.get_run(i) for i in ids]
+    _same(strict_json([r.as_json() for r in runs if r]) + "\n", "runs_show.json")
+
+
+def test_runs_list_json_is_unchanged(store: ResultsStore) -> None:
+    _same(strict_json([r.as_json() for r in store.list_runs(None)]) + "\n", "runs_list.json")
+    session_1 = [r.as_json() for r in store.list_runs(3, 1)]
+    _same(strict_json(session_1) + "\n", "runs_list_session.json")
+
+
+@pytest.mark.parametrize("comparison_id", [1, 2])
+def test_compare_json_is_unchanged(store: ResultsStore, comparison_id: int) -> None:
+    info = store.comparisons.get(comparison_id)
+    runs = store.comparisons.runs(comparison_id)
+    assert info is not None
+    analysis = analyse(runs, [s.name for s in info.sets], info.baseline, info.mode)
+    got = {"comparison": info.as_json(), "analysis": analysis.as_dict(),
+           "runs": [r.as_json() for r in runs]}  # fmt: skip
+    _same(strict_json(got) + "\n", f"compare_{comparison_id}.json")
+
+
+@pytest.mark.parametrize(
+    ("name", "selection"),
+    [
+        ("comparison_1", Selection(comparison_id=1)),
+        ("comparison_2", Selection(comparison_id=2)),
+        ("runs_1_2_9", Selection(run_ids=(1, 2, 9, 500))),
+    ],
+)
+def test_report_json_and_csv_are_unchanged(
+    store: ResultsStore, name: str, selection: Selection
+) -> None:
+    report = content.build(load(store, selection), "2026-11-21T00:00:00+00:00", "test")
+    _same(summary_csv(report), f"report_{name}.csv")
+    digests = dict(
+        reversed(line.split()) for line in (PINNED / "report_json.sha256").read_text().splitlines()
+    )
+    got = hashlib.sha256((strict_json(report) + "\n").encode()).hexdigest()
+    assert got == digests[f"report_{name}.json"], f"the report JSON of {name} changed"
+
+
+def test_a_run_stored_by_schema_1_prints_as_before(tmp_path: Path) -> None:
+    """Columns added later read back as null, health and devices included."""
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=1)
+    conn.execute(
+        "INSERT INTO sessions (started_at, hostname, pid, command, target, host, server)"
+        " VALUES ('2026-01-01', 'h', 1, '[]', 'sandbox pg18', '{}', '{}')"
+    )
+    conn.execute(
+        "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale, clients,"
+        " jobs, duration_s, protocol, repeat, warmup_s, tps, pg_version, pgbench_version,"
+        " pgbench_argv, settings) VALUES (1, 'ok', 'a', 'b', 'tpcb-like', 1, 1, 1, 10, 'simple',"
+        " 1, 0, 123.5, '18.6', '18.6', '[]', '{}')"
+    )
+    conn.execute(
+        "INSERT INTO run_seconds (run_id, t, tps, failures, skipped) VALUES (1, 5, 9, 0, 0)"
+    )
+    conn.close()
+    with ResultsStore(path) as store:
+        run = store.get_run(1)
+        listed = store.list_runs()
+    assert run is not None
+    assert strict_json(run.as_json(), indent=None) == (PINNED / "run_schema_1.json").read_text()
+    got = strict_json([r.as_json() for r in listed], indent=None) + "\n"
+    assert got == (PINNED / "list_schema_1.json").read_text()
+
+
+@pytest.mark.parametrize(
+    ("damage", "read", "named"),
+    [
+        ("UPDATE runs SET health = '[1]' WHERE id = 3", "run", "run 3's health"),
+        ("UPDATE sessions SET host = '5' WHERE id = 1", "run", "session 1's host"),
+        ("UPDATE comparisons SET scales = '7' WHERE id = 1", "comparison", "comparison 1's scales"),
+    ],
+)
+def test_a_json_column_of_the_wrong_shape_is_named(
+    store: ResultsStore, damage: str, read: str, named: str
+) -> None:
+    """Valid JSON of another shape is damage too: one sentence, not a TypeError later."""
+    store.conn.execute(damage)
+    with pytest.raises(
+        StoreUnavailable, match=rf"{named} in the results database holds .* belongs"
+    ):
+        if read == "run":
+            store.get_run(3)
+        else:
+            store.comparisons.get(1)
