@@ -48,8 +48,8 @@ def _top(name: str) -> str:
 
 
 # What a renderer may import from pgdyno: the bottom layer, pure statistics, other renderers,
-# the metric catalog (knowledge as data), and the two pure computations whose results they draw
-# (a comparison's verdicts, a doctor audit).
+# the metric catalog (knowledge as data), and the pure doctor audit whose findings they draw
+# (a comparison's verdicts are statistics: stats.analysis).
 RENDER_MAY_IMPORT = (
     "pgdyno.records",
     "pgdyno.errors",
@@ -57,7 +57,6 @@ RENDER_MAY_IMPORT = (
     "pgdyno.stats",
     "pgdyno.render",
     "pgdyno.metrics",  # labels, units and digits of each series
-    "pgdyno.experiment.verdicts",  # Analysis, SetResult
     "pgdyno.doctor.evaluate",  # Audit, Finding, Unchecked
     "pgdyno.doctor.rules",  # LAYERS, and the Rule a finding carries
 )

@@ -29,9 +29,11 @@ from pgdyno.metrics import (
     pg_counters,
 )
 from pgdyno.pgbench.progress import Progress
-from pgdyno.records import SecondRow
+from pgdyno.records import Event, SecondRow
+from pgdyno.records.stored import StoredRun
 from pgdyno.render.timeline import compact_table, timeline_csv
 from pgdyno.report.charts import Series, cpu_memory, disk_io, tps_latency
+from pgdyno.store.results import ResultsStore
 
 DATA = Path(__file__).parent.parent / "data"
 NAME = re.compile(r"^[a-z][a-z0-9_]*(\.([a-z0-9_]+|\{device\}))*$")
@@ -147,16 +149,21 @@ def test_compact_columns_are_the_ones_the_terminal_always_showed():
     assert now == COMPACT_BEFORE
 
 
-def a_run() -> tuple[dict, dict[str, dict[int, float]]]:  # type: ignore[type-arg]
-    run = {
-        "id": 7,
-        "devices": {"data": {"name": "vda"}},
-        "events": [{"t": 101.5, "kind": "checkpoint_start"}],
-        "seconds": [
-            {"t": 100, "tps": 1234.0, "latency_p99_ms": 3.456, "latency_p50_ms": None},
-            {"t": 101, "tps": 1300.0, "latency_p99_ms": 2.5, "latency_p50_ms": 1.25},
-        ],
-    }
+def a_run() -> tuple[StoredRun, dict[str, dict[int, float]]]:
+    """A recorded run (from the report test database) given hand-made seconds and devices."""
+    with ResultsStore(DATA / "report" / "results.sqlite", writing=False) as store:
+        recorded = store.get_run(1)
+    assert recorded is not None
+    run = dataclasses.replace(
+        recorded,
+        id=7,
+        devices={"data": {"name": "vda"}},
+        events=(Event(101.5, "checkpoint_start", {}),),
+        seconds=(
+            SecondRow(100, 1234.0, latency_p99_ms=3.456),
+            SecondRow(101, 1300.0, latency_p99_ms=2.5, latency_p50_ms=1.25),
+        ),
+    )
     samples = {
         "pg.wal_bytes_per_s": {100: 2_500_000.0, 101: 3_000_000.0},
         "disk.vda.write_mbps": {100: 12.34},
@@ -185,8 +192,8 @@ def test_csv_columns_are_the_series_names_sorted_with_derived_ones():
     lines = timeline_csv(*a_run()).splitlines()
     assert lines[0].split(",") == [
         "t", "elapsed_s", "cpu.user_pct", "disk.sdb.write_mbps", "disk.vda.write_mbps",
-        "latency_p50_ms", "latency_p99_ms", "pg.wal_bytes_per_s", "pg.wal_mb_per_s", "tps",
-        "events",
+        "failures", "latency_p50_ms", "latency_p99_ms", "pg.wal_bytes_per_s", "pg.wal_mb_per_s",
+        "skipped", "tps", "events",
     ]  # fmt: skip
     header = lines[0].split(",")
     assert header[-1] == "events" and "pg.wal_mb_per_s" in header

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import StoreUnavailable
-from pgdyno.experiment.verdicts import analyse
 from pgdyno.report import content
 from pgdyno.report.export import summary_csv
 from pgdyno.report.load import Selection, load
+from pgdyno.stats.analysis import analyse
 from pgdyno.store.migrate import migrate
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import strict_json

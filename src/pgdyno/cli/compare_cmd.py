@@ -18,7 +18,6 @@ from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.sets_runner import run_compare, settings_meta_loader
 from pgdyno.experiment.target import workdir_lock
-from pgdyno.experiment.verdicts import Analysis, analyse
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
 from pgdyno.host.journal import rollback as rollback_changes
@@ -33,6 +32,7 @@ from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.render.verdict_tables import ladder_tables, verdict_table
+from pgdyno.stats.analysis import Analysis, analyse
 from pgdyno.store.results import ResultsStore
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))

@@ -16,7 +16,7 @@ from typing import Protocol
 from pgdyno.environment import Environment
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.store.encode import now_iso
-from pgdyno.store.results import ResultsStore
+from pgdyno.store.interface import ResultsBackend
 
 
 class ProgressReporter(Protocol):
@@ -31,7 +31,7 @@ class ProgressReporter(Protocol):
 class RunContext:
     """Fixed for a whole `bench` or `compare`; passed to every step instead of ten parameters."""
 
-    store: ResultsStore
+    store: ResultsBackend
     env: Mapping[str, str]  # the variables pgbench inherits (a target adds its password)
     proc_root: Path
     sys_root: Path
@@ -45,7 +45,7 @@ class RunContext:
     def of(
         cls,
         environment: Environment,
-        store: ResultsStore,
+        store: ResultsBackend,
         *,
         log: Callable[[str], None],
         progress: ProgressReporter,

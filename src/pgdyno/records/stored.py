@@ -1,6 +1,6 @@
 """What the results store gives back, as frozen records: runs, their sessions, comparisons.
 
-store/ fills them (any backend); report/, render/ and experiment/verdicts.py read them with
+store/ fills them (any backend); report/, render/ and stats/analysis.py read them with
 checked attribute names. Free-form blobs kept as JSON (host facts, settings, health, devices)
 stay `Json` for a faithful `as_json()`, and get typed views (`RunHealth`, `Device`, `HostBrief`)
 for the fields the code reads. `as_json()` gives exactly the dicts the commands printed when
@@ -132,8 +132,9 @@ class RunOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class RunListing:
-    """One line of `runs list`: the summary columns and the status of the run's session."""
+class _RunColumns:
+    """The leading columns of the runs table, in table order, shared by the two views below
+    (their `as_json()` keeps this order)."""
 
     id: int
     session_id: int
@@ -157,6 +158,12 @@ class RunListing:
     dataset_bytes: int | None
     pg_version: str
     pgbench_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunListing(_RunColumns):
+    """One line of `runs list`: the summary columns and the status of the run's session."""
+
     error: str | None
     latency_p50_ms: float | None
     latency_p99_ms: float | None
@@ -169,31 +176,9 @@ class RunListing:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredRun:
+class StoredRun(_RunColumns):
     """One run in full: its row, its session's host and target, and its per-second data."""
 
-    id: int
-    session_id: int
-    status: str
-    started_at: str
-    finished_at: str
-    workload: str
-    scale: int
-    clients: int
-    jobs: int
-    duration_s: int
-    protocol: str
-    rate: float | None
-    repeat: int
-    warmup_s: int
-    tps: float | None
-    latency_avg_ms: float | None
-    latency_stddev_ms: float | None
-    transactions: int | None
-    failed_transactions: int | None
-    dataset_bytes: int | None
-    pg_version: str
-    pgbench_version: str
     pgbench_argv: tuple[str, ...]
     settings: Mapping[str, str]
     summary: JsonObject | None  # pgbench's summary as parsed (records.Summary's fields)

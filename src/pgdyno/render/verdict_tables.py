@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from pgdyno.experiment.verdicts import Analysis
 from pgdyno.render.terminal import fmt
+from pgdyno.stats.analysis import Analysis
 from pgdyno.stats.verdict import BETTER, SAME, WORSE, Comparison
 
 _COLOUR = {BETTER: "green", WORSE: "red"}

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pgdyno.experiment.verdicts import Analysis, CellKey, analyse
 from pgdyno.records.stored import StoredRun
 from pgdyno.render.verdict_tables import change_text
 from pgdyno.report import charts
@@ -35,6 +34,7 @@ from pgdyno.report.selection import (
     worst_spreads,
 )
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
+from pgdyno.stats.analysis import Analysis, CellKey, analyse
 from pgdyno.stats.levels import COMPARE_CONFIDENCE
 from pgdyno.stats.summary import describe
 

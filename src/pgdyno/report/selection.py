@@ -10,9 +10,9 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pgdyno.experiment.verdicts import CellKey
 from pgdyno.records.stored import StoredRun
 from pgdyno.report.load import ReportInput
+from pgdyno.stats.analysis import CellKey
 
 # The worst-case latencies of a run, with their labels.
 WORST_COLUMNS: tuple[tuple[Callable[[StoredRun], float | None], str], ...] = (
