@@ -133,3 +133,27 @@ def one_clear_sentence(stderr: str) -> str:
     assert len(lines) == 1, stderr
     assert "Traceback" not in stderr and "internal error" not in stderr, stderr
     return lines[0]
+
+
+def schema_1_database(path: Path) -> None:
+    """A results database as the first schema left it: one session, one run, one second."""
+    import sqlite3
+
+    from pgdyno.store.migrate import migrate
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=1)
+    conn.execute(
+        "INSERT INTO sessions (started_at, hostname, pid, command, target, host, server)"
+        " VALUES ('2026-01-01', 'h', 1, '[]', 'sandbox pg18', '{}', '{}')"
+    )
+    conn.execute(
+        "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale, clients,"
+        " jobs, duration_s, protocol, repeat, warmup_s, tps, pg_version, pgbench_version,"
+        " pgbench_argv, settings) VALUES (1, 'ok', 'a', 'b', 'tpcb-like', 1, 1, 1, 10, 'simple',"
+        " 1, 0, 123.5, '18.6', '18.6', '[]', '{}')"
+    )
+    conn.execute(
+        "INSERT INTO run_seconds (run_id, t, tps, failures, skipped) VALUES (1, 5, 9, 0, 0)"
+    )
+    conn.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import schema_1_database
 from pgdyno.collect.timeline import run_percentiles, second_rows
 from pgdyno.errors import StoreError
 from pgdyno.pgbench.output import parse_summary
@@ -91,22 +92,7 @@ def test_run_round_trip(tmp_path: Path):
 
 def test_schema_1_database_is_migrated_without_loss(tmp_path: Path):
     path = tmp_path / "old.sqlite"
-    conn = sqlite3.connect(path, isolation_level=None)
-    migrate(conn, target=1)
-    conn.execute(
-        "INSERT INTO sessions (started_at, hostname, pid, command, target, host, server)"
-        " VALUES ('2026-01-01', 'h', 1, '[]', 'sandbox pg18', '{}', '{}')"
-    )
-    conn.execute(
-        "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale, clients,"
-        " jobs, duration_s, protocol, repeat, warmup_s, tps, pg_version, pgbench_version,"
-        " pgbench_argv, settings) VALUES (1, 'ok', 'a', 'b', 'tpcb-like', 1, 1, 1, 10, 'simple',"
-        " 1, 0, 123.5, '18.6', '18.6', '[]', '{}')"
-    )
-    conn.execute(
-        "INSERT INTO run_seconds (run_id, t, tps, failures, skipped) VALUES (1, 5, 9, 0, 0)"
-    )
-    conn.close()
+    schema_1_database(path)
     with ResultsStore(path) as store:
         stored = store.get_run(1)
         run = stored.as_json() if stored else None

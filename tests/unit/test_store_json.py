@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
+from conftest import schema_1_database
 from pgdyno.errors import StoreUnavailable
 from pgdyno.report import content
 from pgdyno.report.export import summary_csv
 from pgdyno.report.load import Selection, load
 from pgdyno.stats.analysis import analyse
-from pgdyno.store.migrate import migrate
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import strict_json
 
@@ -88,22 +87,7 @@ def test_report_json_and_csv_are_unchanged(
 def test_a_run_stored_by_schema_1_prints_as_before(tmp_path: Path) -> None:
     """Columns added later read back as null, health and devices included."""
     path = tmp_path / "old.sqlite"
-    conn = sqlite3.connect(path, isolation_level=None)
-    migrate(conn, target=1)
-    conn.execute(
-        "INSERT INTO sessions (started_at, hostname, pid, command, target, host, server)"
-        " VALUES ('2026-01-01', 'h', 1, '[]', 'sandbox pg18', '{}', '{}')"
-    )
-    conn.execute(
-        "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale, clients,"
-        " jobs, duration_s, protocol, repeat, warmup_s, tps, pg_version, pgbench_version,"
-        " pgbench_argv, settings) VALUES (1, 'ok', 'a', 'b', 'tpcb-like', 1, 1, 1, 10, 'simple',"
-        " 1, 0, 123.5, '18.6', '18.6', '[]', '{}')"
-    )
-    conn.execute(
-        "INSERT INTO run_seconds (run_id, t, tps, failures, skipped) VALUES (1, 5, 9, 0, 0)"
-    )
-    conn.close()
+    schema_1_database(path)
     with ResultsStore(path) as store:
         run = store.get_run(1)
         listed = store.list_runs()
