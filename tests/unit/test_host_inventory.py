@@ -14,6 +14,7 @@ import pytest
 from pgdyno.host.devices import parse_mountinfo
 from pgdyno.host.inventory import HOST_FIELDS, read_devices, read_inventory
 from pgdyno.host.parsers import detect_container, hypervisor_from_dmi, parse_cpu_list, parse_swaps
+from pgdyno.render.doctor import headline
 
 REPO = Path(__file__).parents[2]
 HOSTS = REPO / "tests" / "data" / "hosts"
@@ -225,6 +226,9 @@ def test_a_tree_without_cpu_files_has_no_cpu_count(tmp_path: Path):
     assert unread["host.cpu_count"] == (
         "none of /sys/devices/system/cpu/online, /proc/stat and /proc/cpuinfo could be read."
     )
+    # The doctor's headline says it does not know, rather than "None CPUs".
+    line = headline({"target": "recorded", "host": host})
+    assert "? CPUs" in line and "None" not in line
 
 
 @pytest.mark.parametrize(

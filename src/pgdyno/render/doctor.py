@@ -48,7 +48,8 @@ def headline(snapshot: Mapping[str, Any]) -> str:
         memory = host.get("memory_bytes")
         limit = " (cgroup limit)" if host.get("memory_limit_bytes") else ""
         parts.append(f"kernel {host.get('kernel_release', '?')}")
-        parts.append(f"{host.get('cpu_count', '?')} CPUs")
+        cpus = host.get("cpu_count")
+        parts.append(f"{cpus if cpus is not None else '?'} CPUs")  # None: no CPU file read
         if memory:
             parts.append(f"{memory / 1024**3:.1f} GiB RAM{limit}")
         if host.get("virtualization"):
