@@ -131,7 +131,7 @@ def test_sigkill_mid_bench(workdir: Path, run_cli):
     # The postmaster does not outlive pgdyno: its watchdog stops it, no other command needed.
     assert wait_for(lambda: not postmaster_running(workdir), timeout=90)
     assert wait_for(lambda: not processes_in(workdir, "postgres"), timeout=15)
-    assert not watchdogs_of(workdir)
+    assert wait_for(lambda: not watchdogs_of(workdir), timeout=30)  # its job done, it exits
     status = run_cli(workdir, "sandbox", "status", "--json")
     assert status.code == 0 and "left running" not in status.stderr
 
