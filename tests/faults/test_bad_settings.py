@@ -43,6 +43,7 @@ def test_bench_refuses_before_starting_anything(workdir, run_cli, assignment):
     line = one_clear_sentence(result.stderr)
     assert result.code == 2
     assert BAD[assignment] in line
+    assert "the plan" not in line  # the advice names where the value came from
     assert not (workdir / "clusters").exists()  # no sandbox made for a doomed run
 
 

@@ -132,10 +132,7 @@ def check_settings_for(binaries: Binaries, settings: Mapping[str, str]) -> None:
         return
     meta = describe_settings(binaries)  # reads the binaries; starts nothing
     for name, value in settings.items():
-        try:
-            check_setting(meta, name, value, binaries.version)
-        except UsageError as exc:
-            raise UsageError(str(exc).replace("from the plan", "from --set")) from None
+        check_setting(meta, name, value, binaries.version, source="--set")
 
 
 def open_sandbox(env: Environment, binaries: Binaries, log: Callable[[str], None]) -> Sandbox:

@@ -44,7 +44,10 @@ def check_settings(
     return {name: check_setting(meta, name, value, version) for name, value in settings.items()}
 
 
-def check_setting(meta: Mapping[str, SettingMeta], name: str, value: object, version: str) -> str:
+def check_setting(
+    meta: Mapping[str, SettingMeta], name: str, value: object, version: str,
+    *, source: str = "the plan",
+) -> str:  # fmt: skip
     """The value as postgresql.conf text, or a UsageError saying what is wrong and what to do.
 
     `value` is what a TOML plan holds: str, int, float or bool. `version` names the server in
@@ -67,12 +70,12 @@ def check_setting(meta: Mapping[str, SettingMeta], name: str, value: object, ver
     if entry is None:
         if "." in name:  # an extension's setting (pg_stat_statements.max): not known until loaded
             return _as_text(name, value, "a string, number or boolean")
-        raise UsageError(_unknown(meta, name, version))
+        raise UsageError(_unknown(meta, name, version, source))
     text = _as_text(name, value, _describe(entry))
     if entry.context == "internal":
         raise UsageError(
             f"{name} is fixed when PostgreSQL {version} is built or initialized and cannot be set: "
-            "remove it from the plan."
+            f"remove it from {source}."
         )
     if entry.vartype == "bool":
         return _check_bool(entry, text, value, version)
@@ -92,14 +95,14 @@ def _lookup(meta: Mapping[str, SettingMeta], name: str) -> SettingMeta | None:
     return entry
 
 
-def _unknown(meta: Mapping[str, SettingMeta], name: str, version: str) -> str:
+def _unknown(meta: Mapping[str, SettingMeta], name: str, version: str, source: str) -> str:
     names = {key.lower(): key for key in meta}
     close = difflib.get_close_matches(name.lower(), names, n=1)
     if close:
         return f"PostgreSQL {version} has no setting {name!r}: did you mean {names[close[0]]}?"
     return (
         f"PostgreSQL {version} has no setting {name!r}: check the name in the documentation of "
-        "that version or remove it from the plan."
+        f"that version or remove it from {source}."
     )
 
 
