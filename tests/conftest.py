@@ -5,9 +5,12 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,3 +160,22 @@ def schema_1_database(path: Path) -> None:
         "INSERT INTO run_seconds (run_id, t, tps, failures, skipped) VALUES (1, 5, 9, 0, 0)"
     )
     conn.close()
+
+
+PGDYNO = Path(sys.executable).parent / "pgdyno"
+
+
+@contextmanager
+def pgdyno_process(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """`pgdyno ARGS` as a real process, for faults injected while it runs; killed if the block
+    ends with it still running."""
+    proc = subprocess.Popen(
+        [str(PGDYNO), *args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -14,16 +14,21 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import IS_ROOT, new_workdir, remove_workdir, wait_for
+from conftest import (
+    IS_ROOT,
+    new_workdir,
+    one_clear_sentence,
+    pgdyno_process,
+    remove_workdir,
+    wait_for,
+)
 from pgdyno.process import pid_alive, pid_cmdline
 
-PGDYNO = Path(sys.executable).parent / "pgdyno"
 # pgdyno keeps 1 GiB free beyond the dataset (scale.DISK_RESERVE), so the disk must be larger.
 TMPFS_SIZE = "1200m"
 
@@ -85,25 +90,17 @@ def under(workdir: Path) -> list[int]:
 
 def test_disk_full_mid_run_names_the_disk_and_stops_the_sweep(small_disk: Path, run_cli):
     results = small_disk / "results.sqlite"
-    bench = subprocess.Popen(
-        [PGDYNO, "bench", "--pg-version", "18", "-w", "tpcb-like", "-s", "1", "-c", "4",
-         "-T", "10", "--repeats", "3", "--workdir", str(small_disk)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
+    with pgdyno_process(
+        "bench", "--pg-version", "18", "-w", "tpcb-like", "-s", "1", "-c", "4", "-T", "10",
+        "--repeats", "3", "--workdir", str(small_disk),
+    ) as bench:  # fmt: skip
         assert wait_for(lambda: stored(results) >= 1, timeout=240), "no run finished"
         assert wait_for(lambda: measuring(small_disk), timeout=60)
         fill(small_disk, leave=2 * 1024 * 1024)
         _, stderr = bench.communicate(timeout=300)
-    finally:
-        if bench.poll() is None:
-            bench.kill()
-            bench.wait()
 
     assert bench.returncode == 1, stderr
-    lines = [line for line in stderr.splitlines() if line.startswith("pgdyno: error: ")]
-    assert len(lines) == 1 and "Traceback" not in stderr and "internal error" not in stderr
-    sentence = lines[0]
+    sentence = one_clear_sentence(stderr)
     data = small_disk / "clusters" / "pg18" / "data"
     assert f"the disk under {data} (tmpfs {small_disk}, " in sentence
     # "could not write" (WAL: a PANIC) or "could not extend file" (a table): whichever came first

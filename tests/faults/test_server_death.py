@@ -14,16 +14,12 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import one_clear_sentence, wait_for
+from conftest import one_clear_sentence, pgdyno_process, wait_for
 from pgdyno.process import pid_alive, pid_cmdline
-
-PGDYNO = Path(sys.executable).parent / "pgdyno"
 
 
 def stored(results: Path) -> list[tuple[int, str]]:
@@ -74,22 +70,16 @@ def left_running(workdir: Path, pids: list[int]) -> list[int]:
 def test_postmaster_sigkill_mid_run_ends_the_sweep_with_one_sentence(workdir: Path, run_cli):
     results = workdir / "results.sqlite"
     postmaster_pid = workdir / "clusters" / "pg18" / "data" / "postmaster.pid"
-    bench = subprocess.Popen(
-        [PGDYNO, "bench", "--pg-version", "18", "-w", "tpcb-like", "-s", "1", "-c", "2",
-         "-T", "4", "--repeats", "4", "--workdir", str(workdir)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
+    with pgdyno_process(
+        "bench", "--pg-version", "18", "-w", "tpcb-like", "-s", "1", "-c", "2", "-T", "4",
+        "--repeats", "4", "--workdir", str(workdir),
+    ) as bench:  # fmt: skip
         assert wait_for(lambda: len(stored(results)) >= 1, timeout=240), "no run finished"
         assert wait_for(lambda: measured_pgbench(workdir) is not None, timeout=60)
         postmaster = int(postmaster_pid.read_text().split()[0])
         server = [postmaster, *children(postmaster)]
         os.kill(postmaster, signal.SIGKILL)
         _, stderr = bench.communicate(timeout=240)
-    finally:
-        if bench.poll() is None:
-            bench.kill()
-            bench.wait()
 
     assert bench.returncode == 1, stderr
     sentence = one_clear_sentence(stderr).removeprefix("pgdyno: error: ")
