@@ -11,6 +11,8 @@ import dataclasses
 import json
 import os
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -151,8 +153,11 @@ def test_compact_columns_are_the_ones_the_terminal_always_showed():
 
 def a_run() -> tuple[StoredRun, dict[str, dict[int, float]]]:
     """A recorded run (from the report test database) given hand-made seconds and devices."""
-    with ResultsStore(DATA / "report" / "results.sqlite", writing=False) as store:
-        recorded = store.get_run(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "results.sqlite"
+        shutil.copy(DATA / "report" / "results.sqlite", copy)  # opening migrates: use a copy
+        with ResultsStore(copy, writing=False) as store:
+            recorded = store.get_run(1)
     assert recorded is not None
     run = dataclasses.replace(
         recorded,

@@ -9,24 +9,28 @@ import click
 
 from pgdyno.cli.common import (
     POSITIVE,
+    adaptive_options,
     binaries_options,
     environment,
     err,
     out,
     pick_binaries,
     print_json,
+    with_adaptive,
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
-from pgdyno.errors import PgbenchFailed
+from pgdyno.errors import PgbenchFailed, UsageError
 from pgdyno.experiment.bench import run_bench
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads
+from pgdyno.experiment.rounds import DEFAULT_PRECISION_PCT
 from pgdyno.experiment.target import bench_target, check_target_settings
 from pgdyno.host.facts import read_host
 from pgdyno.pgbench.command import PROTOCOLS, parse_int_list
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.render.terminal import results_table
+from pgdyno.render.verdict_tables import rounds_summary
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import scrub_argv
 
@@ -100,7 +104,15 @@ from pgdyno.textsafe import scrub_argv
     metavar="MS",
     help="Count transactions slower than this (ms) as late; with -R, skip them.",
 )
-@click.option("--repeats", type=int, default=1, show_default=True, help="Runs per cell.")
+@click.option(
+    "--repeats",
+    default="1",
+    show_default=True,
+    metavar="N|auto",
+    help="Runs per cell, or auto: rounds of every cell until each cell's mean TPS is known "
+    "to --precision (always-valid interval) or --budget is spent.",
+)
+@adaptive_options
 @click.option(
     "--per-statement",
     is_flag=True,
@@ -179,7 +191,9 @@ def bench(
     protocol: str,
     rate: float | None,
     latency_limit: float | None,
-    repeats: int,
+    repeats: str,
+    precision: float | None,
+    budget: str | None,
     warmup: int,
     prewarm: bool,
     per_statement: bool,
@@ -203,6 +217,7 @@ def bench(
     Examples:
       pgdyno bench --workload select-only -c 1,2 -T 5
       pgdyno bench -w tpcb-like,select-only -s small,50 -c 1,2,4,8 --repeats 3 --warmup 10
+      pgdyno bench -w select-only -c 2 -T 10 --repeats auto --precision 1 --budget 10m
       pgdyno bench -f my.sql@3 -w select-only@1 -T 30
       pgdyno bench --dsn "host=db1 user=bench dbname=postgres" -c 8 -T 120
     """
@@ -218,7 +233,7 @@ def bench(
         protocol=protocol,
         rate=rate,
         latency_limit_ms=latency_limit,
-        repeats=repeats,
+        repeats=1 if repeats == "auto" else parse_repeats(repeats, precision, budget),
         warmup_s=warmup,
         prewarm=prewarm,
         per_statement=per_statement,
@@ -226,6 +241,10 @@ def bench(
         trim_s=trim,
         latency_log=latency_log,
     )
+    if repeats == "auto":
+        spec = with_adaptive(spec, precision, budget)
+        if spec.adaptive is None:
+            spec = spec.model_copy(update={"precision_pct": DEFAULT_PRECISION_PCT})
     host = read_host(env.proc_root, env.sys_root)
     binaries = pick_binaries(env, pg_bin, pg_version)
     log = err(env).print
@@ -235,6 +254,8 @@ def bench(
         progress = stack.enter_context(MatrixProgress(err(env)))
         run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
         outcome = run_bench(spec, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv]))
+    if outcome.rounds is not None:
+        log(rounds_summary(outcome.rounds.as_dict()))
     if as_json:
         with ResultsStore(env.results_path) as store:
             stored = [store.get_run(run_id) for run_id, _ in outcome.records]
@@ -255,3 +276,15 @@ def bench(
             f"{len(failed)} of {len(outcome.records)} runs failed (runs {', '.join(failed)}); "
             "see `pgdyno runs show ID` for pgbench's error output."
         )
+
+
+def parse_repeats(text: str, precision: float | None, budget: str | None) -> int:
+    """--repeats N; --precision and --budget only go with --repeats auto."""
+    if precision is not None or budget is not None:
+        raise UsageError("--precision and --budget set adaptive rounds: add --repeats auto.")
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(
+            f"--repeats {text!r} is not valid: give a number of runs per cell or auto."
+        ) from None

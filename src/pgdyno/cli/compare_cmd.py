@@ -10,7 +10,16 @@ from typing import Any
 import click
 from rich.table import Table
 
-from pgdyno.cli.common import environment, err, json_option, out, print_json, workdir_options
+from pgdyno.cli.common import (
+    adaptive_options,
+    environment,
+    err,
+    json_option,
+    out,
+    print_json,
+    with_adaptive,
+    workdir_options,
+)
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, StoreError
@@ -31,8 +40,8 @@ from pgdyno.plan.check import (
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.settings_catalog import describe_settings
-from pgdyno.render.verdict_tables import ladder_tables, verdict_table
-from pgdyno.stats.analysis import Analysis, analyse
+from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
+from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.store.results import ResultsStore
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
@@ -82,21 +91,30 @@ def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSe
 @click.option("--resume", is_flag=True, help="Continue the last run of this same plan file, "
               "skipping the runs it finished.")  # fmt: skip
 @click.option("--keep-files", is_flag=True, help="Keep pgbench's output and logs of each run.")
+@adaptive_options
 @json_option
 @allow_options
 @workdir_options
 @click.pass_context
 def compare(
     ctx: click.Context, /, plan_file: Path, resume: bool, keep_files: bool, as_json: bool,
-    allow_sysctl: tuple[str, ...], allow_pg: tuple[str, ...], **_: object,
+    allow_sysctl: tuple[str, ...], allow_pg: tuple[str, ...], precision: float | None,
+    budget: str | None, **_: object,
 ) -> None:  # fmt: skip
     """Compare configuration sets from a plan file: apply, run, restore, give a verdict.
 
     Each set's PostgreSQL settings, sysctls and block-device settings are applied in turn
     (host settings as root only, each old value journalled first and restored after the set
-    and on any exit; `pgdyno rollback` restores them after a crash). Repeats are interleaved
-    across sets (A B C A B C ...). Every run lands in the results database; the verdict
-    table compares each set with the baseline on TPS and p99 latency.
+    and on any exit; `pgdyno rollback` restores them after a crash). The sets run in rounds
+    (A B C, B C A, C A B, ...) and each set is compared with the baseline round by round, on
+    TPS and p99 latency. Every run lands in the results database.
+
+    \b
+    With --precision or --budget (or precision/budget in the plan's [matrix]) the rounds are
+    adaptive: they go on until every TPS comparison is resolved (a verdict, or an interval
+    narrower than the precision) or the budget is spent, with always-valid intervals so that
+    looking after every round raises no false alarm; the result says why it stopped and, when
+    the budget ran out, how much longer would resolve it.
 
     \b
     A plan may change only the kernel settings that matter for database performance and no
@@ -109,12 +127,13 @@ def compare(
       pgdyno plan check examples/aa.toml
       pgdyno compare examples/aa.toml
       pgdyno compare examples/002-shared-buffers.toml --resume
+      pgdyno compare examples/004-ladder.toml --precision 3 --budget 30m
     """
     env = environment(ctx)
     allowed = Allowed.of(allow_sysctl, allow_pg)
     plan = load_plan(plan_file)
     host = read_host(env.proc_root, env.sys_root)
-    spec = bench_spec(plan, host.cpu_count)
+    spec = with_adaptive(bench_spec(plan, host.cpu_count), precision, budget)
     log = err(env).print
     with ExitStack() as stack:
         stack.enter_context(workdir_lock(env))
@@ -135,18 +154,23 @@ def compare(
             f"comparison {outcome.comparison_id} is missing from {env.results_path} right "
             "after it was stored: check that no other program rewrites the results database."
         )
-    analysis = analyse(runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode)
+    judging = Judging(sequential=spec.adaptive is not None)
+    analysis = analyse(
+        runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode, judging
+    )
     if as_json:
         print_json(
             env,
             {
                 "comparison": info.as_json(),
+                "rounds": outcome.rounds.as_dict(),
                 "analysis": analysis.as_dict(),
                 "runs": [r.as_json() for r in runs],
             },
         )
     else:
         _print_analysis(env, analysis, plan, outcome.comparison_id)
+        out(env).print(rounds_summary(outcome.rounds.as_dict()))
         if outcome.skipped:
             log(f"{outcome.skipped} runs were finished before and not repeated (--resume)")
     failed = [r for r in runs if r.status != "ok"]

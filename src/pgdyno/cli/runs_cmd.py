@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import click
+from rich.text import Text
 
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
 from pgdyno.errors import UsageError
+from pgdyno.records.stored import RunInterference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv
 from pgdyno.store.interface import ResultsBackend
 from pgdyno.store.results import ResultsStore
+from pgdyno.textsafe import safe_text
 
 
 @click.group()
@@ -105,5 +108,21 @@ def show_run(
     if timeline:
         console.print(compact_table(run, samples))
         return
-    for table in run_detail(run):
+    tables = run_detail(run)
+    found = run.run_interference
+    if found is not None:  # the figures behind the run's "interference:" warning
+        tables[0].add_row("interference", Text(safe_text(interference_row(found))))
+    for table in tables:
         console.print(table)
+
+
+def interference_row(found: RunInterference) -> str:
+    """
+    >>> interference_row(RunInterference(48.2, 0.0, (("yes", 47.5), ("make", 0.7))))
+    'foreign CPU 48.2%, steal 0.0% of the machine; top: yes 47.5%, make 0.7%'
+    """
+    top = ", ".join(f"{command} {pct:.1f}%" for command, pct in found.top) or "-"
+    return (
+        f"foreign CPU {found.foreign_cpu_pct:.1f}%, steal {found.steal_pct:.1f}% of the "
+        f"machine; top: {top}"
+    )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pgdyno.collect.interference import server_pid
 from pgdyno.collect.timeline import sampling_rate
 from pgdyno.errors import (
     ConnectionFailed,
@@ -21,6 +24,7 @@ from pgdyno.experiment.context import ProgressReporter, RunContext
 from pgdyno.experiment.failure import Verdict, Where, failed_run
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.measure import Collect, measure
+from pgdyno.experiment.rounds import RoundLog
 from pgdyno.experiment.target import Target
 from pgdyno.host.facts import HostFacts, free_disk_bytes
 from pgdyno.host.layout import device_names, locate_devices
@@ -40,6 +44,7 @@ from pgdyno.postgres.client import Client, ServerInfo, connect, with_dbname
 from pgdyno.postgres.serverlog import log_end
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.steady import default_trim
+from pgdyno.stats.stopping import MIN_ROUNDS, decide, level_interval
 
 PROBE_S = 3  # seconds of the probe that sizes the first run's latency sample
 
@@ -50,6 +55,7 @@ class BenchOutcome:
     records: list[tuple[int, RunRecord]]
     scales: list[ScaleChoice]
     datasets: list[Dataset]
+    rounds: RoundLog | None = None  # adaptive rounds (--repeats auto): what they did and why
 
 
 def resolve_scales(
@@ -113,6 +119,7 @@ def connected(
             server_log=target.server_log,
             cpus=host.cpu_count,
             keep_logs=ctx.keep_files,
+            server_pid=server_pid(stats_client, target.dsn, ctx.proc_root),
         )
         base = RunRecord(
             cell=RunCell(0, 0, "", 0, 0, 0), status="ok", started_at="", finished_at="",
@@ -213,15 +220,65 @@ def run_bench(
         for choice in scales:
             if choice.note:
                 ctx.log(choice.note)
-        cells = expand(spec, [c.scale for c in scales], host.cpu_count)
-        ctx.progress.planned(cells, seconds_per_run(spec))
         server = {
             "version": info.version, "version_num": info.version_num,
             "binaries": target.binaries.source, "pgbench_version": ready.base.pgbench_version,
         }  # fmt: skip
+        sizes = [c.scale for c in scales]
         with recorded_session(ctx, command, target.label, host, server) as session_id:
-            records = run_cells(ready, cells, ctx, session_id=session_id)
-    return BenchOutcome(session_id, records, scales, list(ready.datasets.values()))
+            if spec.adaptive is None:
+                cells = expand(spec, sizes, host.cpu_count)
+                ctx.progress.planned(cells, seconds_per_run(spec))
+                records = run_cells(ready, cells, ctx, session_id=session_id)
+                rounds = None
+            else:
+                rounds = RoundLog(spec.adaptive)
+                records = _adaptive_rounds(ready, spec, sizes, host, ctx, session_id, rounds)
+    return BenchOutcome(session_id, records, scales, list(ready.datasets.values()), rounds)
+
+
+def _adaptive_rounds(
+    ready: Connected,
+    spec: BenchSpec,
+    scales: list[int],
+    host: HostFacts,
+    ctx: RunContext,
+    session_id: int,
+    rounds: RoundLog,
+) -> list[tuple[int, RunRecord]]:
+    """`bench --repeats auto`: rounds of every cell until each cell's mean TPS is known to the
+    precision (an always-valid interval) or the budget is spent."""
+    adaptive = rounds.adaptive
+    assert adaptive is not None
+    one = expand(spec.model_copy(update={"repeats": 1}), scales, host.cpu_count)
+    per_round = seconds_per_run(spec) * len(one)
+    most = max(MIN_ROUNDS, min(1000, math.floor(adaptive.budget_s / per_round)))
+    ctx.progress.planned(
+        [replace(c, index=r * len(one) + c.index, repeat=r + 1) for r in range(most) for c in one],
+        seconds_per_run(spec),
+    )
+    records: list[tuple[int, RunRecord]] = []
+    for round_no in itertools.count(1):
+        cells = [replace(c, index=len(records) + c.index, repeat=round_no) for c in one]
+        rounds.begin([f"{c.workload} s{c.scale} c{c.clients}" for c in cells])
+        records.extend(run_cells(ready, cells, ctx, session_id=session_id))
+        rounds.end()
+        by_cell: dict[tuple[str, int, int], list[float]] = {}
+        for _, record in records:
+            if record.status == "ok" and record.summary and record.summary.tps > 0 \
+                    and record.interference is None:  # fmt: skip
+                cell = record.cell
+                by_cell.setdefault((cell.workload, cell.scale, cell.clients), []).append(
+                    record.summary.tps
+                )
+        levels = [level_interval(v) for v in by_cell.values()] or [level_interval([1.0])]
+        rounds.decision = decide(
+            levels, precision_pct=adaptive.precision_pct, rounds=round_no,
+            elapsed_s=rounds.elapsed_s, round_s=rounds.round_s, budget_s=adaptive.budget_s,
+        )  # fmt: skip
+        if rounds.decision.stop:
+            break
+    return records
 
 
 class _CellRunner:
@@ -343,4 +400,5 @@ class _CellRunner:
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
             health=measured.health.as_dict(),
+            interference=measured.interference.as_dict() if measured.interference else None,
         ), None  # fmt: skip

@@ -10,6 +10,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.experiment.rounds import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_PRECISION_PCT,
+    Adaptive,
+    parse_budget,
+)
 from pgdyno.pgbench.command import (
     BUILTINS,
     Workload,
@@ -48,6 +54,20 @@ class BenchSpec(BaseModel):
     prewarm: bool = False
     per_statement: bool = False  # pgbench -r
     progress: bool = False  # pgbench -P 1, kept as the series pgbench.progress_tps
+    # Adaptive rounds (either one set): repeat until every interval is this narrow (half-width,
+    # in %) or the budget (seconds of machine time) is spent. `repeats` is then not used.
+    precision_pct: Annotated[float, Field(gt=0, le=50, allow_inf_nan=False)] | None = None
+    budget_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+    @property
+    def adaptive(self) -> Adaptive | None:
+        """The adaptive request, defaults filled in; None for a fixed number of repeats."""
+        if self.precision_pct is None and self.budget_s is None:
+            return None
+        return Adaptive(
+            self.precision_pct if self.precision_pct is not None else DEFAULT_PRECISION_PCT,
+            self.budget_s if self.budget_s is not None else DEFAULT_BUDGET_S,
+        )
 
     @field_validator("latency_log")
     @classmethod
@@ -82,6 +102,8 @@ _OPTION = {
     "protocol": "-M/--protocol",
     "trim_s": "--trim",
     "latency_log": "--latency-log",
+    "precision_pct": "--precision",
+    "budget_s": "--budget",
 }
 
 
@@ -248,7 +270,8 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
             duration_s=m.duration, protocol=m.protocol, rate=m.rate,
             latency_limit_ms=m.latency_limit, repeats=m.repeats, warmup_s=m.warmup,
             latency_log=m.latency_log, prewarm=m.prewarm, per_statement=m.per_statement,
-            progress=m.progress,
+            progress=m.progress, precision_pct=m.precision,
+            budget_s=parse_budget(m.budget, "budget") if m.budget is not None else None,
         )  # fmt: skip
     except PgdynoError as exc:
         raise UsageError(f"{plan.where(('matrix',))}: {exc}") from None

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pgdyno.collect.interference import (
+    Interference,
+    ProcessTable,
+    flagged_interference,
+    read_processes,
+)
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.sampler import TimelineSampler
 from pgdyno.collect.timeline import (
@@ -14,6 +21,7 @@ from pgdyno.collect.timeline import (
     run_percentiles,
     second_rows,
 )
+from pgdyno.errors import ParseError
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, run_argv
 from pgdyno.pgbench.output import Summary
@@ -37,6 +45,9 @@ class Collect:
     server_log: Path | None  # the sandbox's log, for checkpoint events
     cpus: int
     keep_logs: bool = False
+    # The server's postmaster when it runs on this host: its processes are part of the
+    # experiment, not interference (collect/interference.py). None: unknown or remote.
+    server_pid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,25 @@ class Measured:
     samples: tuple[Sample, ...]
     events: tuple[Event, ...]
     health: Health
+    interference: Interference | None = None  # None: a clean run, or not measured
+
+
+def _processes(collect: Collect, log: Callable[[str], None]) -> ProcessTable | None:
+    """The process table for interference; a run never fails for want of it."""
+    try:
+        return read_processes(collect.proc_root)
+    except (OSError, ParseError) as exc:
+        log(f"interference not measured: the process table could not be read ({exc})")
+        return None
+
+
+def _interference(
+    before: ProcessTable | None, after: ProcessTable | None, collect: Collect
+) -> Interference | None:
+    if before is None or after is None:
+        return None
+    roots = [os.getpid()] + ([collect.server_pid] if collect.server_pid else [])
+    return flagged_interference(before, after, roots, collect.cpus, after.at - before.at)
 
 
 def measure(
@@ -75,6 +105,7 @@ def measure(
         pg=pg,
         server_log=LogTail(collect.server_log) if collect.server_log else None,
     )
+    processes_before = _processes(collect, log)
     sampler.start()
     try:
         result = execute.execute(
@@ -83,6 +114,7 @@ def measure(
         )  # fmt: skip
     finally:
         timeline = sampler.stop()
+    interference = _interference(processes_before, _processes(collect, log), collect)
     logs = sorted(run_dir.glob("tx.*"))
     per_second, total = summarize(logs, sampling_rate)
     if not collect.keep_logs:
@@ -99,6 +131,8 @@ def measure(
     )  # fmt: skip
     # A series cut short is part of the run's story: flagged in its health, not only logged.
     health = replace(health, warnings=[*health.warnings, *timeline.gaps])
+    if interference is not None:
+        health = replace(health, warnings=[*health.warnings, interference.warning()])
     summary = result.summary
     if summary.latency_stddev_ms is None and total.stddev_ms is not None:
         # pgbench prints it only with -P, -R or -L; the log gives the same figure.
@@ -111,4 +145,5 @@ def measure(
         samples=(*timeline.samples, *progress),
         events=tuple(timeline.events),
         health=health,
+        interference=interference,
     )

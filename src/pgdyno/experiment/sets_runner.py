@@ -1,20 +1,27 @@
-"""`pgdyno compare`: apply each configuration set, run the matrix, restore, repeat interleaved.
+"""`pgdyno compare`: apply each configuration set, run the matrix, restore, repeat in rounds.
 
-Order: repeat 1 of every set (A B C), then repeat 2 (A B C), ... so slow drift of a shared
-machine is spread over all sets instead of landing on the last one. Before a set's runs its
-host settings are applied through the journal (old values written first) and its PostgreSQL
-settings are written to the sandbox, which is reloaded, or restarted only when a changed
-setting needs it; every value is read back and stored as what was in effect. Host settings are
-restored after each set and on every way out; `pgdyno rollback` covers a crash.
+Order: round 1 runs every set (A B C), round 2 again in an order rotated by one (B C A), ...
+so slow drift of a shared machine is spread over all sets instead of landing on the last one,
+and the verdict compares runs of the same round (`pgdyno.stats.paired`). With a fixed number of
+repeats the rounds are counted; with a precision or budget they go on until every comparison is
+resolved or the budget is spent (`pgdyno.experiment.rounds`, `pgdyno.stats.stopping`).
+
+Before a set's runs its host settings are applied through the journal (old values written first)
+and its PostgreSQL settings are written to the sandbox, which is reloaded, or restarted only
+when a changed setting needs it; every value is read back and stored as what was in effect.
+Host settings are restored after each set and on every way out; `pgdyno rollback` covers a
+crash.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -30,6 +37,7 @@ from pgdyno.experiment.bench import (
 )
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
+from pgdyno.experiment.rounds import RoundLog, rotated
 from pgdyno.experiment.target import open_sandbox, sandbox_as_target
 from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import Applied, HostChanges, ensure_clean
@@ -40,6 +48,9 @@ from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
+from pgdyno.stats.analysis import Analysis, Judging, analyse
+from pgdyno.stats.stopping import MIN_ROUNDS, decide
+from pgdyno.stats.verdict import SAME, Comparison
 from pgdyno.store.interface import ComparisonsBackend
 
 RELOAD_WAIT_S = 10.0
@@ -148,6 +159,7 @@ class CompareOutcome:
     session_id: int
     runs: int  # runs made by this invocation
     skipped: int  # cells already finished by an earlier invocation (--resume)
+    rounds: RoundLog  # the rounds' orders and durations, and why they stopped
 
 
 def _key(cell: RunCell) -> tuple[str, int, int, int]:
@@ -216,12 +228,35 @@ def run_compare(
         if comparison_id is not None:
             comparisons.resume(comparison_id)  # running again, owned by this process
             run.finish_on_exit(comparison_id)
-        for repeat in range(1, spec.repeats + 1):
-            for checked_set in checked:
-                run.run_set(checked_set, repeat)
+        for round_no in itertools.count(1):
+            order = rotated(checked, round_no)
+            run.rounds.begin([c.name for c in order])
+            for checked_set in order:
+                run.run_set(checked_set, round_no)
+            run.rounds.end()
+            stop = run.enough(round_no)
+            if run.comparison_id is not None:
+                comparisons.record_rounds(run.comparison_id, run.rounds.as_dict())
+            if stop:
+                break
     if run.comparison_id is None:  # only when the plan had no set to run
         raise UsageError(f"{plan.path} has no configuration set to run: add a set to the plan.")
-    return CompareOutcome(run.comparison_id, session_id, run.made, run.skipped)
+    return CompareOutcome(run.comparison_id, session_id, run.made, run.skipped, run.rounds)
+
+
+# A set with no usable run yet in a cell (all failed or discarded): unresolved, time unknown.
+NOTHING_YET = Comparison(0.0, None, None, SAME, False, None)
+
+
+def watched(analysis: Analysis) -> list[Comparison]:
+    """The comparisons adaptive rounds wait for: TPS of every set against the baseline, and of
+    every ladder step against the step before (see pgdyno.stats.stopping)."""
+    found = [
+        r.tps_change or NOTHING_YET for r in analysis.results if r.set_name != analysis.baseline
+    ]
+    for _, lad in analysis.ladders:
+        found.extend(s.step_gain for s in lad.steps if s.step_gain is not None)
+    return found
 
 
 @dataclass
@@ -245,6 +280,40 @@ class _CompareRun:
     made: int = 0
     skipped: int = 0
     planned: bool = False
+    rounds: RoundLog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rounds = RoundLog(self.spec.adaptive)
+
+    def enough(self, round_no: int) -> bool:
+        """Whether the rounds end after this one: all repeats done, or (adaptive) the stopping
+        rule says so on what is stored so far."""
+        adaptive = self.spec.adaptive
+        if adaptive is None:
+            return round_no >= self.spec.repeats
+        if self.comparison_id is None:
+            return True  # nothing was connected: nothing to judge
+        plan = self.plan.spec
+        analysis = analyse(
+            self.comparisons.runs(self.comparison_id), [c.name for c in self.checked],
+            plan.baseline_name, plan.mode, Judging(sequential=True),
+        )  # fmt: skip
+        rounds = self.rounds
+        rounds.decision = decide(
+            watched(analysis), precision_pct=adaptive.precision_pct, rounds=round_no,
+            elapsed_s=rounds.elapsed_s, round_s=rounds.round_s, budget_s=adaptive.budget_s,
+        )  # fmt: skip
+        return rounds.decision.stop
+
+    def planned_rounds(self) -> int:
+        """Rounds the progress bar plans for: the repeats, or as many as the budget could hold
+        (an upper bound: adaptive rounds usually stop sooner)."""
+        adaptive = self.spec.adaptive
+        if adaptive is None:
+            return self.spec.repeats
+        cells = len(_cells(self.spec, self.scales or [1], self.host.cpu_count, 1))
+        per_round = seconds_per_run(self.spec) * cells * len(self.checked)
+        return max(MIN_ROUNDS, min(1000, math.floor(adaptive.budget_s / per_round)))
 
     def finish_on_exit(self, comparison_id: int) -> None:
         self.stack.enter_context(finished_as(partial(self.comparisons.finish, comparison_id)))
@@ -254,7 +323,9 @@ class _CompareRun:
             return
         applied = self._apply_host_settings(checked_set)
         box = self.switcher.use(checked_set)
-        self.ctx.progress.phase(f"set {checked_set.name}, repeat {repeat} of {self.spec.repeats}")
+        adaptive = self.spec.adaptive
+        of = f"of {self.spec.repeats}" if adaptive is None else "(adaptive)"
+        self.ctx.progress.phase(f"set {checked_set.name}, round {repeat} {of}")
         with connected(self.spec, sandbox_as_target(box), self.host, self.ctx) as ready:
             comparison_id, scales = self._start_comparison(ready)
             cells = self._cells_to_run(scales, checked_set.name, repeat)
@@ -309,7 +380,7 @@ class _CompareRun:
     def _plan_progress(self, scales: list[int]) -> None:
         spec, cpus = self.spec, self.host.cpu_count
         self.ctx.progress.planned(
-            [c for r in range(1, spec.repeats + 1) for _ in self.checked
+            [c for r in range(1, self.planned_rounds() + 1) for _ in self.checked
              for c in _cells(spec, scales, cpus, r)],
             seconds_per_run(spec),
         )  # fmt: skip

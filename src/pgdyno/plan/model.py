@@ -150,6 +150,20 @@ class MatrixSpec(BaseModel):
     prewarm: bool = False
     per_statement: bool = False
     progress: bool = False
+    # Adaptive rounds instead of a fixed `repeats`: rounds go on until every comparison's
+    # interval is `precision` % wide each way (or decided), or `budget` ("20m") is spent.
+    precision: Annotated[float, Field(gt=0, le=50)] | None = None
+    budget: Text | None = None
+
+    @model_validator(mode="after")
+    def _repeats_or_adaptive(self) -> MatrixSpec:
+        adaptive = self.precision is not None or self.budget is not None
+        if adaptive and "repeats" in self.model_fields_set:
+            raise ValueError(
+                "give repeats (a fixed number of rounds) or precision/budget (adaptive rounds), "
+                "not both"
+            )
+        return self
 
 
 class PlanSpec(BaseModel):

@@ -84,3 +84,6 @@ class RunRecord:
     devices: dict[str, object] = field(default_factory=dict)
     comparison_id: int | None = None  # set when the run belongs to `pgdyno compare`
     set_name: str | None = None
+    # Foreign CPU and steal when they exceeded a threshold (collect/interference.py's
+    # Interference.as_dict()); None: a clean run, or one not measured.
+    interference: dict[str, object] | None = None

@@ -9,7 +9,7 @@ the store returned rows: same keys, same order (the table's column order), same 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass
 
 from pgdyno.records.pgbench import StatementLatency
@@ -81,6 +81,59 @@ class RunHealth:
         )
 
 
+def interference_text(
+    foreign_cpu_pct: float, steal_pct: float, top: Sequence[tuple[str, float]]
+) -> str:
+    """What a run's interference was, in one line (the command names as recorded).
+
+    >>> interference_text(48.2, 0.0, [("yes", 47.5), ("make", 0.7)])
+    'other processes took 48.2% of the CPUs (yes 47.5%, make 0.7%)'
+    >>> interference_text(0.4, 9.9, [])
+    'other processes took 0.4% of the CPUs; the hypervisor stole 9.9% of the CPU time'
+    """
+    text = f"other processes took {foreign_cpu_pct:.1f}% of the CPUs"
+    if top:
+        text += " (" + ", ".join(f"{command} {pct:.1f}%" for command, pct in top) + ")"
+    if steal_pct > 0:
+        text += f"; the hypervisor stole {steal_pct:.1f}% of the CPU time"
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class RunInterference:
+    """A flagged run's interference (collect/interference.py's record, as stored): foreign CPU
+    and steal in % of the machine, the biggest foreign commands."""
+
+    foreign_cpu_pct: float
+    steal_pct: float
+    top: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def of(cls, blob: Mapping[str, Json] | None) -> RunInterference | None:
+        """
+        >>> RunInterference.of({"foreign_cpu_pct": 48.2, "steal_pct": 0, "top": [["yes", 47.5]]})
+        RunInterference(foreign_cpu_pct=48.2, steal_pct=0, top=(('yes', 47.5),))
+        >>> RunInterference.of(None) is None
+        True
+        """
+        if blob is None:
+            return None
+        top = blob.get("top")
+        return cls(
+            foreign_cpu_pct=_number(blob, "foreign_cpu_pct") or 0.0,
+            steal_pct=_number(blob, "steal_pct") or 0,
+            top=tuple(
+                (str(entry[0]), float(entry[1]))
+                for entry in (top if isinstance(top, list) else [])
+                if isinstance(entry, list) and len(entry) == 2
+                and isinstance(entry[1], int | float) and not isinstance(entry[1], bool)
+            ),
+        )  # fmt: skip
+
+    def text(self) -> str:
+        return interference_text(self.foreign_cpu_pct, self.steal_pct, self.top)
+
+
 @dataclass(frozen=True, slots=True)
 class Device:
     """One block device a run's data or WAL lived on (host/devices.py's facts, as stored)."""
@@ -122,10 +175,16 @@ class RunOutcome:
     latency_avg_ms: float | None
     health: JsonObject  # {} when the run has none
     pg_version: str
+    interference: JsonObject | None = None  # None: a clean run (or one stored before schema 5)
 
     @property
     def warnings(self) -> tuple[str, ...]:
         return RunHealth.of(self.health).warnings
+
+    @property
+    def interfered(self) -> bool:
+        """Other processes or the hypervisor took more of the machine than a run tolerates."""
+        return self.interference is not None
 
     def as_json(self) -> dict[str, object]:
         return record_json(self)
@@ -169,6 +228,7 @@ class RunListing(_RunColumns):
     latency_p99_ms: float | None
     latency_max_ms: float | None
     latency_source: str | None
+    interference: JsonObject | None  # None: a clean run
     session_status: str
 
     def as_json(self) -> dict[str, object]:
@@ -194,6 +254,7 @@ class StoredRun(_RunColumns):
     devices: JsonObject | None
     comparison_id: int | None
     set_name: str | None
+    interference: JsonObject | None  # None: a clean run
     host: JsonObject  # of the run's session
     server: JsonObject
     target: str
@@ -209,6 +270,14 @@ class StoredRun(_RunColumns):
     @property
     def run_health(self) -> RunHealth:
         return RunHealth.of(self.health)
+
+    @property
+    def run_interference(self) -> RunInterference | None:
+        return RunInterference.of(self.interference)
+
+    @property
+    def interfered(self) -> bool:
+        return self.interference is not None
 
     @property
     def host_brief(self) -> HostBrief:
@@ -241,6 +310,7 @@ class StoredRun(_RunColumns):
             self.id, self.set_name if set_name is None else set_name, self.status,
             self.workload, self.scale, self.clients, self.repeat, self.tps,
             self.latency_p99_ms, self.latency_avg_ms, self.health or {}, self.pg_version,
+            self.interference,
         )  # fmt: skip
 
 
@@ -276,6 +346,9 @@ class Comparison:
     owner_started: int | None
     found_interrupted_at: str | None
     sets: tuple[ComparisonSet, ...]
+    # The rounds: fixed/adaptive, orders, durations, why they stopped (experiment/rounds.py's
+    # RoundLog); None for comparisons stored before they were kept.
+    rounds: JsonObject | None = None
 
     def as_json(self) -> dict[str, object]:
         return record_json(self)

@@ -43,6 +43,48 @@ def _verdict(change: Comparison | None, is_baseline: bool) -> Text:
     return Text(change.verdict, style=_COLOUR.get(change.verdict, ""))
 
 
+def _minutes(seconds: object) -> str:
+    return f"{float(seconds) / 60:.1f} min" if isinstance(seconds, int | float) else "?"
+
+
+def rounds_summary(rounds: dict[str, object]) -> str:
+    """One sentence on how many rounds ran and why they stopped.
+
+    >>> rounds_summary({"mode": "fixed", "rounds": 3, "seconds": 95.0})
+    '3 rounds (fixed repeats), 1.6 min; paired by round.'
+    >>> text = rounds_summary({"mode": "adaptive", "rounds": 9, "seconds": 300.0,
+    ...     "stopped": "budget", "budget_s": 300.0, "precision_pct": 2.0, "unresolved": 1,
+    ...     "more_rounds": 12, "more_seconds": 400.0})
+    >>> print(text.replace("; ", ";" + chr(10)))
+    9 rounds (adaptive), 5.0 min: the budget of 5.0 min is spent with 1 interval unresolved;
+    about 12 more rounds (6.7 min) would resolve it at this noise.
+    """
+    head = f"{rounds.get('rounds')} rounds"
+    took = _minutes(rounds.get("seconds"))
+    if rounds.get("mode") != "adaptive":
+        return f"{head} (fixed repeats), {took}; paired by round."
+    stopped = rounds.get("stopped")
+    if stopped == "resolved":
+        why = f"every interval resolved (a verdict, or +-{rounds.get('precision_pct')}% or less)"
+    elif stopped == "budget":
+        left = rounds.get("unresolved")
+        why = (
+            f"the budget of {_minutes(rounds.get('budget_s'))} is spent with {left} interval"
+            f"{'s' if left != 1 else ''} unresolved"
+        )
+        if rounds.get("more_rounds") is not None:
+            why += (
+                f"; about {rounds.get('more_rounds')} more rounds "
+                f"({_minutes(rounds.get('more_seconds'))}) would resolve "
+                f"{'it' if left == 1 else 'them'} at this noise"
+            )
+        else:
+            why += "; too few usable runs to estimate how much longer it would take"
+    else:
+        why = f"stopped: {stopped}"
+    return f"{head} (adaptive), {took}: {why}."
+
+
 def verdict_table(analysis: Analysis, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for name in ("cell", "set", "runs", "TPS median", "CV %", "TPS change vs baseline [97.5% CI]",
@@ -53,7 +95,8 @@ def verdict_table(analysis: Analysis, title: str) -> Table:
         is_base = r.set_name == analysis.baseline
         table.add_row(
             f"{workload} s{scale} c{clients}", r.set_name,
-            f"{r.runs}" + (f" ({r.failed} failed)" if r.failed else ""),
+            f"{r.runs}" + (f" ({r.failed} failed)" if r.failed else "")
+            + (f" ({r.discarded} discarded)" if r.discarded else ""),
             fmt(r.tps.median if r.tps else None), fmt(r.tps.cv_pct if r.tps else None),
             change_text(r.tps_change), fmt(r.p99_ms.median if r.p99_ms else None, 2),
             _p99_text(r.p99_change),

@@ -34,7 +34,7 @@ from pgdyno.report.selection import (
     worst_spreads,
 )
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
-from pgdyno.stats.analysis import Analysis, CellKey, analyse
+from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
 from pgdyno.stats.levels import COMPARE_CONFIDENCE
 from pgdyno.stats.summary import describe
 
@@ -309,6 +309,13 @@ def _notes(data: ReportInput, cells: int) -> list[str]:
         )
     if data.missing:
         notes.append(f"runs not found: {', '.join(map(str, data.missing))}")
+    interfered = [r.id for r in data.runs if r.interfered]
+    if interfered:
+        notes.append(
+            f"{len(interfered)} of {len(data.runs)} runs were flagged for interference (other "
+            f"processes or the hypervisor took CPU from them): runs "
+            f"{', '.join(map(str, interfered))}"
+        )
     failed = [r for r in data.runs if r.status != "ok"]
     if failed:
         notes.append(
@@ -329,7 +336,14 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     colours = {name: charts.colour(i) for i, name in enumerate(names)}
     ok_runs = [r for r in data.runs if is_ok(r)]
     mode = data.comparison.mode if data.comparison else "sets"
-    analysis = analyse([r.outcome(groups[r.id]) for r in data.runs], names, baseline, mode)
+    rounds = data.comparison.rounds if data.comparison else None
+    # Comparisons pair their sets' runs by round; groups of bench runs have no rounds to pair.
+    judging = Judging(
+        paired=data.comparison is not None,
+        sequential=bool(rounds and rounds.get("mode") == "adaptive"),
+    )
+    outcomes = [r.outcome(groups[r.id]) for r in data.runs]
+    analysis = analyse(outcomes, names, baseline, mode, judging)
     by_cell: dict[CellKey, list[StoredRun]] = {}
     for run in ok_runs:
         by_cell.setdefault(cell_key(run), []).append(run)

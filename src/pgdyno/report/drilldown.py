@@ -83,6 +83,8 @@ def run_entry(
             "client_cpu_pct": health.client_cpu_pct,
         },
         "warnings": list(health.warnings),
+        # Foreign CPU and steal of a flagged run, as `runs show --json` has it; None: clean.
+        "interference": run.interference,
         "set": None if set_info is None else set_info.as_json(),
         "settings_baseline_run": None if baseline_run is None else baseline_run.id,
         "settings_diff": []

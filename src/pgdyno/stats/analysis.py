@@ -1,22 +1,43 @@
 """From a comparison's stored runs to statistics and verdicts per cell and set (pure).
 
-A cell is one (workload, scale, clients) of the plan's matrix; every set runs every cell
-`repeats` times. Each set is compared with the baseline on TPS (higher is better) and on p99
-latency (lower is better); a ladder also compares each step with the one before it.
+A cell is one (workload, scale, clients) of the plan's matrix; every set runs every cell once a
+round. Each set is compared with the baseline on TPS (higher is better) and on p99 latency
+(lower is better), paired by round (`pgdyno.stats.paired`); a ladder also compares each step
+with the one before it. Runs flagged for interference (other processes or the hypervisor took
+CPU time during the run) are left out and counted as discarded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.ladder import Ladder, ladder
+from pgdyno.stats.paired import Rounds, compare_rounds
 from pgdyno.stats.summary import CellStats, describe
 from pgdyno.stats.verdict import Comparison, compare
 
 CellKey = tuple[str, int, int]  # workload, scale, clients
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How a comparison's runs are judged: paired by round (comparisons) or not (groups of bench
+    runs), and with the always-valid interval when the rounds were adaptive."""
+
+    paired: bool = True
+    sequential: bool = False
+
+    def __call__(self, base: Rounds, cand: Rounds, higher_is_better: bool = True) -> Comparison:
+        """`base` against `cand`, one figure."""
+        if self.paired:
+            return compare_rounds(
+                base, cand, higher_is_better=higher_is_better, sequential=self.sequential
+            )
+        return compare(list(base.values()), list(cand.values()), higher_is_better=higher_is_better)
 
 
 @dataclass(frozen=True)
@@ -25,6 +46,7 @@ class SetResult:
     set_name: str
     runs: int  # successful runs behind the figures
     failed: int
+    discarded: int  # runs left out for interference
     tps: CellStats | None
     p99_ms: CellStats | None
     tps_change: Comparison | None  # against the baseline (None for the baseline itself)
@@ -64,25 +86,61 @@ def _warnings(runs: Sequence[RunOutcome], change: Comparison | None) -> tuple[st
     seen: dict[str, None] = {}
     for run in runs:
         for warning in run.warnings:
-            seen.setdefault(warning.split(":")[0], None)
-    if change is not None and change.noisy:
+            if not run.interfered:  # a discarded run's story is the line below
+                seen.setdefault(warning.split(":")[0], None)
+    discarded = sum(1 for r in runs if r.interfered)
+    if discarded:
+        seen.setdefault(
+            f"{discarded} run{'s' if discarded > 1 else ''} discarded: other processes or the "
+            "hypervisor took CPU time during them (interference)",
+            None,
+        )
+    if change is None:
+        return tuple(seen)
+    if change.noisy:
         seen.setdefault("noisy: repeats vary by more than 5%", None)
-    if change is not None and change.verdict.startswith("no") and change.repeats_needed:
-        seen.setdefault(f"about {change.repeats_needed} repeats per set would resolve it", None)
+    if change.method == "unpaired" and change.pairs is not None:
+        seen.setdefault("fewer than 2 complete rounds: judged unpaired", None)
+    elif change.left_out:
+        seen.setdefault(f"{change.left_out} runs without a partner in their round left out", None)
+    if change.verdict.startswith("no") and change.repeats_needed:
+        unit = "rounds" if change.method != "unpaired" else "repeats per set"
+        seen.setdefault(f"about {change.repeats_needed} {unit} would resolve it", None)
     return tuple(seen)
 
 
+def _usable(runs: Sequence[RunOutcome]) -> list[RunOutcome]:
+    return [r for r in runs if r.status == "ok" and r.tps and not r.interfered]
+
+
+def _by_round(runs: Sequence[RunOutcome], figure: str) -> dict[int, float]:
+    """A set's figure per round; two runs of one round (an older resume) give their geometric
+    mean."""
+    values: dict[int, list[float]] = {}
+    for run in runs:
+        value = getattr(run, figure)
+        if value:
+            values.setdefault(run.repeat, []).append(float(value))
+    return {r: math.exp(sum(map(math.log, v)) / len(v)) for r, v in values.items()}
+
+
 def analyse(
-    runs: Sequence[RunOutcome], set_names: Sequence[str], baseline: str, mode: str
+    runs: Sequence[RunOutcome],
+    set_names: Sequence[str],
+    baseline: str,
+    mode: str,
+    judging: Judging | None = None,
 ) -> Analysis:
     """Statistics for every (cell, set) with the runs of a comparison, in plan order.
 
-    >>> runs = [RunOutcome(i, s, "ok", "w", 1, 2, 1, t, 1.0, None, {}, "18") for i, (s, t) in
-    ...         enumerate([("a", 100), ("b", 120), ("a", 101), ("b", 121), ("a", 99), ("b", 119)])]
+    >>> tps = [("a", 100), ("b", 120), ("a", 101), ("b", 121), ("a", 99), ("b", 119)]
+    >>> runs = [RunOutcome(i, s, "ok", "w", 1, 2, 1 + i // 2, t, 1.0, None, {}, "18")
+    ...         for i, (s, t) in enumerate(tps)]
     >>> result = analyse(runs, ["a", "b"], "a", "sets").results[1]
     >>> result.set_name, round(result.tps_change.change_pct), result.tps_change.verdict
     ('b', 20, 'better')
     """
+    judge = judging or Judging()
     by_cell: dict[CellKey, dict[str, list[RunOutcome]]] = {}
     for run in runs:
         by_cell.setdefault(_key(run), {}).setdefault(str(run.set_name), []).append(run)
@@ -90,36 +148,47 @@ def analyse(
     ladders: list[tuple[CellKey, Ladder]] = []
     for cell in sorted(by_cell):
         per_set = by_cell[cell]
-
-        def ok(name: str, per_set: dict[str, list[RunOutcome]] = per_set) -> list[RunOutcome]:
-            return [r for r in per_set.get(name, []) if r.status == "ok" and r.tps]
-
-        base_tps = [float(r.tps or 0) for r in ok(baseline)]
-        base_p99 = [float(r.latency_p99_ms) for r in ok(baseline) if r.latency_p99_ms]
-        for name in set_names:
-            good = ok(name)
-            tps = [float(r.tps or 0) for r in good]
-            p99 = [float(r.latency_p99_ms) for r in good if r.latency_p99_ms]
-            tps_change = p99_change = None
-            if name != baseline and tps and base_tps:
-                tps_change = compare(base_tps, tps)
-            if name != baseline and p99 and base_p99:
-                p99_change = compare(base_p99, p99, higher_is_better=False)
-            results.append(
-                SetResult(
-                    cell=cell,
-                    set_name=name,
-                    runs=len(good),
-                    failed=len(per_set.get(name, [])) - len(good),
-                    tps=describe(tps) if tps else None,
-                    p99_ms=describe(p99) if p99 else None,
-                    tps_change=tps_change,
-                    p99_change=p99_change,
-                    warnings=_warnings(per_set.get(name, []), tps_change),
-                )
-            )
+        results.extend(_cell_results(cell, per_set, set_names, baseline, judge))
         if mode == "ladder":
-            steps = [(name, [float(r.tps or 0) for r in ok(name)]) for name in set_names]
+            steps = [(name, _by_round(_usable(per_set.get(name, [])), "tps")) for name in set_names]
             if all(values for _, values in steps):
-                ladders.append((cell, ladder(steps)))
+                ladders.append((cell, ladder(steps, judge=judge.__call__)))
     return Analysis(baseline, mode, tuple(results), tuple(ladders))
+
+
+def _cell_results(
+    cell: CellKey,
+    per_set: Mapping[str, list[RunOutcome]],
+    set_names: Sequence[str],
+    baseline: str,
+    judge: Judging,
+) -> list[SetResult]:
+    base = _usable(per_set.get(baseline, []))
+    base_tps, base_p99 = _by_round(base, "tps"), _by_round(base, "latency_p99_ms")
+    results = []
+    for name in set_names:
+        every = per_set.get(name, [])
+        good = _usable(every)
+        tps, p99 = _by_round(good, "tps"), _by_round(good, "latency_p99_ms")
+        tps_change = p99_change = None
+        if name != baseline and tps and base_tps:
+            tps_change = judge(base_tps, tps)
+        if name != baseline and p99 and base_p99:
+            p99_change = judge(base_p99, p99, higher_is_better=False)
+        tps_values = [float(r.tps or 0) for r in good]
+        p99_values = [float(r.latency_p99_ms) for r in good if r.latency_p99_ms]
+        results.append(
+            SetResult(
+                cell=cell,
+                set_name=name,
+                runs=len(good),
+                failed=sum(1 for r in every if r.status != "ok" or not r.tps),
+                discarded=sum(1 for r in every if r.status == "ok" and r.tps and r.interfered),
+                tps=describe(tps_values) if tps_values else None,
+                p99_ms=describe(p99_values) if p99_values else None,
+                tps_change=tps_change,
+                p99_change=p99_change,
+                warnings=_warnings(every, tps_change),
+            )
+        )
+    return results

@@ -51,7 +51,7 @@ from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import describe, require_positive
 
-__all__ = ["BETTER", "SAME", "WORSE", "Comparison", "Verdict", "compare"]
+__all__ = ["BETTER", "SAME", "WORSE", "Comparison", "Verdict", "compare", "decide"]
 
 Verdict = Literal["better", "worse", "no detectable difference"]
 BETTER: Final = "better"
@@ -68,7 +68,14 @@ class Comparison:
     ci_high_pct: float | None
     verdict: Verdict
     noisy: bool  # a side's coefficient of variation is above NOISY_CV_PCT
-    repeats_needed: int | None  # per set, to resolve a change of this size (see repeats_needed)
+    # Per set (or rounds, when paired), to resolve a change of this size (see repeats_needed).
+    repeats_needed: int | None
+    # How the interval was made: "unpaired" (Welch), "paired" (within-round differences, one
+    # look) or "sequential" (paired, always-valid: see pgdyno.stats.sequential).
+    method: str = "unpaired"
+    pairs: int | None = None  # complete rounds behind a paired interval
+    left_out: int = 0  # runs without a partner in their round, not in a paired interval
+    sd_log: float | None = None  # spread of the log figures (paired: of the differences)
 
 
 def _log_moments(values: Sequence[float]) -> tuple[int, float, float | None]:
@@ -115,6 +122,7 @@ def compare(
     # Planning figure: the log spread pooled over the sides that have one.
     spreads = [(n - 1, v) for n, v in ((n_b, var_b), (n_c, var_c)) if v is not None]
     needed: int | None = None
+    sd_log: float | None = None
     if spreads:
         sd_log = math.sqrt(sum(k * v for k, v in spreads) / sum(k for k, _ in spreads))
         if sd_log > 0 and abs(change_pct) > min_effect_pct:
@@ -124,7 +132,7 @@ def compare(
                 needed = None
 
     if var_b is None or var_c is None:
-        return Comparison(change_pct, None, None, SAME, noisy, needed)
+        return Comparison(change_pct, None, None, SAME, noisy, needed, sd_log=sd_log)
 
     a_b, a_c = var_b / n_b, var_c / n_c  # squared standard errors of the two mean logs
     se = math.sqrt(a_b + a_c)
@@ -137,10 +145,24 @@ def compare(
     ci_low_pct = 100.0 * math.expm1(diff - half)
     ci_high_pct = 100.0 * math.expm1(diff + half)
 
-    verdict: Verdict = SAME
-    if abs(change_pct) >= min_effect_pct:
-        if ci_low_pct > 0:
-            verdict = BETTER if higher_is_better else WORSE
-        elif ci_high_pct < 0:
-            verdict = WORSE if higher_is_better else BETTER
-    return Comparison(change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed)
+    verdict = decide(change_pct, ci_low_pct, ci_high_pct, higher_is_better, min_effect_pct)
+    return Comparison(change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed, sd_log=sd_log)
+
+
+def decide(
+    change_pct: float, low_pct: float, high_pct: float, higher_is_better: bool, floor_pct: float
+) -> Verdict:
+    """Better or worse when the whole interval is on one side of zero and the change clears the
+    floor; no detectable difference otherwise.
+
+    >>> decide(5.0, 1.0, 9.0, True, 1.0), decide(-5.0, -9.0, -1.0, False, 1.0)
+    ('better', 'better')
+    >>> decide(0.5, 0.1, 0.9, True, 1.0)
+    'no detectable difference'
+    """
+    if abs(change_pct) >= floor_pct:
+        if low_pct > 0:
+            return BETTER if higher_is_better else WORSE
+        if high_pct < 0:
+            return WORSE if higher_is_better else BETTER
+    return SAME

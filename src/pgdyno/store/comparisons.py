@@ -92,6 +92,14 @@ class Comparisons:
                 (dumps(effective, f"set {set_name}'s settings"), comparison_id, set_name),
             )
 
+    def record_rounds(self, comparison_id: int, rounds: Mapping[str, object]) -> None:
+        """How the rounds went so far (rewritten after every round)."""
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE comparisons SET rounds = ? WHERE id = ?",
+                (dumps(rounds, "the rounds"), comparison_id),
+            )
+
     def finish(self, comparison_id: int, status: str) -> None:
         with self.store.transaction() as conn:
             conn.execute(

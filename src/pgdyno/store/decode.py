@@ -33,7 +33,7 @@ RUN_ROW_COLUMNS = tuple(
 RUN_ROW_SQL = ", ".join(RUN_ROW_COLUMNS)
 # The runs columns a comparison's analysis needs.
 OUTCOME_SQL = ", ".join(f.name for f in fields(RunOutcome))
-_OBJECT_COLUMNS = ("settings", "summary", "health", "devices")
+_OBJECT_COLUMNS = ("settings", "summary", "health", "devices", "interference")
 
 
 def loads(text: str, where: str) -> Any:
@@ -100,19 +100,27 @@ def stored_run(
     )
 
 
+def _interference(row: Row) -> JsonObject | None:
+    return _object(row["interference"], f"run {row['id']}'s interference")
+
+
 def run_listing(row: Row) -> RunListing:
-    return RunListing(**row)
+    return RunListing(**{**row, "interference": _interference(row)})
 
 
 def run_outcome(row: Row) -> RunOutcome:
     health = _object(row["health"], f"run {row['id']}'s health") if row["health"] else None
-    return RunOutcome(**{**row, "health": health or {}})
+    return RunOutcome(**{**row, "health": health or {}, "interference": _interference(row)})
 
 
 def comparison(row: Row, sets: list[dict[str, Any]]) -> Comparison:
     where = f"comparison {row['id']}"
     return Comparison(
-        **{**row, "scales": _list(row["scales"], f"{where}'s scales")},
+        **{
+            **row,
+            "scales": _list(row["scales"], f"{where}'s scales"),
+            "rounds": _object(row.get("rounds"), f"{where}'s rounds"),
+        },
         sets=tuple(
             ComparisonSet(
                 s["name"],

@@ -28,7 +28,7 @@ RUN_COLUMNS = (
     "jobs", "duration_s", "protocol", "rate", "repeat", "warmup_s", "tps", "latency_avg_ms",
     "latency_stddev_ms", "transactions", "failed_transactions", "dataset_bytes", "pg_version",
     "pgbench_version", "error", "latency_p50_ms", "latency_p99_ms", "latency_max_ms",
-    "latency_source",
+    "latency_source", "interference",
 )  # fmt: skip
 SECOND_COLUMNS = (
     "t", "tps", "latency_avg_ms", "latency_stddev_ms", "latency_min_ms", "latency_max_ms",
@@ -206,9 +206,9 @@ class ResultsStore:
                 " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
                 " error, stderr, latency_p50_ms, latency_p90_ms, latency_p99_ms,"
                 " latency_p999_ms, latency_max_ms, latency_source, health, devices,"
-                " comparison_id, set_name)"
+                " comparison_id, set_name, interference)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
@@ -229,6 +229,8 @@ class ResultsStore:
                     dumps(run.health, "the run's health"), dumps(run.devices, "the devices"),
                     run.comparison_id,
                     run.set_name,
+                    None if run.interference is None
+                    else dumps(run.interference, "the run's interference"),
                 ),
             )  # fmt: skip
             run_id = int(cur.lastrowid or 0)

@@ -1,0 +1,115 @@
+"""Rounds: how many, in which order, and for how long (adaptive repeats).
+
+A round runs every set (compare) or every cell (bench) once. With a fixed number of repeats
+the rounds are counted; with ``precision`` / ``budget`` they go on until
+`pgdyno.stats.stopping.decide` says stop. Within a round the sets run in an order rotated by
+one from round to round, so every set runs first, second, ... equally often and a position
+effect (the first run after a restart is slower, the cache warmer for the second) cancels in
+the paired differences instead of favouring one set.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from pgdyno.errors import UsageError
+from pgdyno.stats.stopping import Decision
+
+DEFAULT_PRECISION_PCT: Final = 2.0
+DEFAULT_BUDGET_S: Final = 20 * 60.0
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def parse_budget(text: str, option: str = "--budget") -> float:
+    """A machine-time budget such as 90s, 20m, 1h or 1h30m, in seconds.
+
+    >>> parse_budget("20m"), parse_budget("1h30m"), parse_budget("45s")
+    (1200.0, 5400.0, 45.0)
+    >>> parse_budget("20")
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: --budget '20' is not a duration: write it like 90s, 20m or 1h30m.
+    """
+    match = _DURATION.fullmatch(text.strip())
+    if not text.strip() or match is None:
+        raise UsageError(f"{option} {text!r} is not a duration: write it like 90s, 20m or 1h30m.")
+    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    total = hours * 3600.0 + minutes * 60.0 + seconds
+    if total <= 0:
+        raise UsageError(f"{option} {text!r} is no time at all: give at least a few minutes.")
+    return total
+
+
+def rotated[T](items: Sequence[T], round_no: int) -> list[T]:
+    """The order of round `round_no` (1-based): the items rotated by one each round.
+
+    >>> [rotated("abc", r) for r in (1, 2, 3, 4)]
+    [['a', 'b', 'c'], ['b', 'c', 'a'], ['c', 'a', 'b'], ['a', 'b', 'c']]
+    """
+    if not items:
+        return []
+    k = (round_no - 1) % len(items)
+    return [*items[k:], *items[:k]]
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """Rounds until every comparison is resolved to `precision_pct` or `budget_s` is spent."""
+
+    precision_pct: float = DEFAULT_PRECISION_PCT
+    budget_s: float = DEFAULT_BUDGET_S
+
+    def as_dict(self) -> dict[str, float]:
+        return {"precision_pct": self.precision_pct, "budget_s": self.budget_s}
+
+
+@dataclass
+class RoundLog:
+    """What the rounds did, for the results: their orders and durations, and why they stopped."""
+
+    adaptive: Adaptive | None
+    clock: Callable[[], float] = time.monotonic
+    orders: list[list[str]] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)
+    decision: Decision | None = None
+    _started: float | None = None
+
+    def begin(self, order: Sequence[str]) -> None:
+        if self._started is None:
+            self._started = self.clock()
+        self.orders.append(list(order))
+        self._round_start = self.clock()
+
+    def end(self) -> None:
+        self.durations.append(self.clock() - self._round_start)
+
+    @property
+    def elapsed_s(self) -> float:
+        return 0.0 if self._started is None else self.clock() - self._started
+
+    @property
+    def round_s(self) -> float:
+        """Expected duration of the next round: the mean of those so far."""
+        return sum(self.durations) / len(self.durations) if self.durations else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        decision = self.decision
+        return {
+            "mode": "adaptive" if self.adaptive else "fixed",
+            **(self.adaptive.as_dict() if self.adaptive else {}),
+            "rounds": len(self.durations),
+            "order": self.orders,
+            "seconds": round(sum(self.durations), 1),
+            "stopped": decision.reason if decision else ("repeats" if self.durations else None),
+            "unresolved": decision.unresolved if decision else None,
+            "more_rounds": decision.more_rounds if decision and decision.unresolved else None,
+            "more_seconds": (
+                round(decision.more_seconds, 1)
+                if decision and decision.unresolved and decision.more_seconds is not None
+                else None
+            ),
+        }

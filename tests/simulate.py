@@ -1,0 +1,297 @@
+"""Simulated adaptive comparisons: noise models of pgbench runs, and the rounds procedure (pure).
+
+`tests/unit/test_sequential_sim.py` checks the adaptive verdict's promises (issue 13) on
+thousands of simulated A-vs-B comparisons. A simulated comparison is what the runner does:
+rounds of one run of set A (the baseline) and one of set B (the candidate), the order rotated
+from round to round (AB, BA, AB, ...: `pgdyno.experiment.rounds.rotated`), and after every round
+from the second the paired comparison of the runs not flagged for interference
+(`compare_rounds(..., sequential=True)`) and `decide`, with a budget counted in rounds.
+
+Two implementations of that procedure live here:
+
+* `run_procedure` calls the real `compare_rounds` and `decide` after every round, exactly as the
+  runner does. It costs about half a millisecond a look (the statistics module works in exact
+  fractions), so some 40 seconds for 2000 comparisons of 40 rounds: too slow for every case.
+* `simulate` is its numpy twin, for thousands of comparisons at once: the same per-round log
+  differences, mean, standard deviation, interval (the half-width is linear in the spread, so
+  the factor of every round count comes from the real `half_width` or `t_quantile`), verdict
+  rule and stopping rule. The tests check that both give the same verdict, rounds, stop
+  reason, pairs and left-out runs on a sample of every noise model.
+
+Noise is generated on the log scale, run by run in the order the runs happen, then gathered
+into ``(trials, rounds, 2)`` arrays (column 0 is A, 1 is B).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pgdyno.experiment.rounds import rotated
+from pgdyno.stats.levels import COMPARE_ALPHA, MAX_REPEATS, MIN_EFFECT_PCT
+from pgdyno.stats.paired import compare_rounds
+from pgdyno.stats.sequential import half_width
+from pgdyno.stats.stopping import MIN_ROUNDS, decide
+from pgdyno.stats.student_t import t_quantile
+from pgdyno.stats.verdict import BETTER, SAME, WORSE
+
+__all__ = [
+    "SETS",
+    "NoiseModel",
+    "Outcome",
+    "Outcomes",
+    "Runs",
+    "run_index",
+    "run_procedure",
+    "simulate",
+]
+
+SETS: Final = ("A", "B")  # the baseline, the candidate
+VERDICT_CODE: Final = {WORSE: -1, SAME: 0, BETTER: 1}
+LEVEL: Final = math.log(10_000.0)  # a select-only TPS; the level cancels in every comparison
+
+Floats = NDArray[np.float64]
+Bools = NDArray[np.bool_]
+Ints = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Simulated runs of many comparisons: ``(trials, rounds, 2)``, column 0 set A, 1 set B."""
+
+    log_tps: Floats
+    flagged: Bools  # the run was flagged for interference (the procedure leaves it out)
+
+    def trial(self, i: int) -> tuple[Floats, Bools]:
+        return self.log_tps[i], self.flagged[i]
+
+
+def run_index(rounds: int) -> Ints:
+    """Position in time (0-based) of each set's run in each round, from the runner's rotation.
+
+    >>> run_index(3).tolist()
+    [[0, 1], [3, 2], [4, 5]]
+    """
+    index = np.empty((rounds, 2), dtype=np.int64)
+    for r in range(1, rounds + 1):
+        for position, name in enumerate(rotated(SETS, r)):
+            index[r - 1, SETS.index(name)] = 2 * (r - 1) + position
+    return index
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Log-scale noise of a run's TPS; every term is shared by both sets unless it says so.
+
+    ``sd``: independent noise of every run. ``walk_pct``: a random walk of the machine's level,
+    one step per run, whose end has this standard deviation. ``drift_pct``: a steady drift of
+    the level by this much from the first run to the last. ``slow_share`` and
+    ``slow_by``: each run is independently slowed by a fraction drawn from ``slow_by`` with a
+    probability drawn per comparison from ``slow_share`` (a shared machine makes runs slow,
+    never fast). ``burst_runs``: a block of consecutive runs, of a length drawn from this range
+    and starting in round 3 or later, runs ``burst_slowdown`` slower and is flagged when
+    ``burst_flagged``. ``first_faster``: the first run of each round is faster by a fraction
+    drawn per round from this range (an order effect).
+    """
+
+    sd: float = 0.03
+    walk_pct: float = 0.0
+    drift_pct: float = 0.0
+    slow_share: tuple[float, float] = (0.0, 0.0)
+    slow_by: tuple[float, float] = (0.15, 0.40)
+    burst_runs: tuple[int, int] | None = None
+    burst_slowdown: float = 0.30
+    burst_flagged: bool = True
+    first_faster: tuple[float, float] | None = None
+
+    def steps(self, rounds: int) -> tuple[float, float]:
+        """Standard deviation of the walk's step and the drift, per run, over `rounds` rounds."""
+        runs = 2 * rounds
+        return self.walk_pct / 100.0 / math.sqrt(runs), math.log1p(self.drift_pct / 100.0) / (
+            runs - 1
+        )
+
+    def sd_diff(self, rounds: int) -> float:
+        """Spread of the per-round log differences from iid noise, walk and drift (not from
+        slow runs, bursts or order effects): the two runs of a round are one step apart."""
+        walk, drift = self.steps(rounds)
+        return math.sqrt(2.0 * self.sd**2 + walk**2 + drift**2)
+
+    def draw(
+        self, rng: np.random.Generator, trials: int, rounds: int, effect_pct: float = 0.0
+    ) -> Runs:
+        """`trials` comparisons of `rounds` rounds; B is `effect_pct` faster than A."""
+        runs = 2 * rounds
+        time = np.arange(runs)
+        walk, drift = self.steps(rounds)
+        log_tps = LEVEL + rng.normal(0.0, self.sd, (trials, runs)) + drift * time
+        if walk:
+            log_tps += np.cumsum(rng.normal(0.0, walk, (trials, runs)), axis=1)
+        log_tps += self._slow_runs(rng, trials, runs)
+        burst = self._burst(rng, trials, runs)
+        log_tps += np.where(burst, math.log1p(-self.burst_slowdown), 0.0)
+        log_tps += self._order_effect(rng, trials, rounds)
+        index = run_index(rounds)
+        by_round = log_tps[:, index]
+        by_round[:, :, 1] += math.log1p(effect_pct / 100.0)
+        flagged = burst[:, index] if self.burst_flagged else np.zeros_like(burst[:, index])
+        return Runs(by_round, flagged)
+
+    def _slow_runs(self, rng: np.random.Generator, trials: int, runs: int) -> Floats:
+        share = rng.uniform(*self.slow_share, (trials, 1))
+        slow = rng.random((trials, runs)) < share
+        hit = rng.uniform(*self.slow_by, (trials, runs))
+        return np.where(slow, np.log1p(-hit), 0.0)
+
+    def _burst(self, rng: np.random.Generator, trials: int, runs: int) -> Bools:
+        if self.burst_runs is None:
+            return np.zeros((trials, runs), dtype=np.bool_)
+        low, high = self.burst_runs
+        length = rng.integers(low, high + 1, (trials, 1))
+        first = 4  # round 3: rounds 1 and 2 always form pairs (see `simulate`)
+        start = first + np.floor(rng.random((trials, 1)) * (runs - length - first + 1))
+        time = np.arange(runs)
+        burst: Bools = (time >= start) & (time < start + length)
+        return burst
+
+    def _order_effect(self, rng: np.random.Generator, trials: int, rounds: int) -> Floats:
+        if self.first_faster is None:
+            return np.zeros((trials, 2 * rounds))
+        gain = np.log1p(rng.uniform(*self.first_faster, (trials, rounds)))
+        first = np.zeros((trials, rounds, 2))
+        first[:, :, 0] = gain  # by position in time: runs 0, 2, 4, ... are first in their round
+        return first.reshape(trials, 2 * rounds)
+
+
+# --- The procedure with the real functions -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one simulated adaptive comparison ended."""
+
+    verdict: str
+    rounds: int
+    reason: str
+    pairs: int
+    left_out: int
+    excluded: int  # runs done but not in the comparison (flagged)
+
+
+def run_procedure(
+    log_tps: Floats,
+    flagged: Bools,
+    *,
+    max_rounds: int,
+    precision_pct: float,
+    sequential: bool = True,
+) -> Outcome:
+    """One comparison, round by round, as the runner does it: `compare_rounds` and `decide`
+    after every round from the second, budget ``max_rounds`` rounds of one second each."""
+    sides: tuple[dict[int, float], dict[int, float]] = ({}, {})
+    for n in range(1, max_rounds + 1):
+        for name in rotated(SETS, n):
+            s = SETS.index(name)
+            if not flagged[n - 1, s]:
+                sides[s][n] = math.exp(float(log_tps[n - 1, s]))
+        if n < MIN_ROUNDS:
+            continue
+        change = compare_rounds(sides[0], sides[1], sequential=sequential)
+        decision = decide(
+            [change], precision_pct=precision_pct, rounds=n, elapsed_s=float(n), round_s=1.0,
+            budget_s=float(max_rounds),
+        )  # fmt: skip
+        if decision.stop:
+            excluded = 2 * n - len(sides[0]) - len(sides[1])
+            pairs = change.pairs or 0
+            return Outcome(change.verdict, n, decision.reason, pairs, change.left_out, excluded)
+    raise AssertionError(f"decide did not stop within the budget of {max_rounds} rounds")
+
+
+# --- The numpy twin ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """How many simulated comparisons ended (one entry per trial)."""
+
+    verdict: Ints  # -1 worse, 0 no detectable difference, 1 better
+    rounds: Ints
+    resolved: Bools  # stopped because resolved (else: budget)
+    pairs: Ints
+    left_out: Ints
+    ever: Bools  # a verdict at some look up to the budget, had the rounds gone on to it
+
+    def rate(self, code: int | None = None) -> float:
+        """Share of trials ending on verdict `code` (None: better or worse)."""
+        hits = self.verdict != 0 if code is None else self.verdict == code
+        return float(np.mean(hits))
+
+
+def _factors(rounds: int, sequential: bool) -> Floats:
+    """Half-width of the interval per unit of spread, for 0..rounds pairs (inf: none)."""
+    factors = np.full(rounds + 1, np.inf)
+    for n in range(2, rounds + 1):
+        if sequential:
+            factors[n] = half_width(n, 1.0)
+        else:
+            factors[n] = t_quantile(1.0 - COMPARE_ALPHA / 2.0, n - 1) / math.sqrt(n)
+    return factors
+
+
+def _look(
+    diffs: Floats, paired: Bools, factors: Floats, precision_pct: float, floor_pct: float
+) -> tuple[Ints, Bools]:
+    """Verdict codes and "resolved" after the rounds in `diffs`, as compare_rounds + is_resolved."""
+    n = paired.sum(axis=1)
+    if (n < 2).any():
+        raise ValueError("fewer than 2 pairs: the twin has no unpaired fallback")
+    mean = np.where(paired, diffs, 0.0).sum(axis=1) / n
+    deviations = np.where(paired, diffs - mean[:, None], 0.0)
+    sd = np.sqrt((deviations**2).sum(axis=1) / (n - 1))
+    half = factors[n] * sd
+    change = 100.0 * np.expm1(mean)
+    bounded = np.isfinite(half)
+    low = np.where(bounded, 100.0 * np.expm1(mean - half), -np.inf)
+    high = np.where(bounded, 100.0 * np.expm1(mean + half), np.inf)
+    clears = np.abs(change) >= floor_pct
+    verdict = np.where(clears & (low > 0), 1, np.where(clears & (high < 0), -1, 0))
+    resolved = (verdict != 0) | (bounded & ((high - low) / 2.0 <= precision_pct))
+    return verdict.astype(np.int64), resolved
+
+
+def simulate(
+    runs: Runs,
+    *,
+    max_rounds: int,
+    precision_pct: float,
+    sequential: bool = True,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+) -> Outcomes:
+    """`run_procedure` for every trial at once (higher is better, no unpaired fallback: every
+    look must have two pairs, which the noise models keep by sparing rounds 1 and 2)."""
+    trials, rounds, _ = runs.log_tps.shape
+    if max_rounds > min(rounds, MAX_REPEATS):
+        raise ValueError(f"need {max_rounds} rounds of runs, have {rounds}")
+    diffs = runs.log_tps[:, :, 1] - runs.log_tps[:, :, 0]
+    paired = ~runs.flagged.any(axis=2)
+    factors = _factors(max_rounds, sequential)
+    verdict = np.zeros(trials, dtype=np.int64)
+    stopped = np.zeros(trials, dtype=np.int64)
+    resolved = np.zeros(trials, dtype=np.bool_)
+    ever = np.zeros(trials, dtype=np.bool_)
+    for n in range(MIN_ROUNDS, max_rounds + 1):
+        codes, done = _look(diffs[:, :n], paired[:, :n], factors, precision_pct, min_effect_pct)
+        ever |= codes != 0
+        now = (stopped == 0) & (done | (n == max_rounds))
+        verdict[now], stopped[now], resolved[now] = codes[now], n, done[now]
+    upto = np.arange(1, rounds + 1) <= stopped[:, None]
+    one_flagged = runs.flagged.sum(axis=2) == 1
+    return Outcomes(
+        verdict, stopped, resolved, (paired & upto).sum(axis=1), (one_flagged & upto).sum(axis=1),
+        ever,
+    )  # fmt: skip
