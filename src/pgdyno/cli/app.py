@@ -8,6 +8,7 @@ from pgdyno import __version__
 from pgdyno.cli.bench_cmd import bench
 from pgdyno.cli.compare_cmd import compare, plan, rollback
 from pgdyno.cli.doctor_cmd import doctor
+from pgdyno.cli.noise_cmd import noise
 from pgdyno.cli.pg_cmd import pg
 from pgdyno.cli.report_cmd import report
 from pgdyno.cli.runs_cmd import runs
@@ -48,3 +49,4 @@ cli.add_command(plan)
 cli.add_command(rollback)
 cli.add_command(report)
 cli.add_command(doctor)
+cli.add_command(noise)

@@ -258,7 +258,14 @@ def measure_interference(
     def pct(ticks: int) -> float:
         return round(100.0 * ticks / capacity, 1) if capacity > 0 else 0.0
 
-    by_command = foreign_ticks(before, after, roots)
+    busy = after.busy - before.busy
+    # A parent that reaps a child during the run gains the child's whole lifetime in cutime at
+    # once; no process, nor all of them, can have used more than the machine did meanwhile.
+    cap = busy if busy > 0 else None
+    by_command = {
+        command: min(ticks, cap) if cap is not None else ticks
+        for command, ticks in foreign_ticks(before, after, roots).items()
+    }
     ranked = sorted(by_command.items(), key=lambda item: (-item[1], item[0]))
     top = tuple(
         (escape_control(command), pct(ticks))
@@ -268,12 +275,7 @@ def measure_interference(
     total = after.total - before.total
     steal = round(100.0 * max(0, after.steal - before.steal) / total, 1) if total > 0 else 0.0
     foreign = sum(by_command.values())
-    busy = after.busy - before.busy
-    if busy > 0:
-        # A parent that reaps a child during the run gains the child's whole lifetime in
-        # cutime at once; no process can have used more than the machine did in the interval.
-        foreign = min(foreign, busy)
-    return Interference(pct(foreign), steal, top)
+    return Interference(pct(min(foreign, cap) if cap is not None else foreign), steal, top)
 
 
 def flagged_interference(

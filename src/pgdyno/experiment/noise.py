@@ -1,0 +1,140 @@
+"""`pgdyno noise`: one pgbench cell run back to back on the sandbox until a budget is spent.
+
+An A/A calibration: every run is the same, so whatever differs between them is this host's
+noise. The runs go through the bench runner (`connected`, `run_cells`) and are stored as an
+ordinary bench session; `pgdyno.stats.noise` turns them into what the host can resolve.
+
+Runs come in pairs (the rounds of a two-set comparison) until the next pair would not fit in
+the budget, and never fewer than `MIN_RUNS`: below three pairs there is no spread to tell by.
+The budget is machine time for the runs; preparing the dataset (once per scale) comes before it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Final, cast
+
+from pgdyno.experiment.bench import (
+    Connected,
+    connected,
+    recorded_session,
+    resolve_scales,
+    run_cells,
+)
+from pgdyno.experiment.context import RunContext
+from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
+from pgdyno.experiment.target import Target
+from pgdyno.host.facts import HostFacts
+from pgdyno.pgbench.dataset import ensure_dataset
+from pgdyno.records import RunCell, RunRecord
+from pgdyno.records.stored import JsonObject, RunInterference
+from pgdyno.stats.noise import NoiseReport, NoiseRun, noise_report
+
+MIN_RUNS: Final = 6  # three pairs: the fewest with a spread of paired differences worth showing
+
+
+@dataclass(frozen=True)
+class NoiseOutcome:
+    session_id: int
+    records: list[tuple[int, RunRecord]]
+    scale: int
+    wall_seconds: list[float]  # per run, overhead (copy, probe, connections) included
+    report: NoiseReport
+
+    @property
+    def failed(self) -> list[int]:
+        return [run_id for run_id, r in self.records if r.status != "ok"]
+
+
+def run_noise(
+    spec: BenchSpec,
+    budget_s: float,
+    target: Target,
+    host: HostFacts,
+    ctx: RunContext,
+    *,
+    command: list[str],
+    clock: Callable[[], float] = time.monotonic,
+) -> NoiseOutcome:
+    """Run `spec`'s one cell in pairs until `budget_s` is spent (at least MIN_RUNS runs)."""
+    with connected(spec, target, host, ctx) as ready:
+        info = ready.info
+        (choice,) = resolve_scales(spec, host, info.shared_buffers_bytes, ready.data_path)
+        if choice.note:
+            ctx.log(choice.note)
+        (cell,) = expand(spec, [choice.scale], host.cpu_count)
+        per_run = seconds_per_run(spec)
+        ctx.progress.planned(_cells(cell, planned_runs(budget_s, per_run)), per_run)
+        server = {
+            "version": info.version, "version_num": info.version_num,
+            "binaries": target.binaries.source, "pgbench_version": ready.base.pgbench_version,
+        }  # fmt: skip
+        with recorded_session(ctx, command, target.label, host, server) as session_id:
+            _prepare(ready, cell, ctx)
+            records, walls = _run_pairs(ready, cell, ctx, session_id, budget_s, clock)
+    report = noise_report(
+        [run for _, r in records if (run := noise_run(r)) is not None],
+        sum(walls) / len(walls),
+    )
+    return NoiseOutcome(session_id, records, choice.scale, walls, report)
+
+
+def planned_runs(budget_s: float, per_run_s: float) -> int:
+    """Runs the budget should hold at the expected seconds per run, in pairs, at least MIN_RUNS.
+
+    >>> planned_runs(180, 8), planned_runs(10, 8)
+    (22, 6)
+    """
+    pairs = int(budget_s // (2 * per_run_s))
+    return max(MIN_RUNS, 2 * pairs)
+
+
+def _cells(cell: RunCell, count: int) -> list[RunCell]:
+    return [replace(cell, index=i, repeat=i + 1) for i in range(count)]
+
+
+def _prepare(ready: Connected, cell: RunCell, ctx: RunContext) -> None:
+    """The dataset before the clock starts: generating it is not the host's noise."""
+    if cell.scale not in ready.datasets:
+        ctx.progress.phase(f"dataset scale {cell.scale}: reusing or generating it")
+        ready.datasets[cell.scale] = ensure_dataset(
+            ready.client, ready.pgbench, cell.scale, env=ready.env
+        )
+
+
+def _run_pairs(
+    ready: Connected,
+    cell: RunCell,
+    ctx: RunContext,
+    session_id: int,
+    budget_s: float,
+    clock: Callable[[], float],
+) -> tuple[list[tuple[int, RunRecord]], list[float]]:
+    records: list[tuple[int, RunRecord]] = []
+    walls: list[float] = []
+    started = clock()
+    while True:
+        for _ in range(2):
+            n = len(records)
+            begin = clock()
+            records += run_cells(ready, _cells(cell, n + 1)[n:], ctx, session_id=session_id)
+            walls.append(clock() - begin)
+        mean = sum(walls) / len(walls)
+        if len(records) >= MIN_RUNS and clock() - started + 2 * mean > budget_s:
+            return records, walls
+
+
+def noise_run(record: RunRecord) -> NoiseRun | None:
+    """A finished run as the calibration's statistics take it; None without a TPS."""
+    if record.status != "ok" or record.summary is None or not record.summary.tps > 0:
+        return None
+    found = RunInterference.of(cast(JsonObject | None, record.interference))
+    return NoiseRun(
+        started_s=datetime.fromisoformat(record.started_at).timestamp(),
+        tps=record.summary.tps,
+        flagged=found is not None,
+        top=found.top if found is not None else (),
+    )

@@ -1,0 +1,284 @@
+"""What this host can resolve: the figures of an A/A calibration (`pgdyno noise`), pure.
+
+`pgdyno noise` runs one pgbench cell back to back and hands the runs here. From their start
+times and TPS this module computes:
+
+* the run-to-run spread: the standard deviation of log TPS, in % (for small spreads the same as
+  the coefficient of variation of TPS);
+* the spread the paired verdict sees: runs 1-2, 3-4, ... form rounds of a two-set comparison,
+  and the standard deviation of their log differences is what `pgdyno.stats.sequential` needs.
+  A two-set compare rotates the order each round (A B, then B A), so the difference of every
+  second pair is taken the other way round: slow drift then shows as spread, as it would there;
+* drift: the slope of log TPS against time, in % per minute, from ``scipy.stats.theilslopes``
+  (the median of pairwise slopes: one slow run that escaped the interference flag does not
+  tilt it, as it would a least-squares line), with its 95% interval;
+* the machine time the adaptive method (``precision`` / ``budget``) needs here to resolve a
+  change of 10%, 5% and 2% (`rounds_to_detect`, about 80% of the time) and to reach the default
+  precision of +-2% (`rounds_for_precision`), times the seconds one round of two runs took.
+
+Runs flagged for interference (other processes or the hypervisor took CPU time) are counted
+and left out of every figure, as the verdicts leave them out; a pair with a flagged run forms
+no round.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Final, Literal
+
+from pgdyno.stats.levels import MAX_REPEATS, MIN_EFFECT_PCT
+from pgdyno.stats.sequential import rounds_for_precision, rounds_to_detect
+
+__all__ = [
+    "DRIFT_METHOD",
+    "EFFECTS_PCT",
+    "NoiseReport",
+    "NoiseRun",
+    "Resolution",
+    "about",
+    "noise_report",
+    "top_foreign",
+]
+
+EFFECTS_PCT: Final = (10.0, 5.0, 2.0)  # the changes the seeds measured range from 2% to 12%
+PRECISION_PCT: Final = 2.0  # the adaptive method's default precision (experiment/rounds.py)
+DRIFT_METHOD: Final = "scipy.stats.theilslopes"
+TOP_COMMANDS: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseRun:
+    """One finished run of the calibration, in run order."""
+
+    started_s: float  # epoch seconds
+    tps: float
+    flagged: bool = False  # interference: left out of the figures
+    top: tuple[tuple[str, float], ...] = ()  # foreign commands and their % of CPU, if flagged
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """Rounds (of two runs) and machine time the adaptive method needs for one target."""
+
+    kind: Literal["change", "precision"]  # detect a change of pct, or reach +-pct
+    pct: float
+    rounds: int
+    seconds: float
+    capped: bool  # rounds reached MAX_REPEATS: "that many or more"
+
+    @property
+    def target(self) -> str:
+        """
+        >>> Resolution("change", 5.0, 9, 90.0, False).target
+        '5%'
+        >>> Resolution("precision", 2.0, 9, 90.0, False).target
+        '+-2%'
+        """
+        return f"{self.pct:g}%" if self.kind == "change" else f"+-{self.pct:g}%"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"target": self.target, **asdict(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseReport:
+    runs: int  # runs with a TPS, flagged included
+    flagged: int
+    used: int  # runs behind the figures
+    tps_median: float | None
+    cv_pct: float | None  # sd of log TPS x 100
+    cv_all_pct: float | None  # the same with the flagged runs: what interference did
+    pairs: int  # rounds of two clean runs
+    pair_sd_pct: float | None  # sd of the paired log differences x 100
+    drift_pct_per_min: float | None
+    drift_low_pct: float | None  # 95% interval of the slope
+    drift_high_pct: float | None
+    run_seconds: float  # mean wall time per run, overhead included
+    round_seconds: float  # two runs
+    resolve: tuple[Resolution, ...]  # one per EFFECTS_PCT, when there is a pair spread
+    precision: Resolution | None
+    top_foreign: tuple[tuple[str, float, int], ...]  # command, highest % of CPU, runs
+    drift_method: str = DRIFT_METHOD
+
+    @property
+    def conclusion(self) -> str:
+        return conclusion(self)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["resolve"] = [r.as_dict() for r in self.resolve]
+        out["precision"] = self.precision.as_dict() if self.precision else None
+        out["top_foreign"] = [
+            {"command": c, "cpu_pct": p, "runs": n} for c, p, n in self.top_foreign
+        ]
+        out["conclusion"] = self.conclusion
+        return out
+
+
+def noise_report(
+    runs: Sequence[NoiseRun],
+    run_seconds: float,
+    *,
+    effects_pct: Sequence[float] = EFFECTS_PCT,
+    precision_pct: float = PRECISION_PCT,
+) -> NoiseReport:
+    """The calibration's figures from its runs (in run order) and the mean seconds per run.
+
+    >>> runs = [NoiseRun(60.0 * i, tps) for i, tps in enumerate([100, 103, 98, 101, 99, 102])]
+    >>> r = noise_report(runs, 8.0)
+    >>> r.used, r.pairs, round(r.cv_pct, 2), round(r.pair_sd_pct, 2), r.round_seconds
+    (6, 3, 1.86, 3.46, 16.0)
+    >>> [(x.target, x.rounds) for x in r.resolve]
+    [('10%', 7), ('5%', 13), ('2%', 62)]
+    >>> r.conclusion
+    'this host resolves 10% in about 2 min, 5% in about 3 min; 2% needs about 17 min'
+    """
+    if not (math.isfinite(run_seconds) and run_seconds > 0):
+        raise ValueError(f"run_seconds must be a positive number, got {run_seconds}")
+    for run in runs:
+        if not (math.isfinite(run.tps) and run.tps > 0 and math.isfinite(run.started_s)):
+            raise ValueError(f"a run needs a finite start and a TPS above 0, got {run}")
+    clean = [r for r in runs if not r.flagged]
+    logs = [math.log(r.tps) for r in clean]
+    diffs = paired_differences(runs)
+    pair_sd = statistics.stdev(diffs) if len(diffs) >= 2 else None
+    slope = drift(clean)
+    round_s = 2.0 * run_seconds
+    resolve: tuple[Resolution, ...] = ()
+    precision = None
+    if pair_sd is not None:
+        resolve = tuple(_resolution("change", e, _detect(pair_sd, e), round_s) for e in effects_pct)
+        precision = _resolution(
+            "precision", precision_pct, rounds_for_precision(pair_sd, precision_pct), round_s
+        )
+    return NoiseReport(
+        runs=len(runs),
+        flagged=len(runs) - len(clean),
+        used=len(clean),
+        tps_median=statistics.median(r.tps for r in clean) if clean else None,
+        cv_pct=_sd_pct(logs),
+        cv_all_pct=_sd_pct([math.log(r.tps) for r in runs]),
+        pairs=len(diffs),
+        pair_sd_pct=None if pair_sd is None else 100.0 * pair_sd,
+        drift_pct_per_min=slope[0] if slope else None,
+        drift_low_pct=slope[1] if slope else None,
+        drift_high_pct=slope[2] if slope else None,
+        run_seconds=run_seconds,
+        round_seconds=round_s,
+        resolve=resolve,
+        precision=precision,
+        top_foreign=top_foreign(runs),
+    )
+
+
+def _sd_pct(values: Sequence[float]) -> float | None:
+    return 100.0 * statistics.stdev(values) if len(values) >= 2 else None
+
+
+def _detect(sd: float, effect_pct: float) -> int:
+    return rounds_to_detect(sd, effect_pct, min_effect_pct=MIN_EFFECT_PCT)
+
+
+def _resolution(
+    kind: Literal["change", "precision"], pct: float, rounds: int, round_s: float
+) -> Resolution:
+    return Resolution(kind, pct, rounds, rounds * round_s, rounds >= MAX_REPEATS)
+
+
+def paired_differences(runs: Sequence[NoiseRun]) -> list[float]:
+    """Log differences of runs 1-2, 3-4, ... as a rotated two-set compare sees them (the
+    second of every other pair first); a pair with a flagged run, or an odd last run, is left out.
+
+    >>> runs = [NoiseRun(0, 100), NoiseRun(1, 110), NoiseRun(2, 100), NoiseRun(3, 110)]
+    >>> [round(d, 4) for d in paired_differences(runs)]
+    [0.0953, -0.0953]
+    >>> len(paired_differences([*runs[:2], NoiseRun(2, 100, flagged=True), runs[3]]))
+    1
+    """
+    diffs = []
+    for k in range(len(runs) // 2):
+        first, second = runs[2 * k], runs[2 * k + 1]
+        if first.flagged or second.flagged:
+            continue
+        diff = math.log(second.tps) - math.log(first.tps)
+        diffs.append(diff if k % 2 == 0 else -diff)
+    return diffs
+
+
+def drift(runs: Sequence[NoiseRun]) -> tuple[float, float, float] | None:
+    """Drift of TPS in % per minute with its 95% interval (Theil-Sen slope of log TPS against
+    minutes); None with fewer than 3 runs or all started at once.
+
+    >>> [round(x, 3) for x in drift([NoiseRun(60.0 * i, 100 * 0.99**i) for i in range(6)])]
+    [-1.0, -1.0, -1.0]
+    """
+    if len(runs) < 3 or len({r.started_s for r in runs}) < 2:
+        return None
+    from scipy.stats import theilslopes  # on first use: SciPy takes about 0.5 s to import
+
+    t0 = runs[0].started_s
+    minutes = [(r.started_s - t0) / 60.0 for r in runs]
+    fit = theilslopes([math.log(r.tps) for r in runs], minutes, alpha=0.95)
+    pct = [100.0 * math.expm1(float(v)) for v in (fit.slope, fit.low_slope, fit.high_slope)]
+    return pct[0], pct[1], pct[2]
+
+
+def top_foreign(
+    runs: Sequence[NoiseRun], n: int = TOP_COMMANDS
+) -> tuple[tuple[str, float, int], ...]:
+    """The foreign commands seen in flagged runs: the highest % of CPU each took in a run and
+    in how many runs it was named, the busiest first.
+
+    >>> top_foreign([NoiseRun(0, 1, True, (("stress", 90.0), ("cc1", 5.0))),
+    ...              NoiseRun(1, 1, True, (("stress", 95.0),))])
+    (('stress', 95.0, 2), ('cc1', 5.0, 1))
+    """
+    highest: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    for run in runs:
+        for command, pct in run.top:
+            highest[command] = max(highest.get(command, 0.0), pct)
+            seen[command] = seen.get(command, 0) + 1
+    ranked = sorted(highest, key=lambda c: (-highest[c], c))[:n]
+    return tuple((c, highest[c], seen[c]) for c in ranked)
+
+
+def about(seconds: float) -> str:
+    """A machine time as a person says it.
+
+    >>> about(42), about(250), about(2400), about(5400), about(400000)
+    ('40 s', '4 min', '40 min', '1.5 h', '111 h')
+    """
+    if seconds < 90:
+        return f"{max(10, round(seconds, -1)):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    hours = seconds / 3600
+    return f"{hours:.1f} h" if hours < 10 else f"{hours:.0f} h"
+
+
+def _phrase(row: Resolution) -> str:
+    return f"{'more than' if row.capped else 'about'} {about(row.seconds)}"
+
+
+def conclusion(report: NoiseReport) -> str:
+    """One line: which changes this host resolves, and in how much machine time."""
+    if not report.resolve:
+        return (
+            f"too few clean runs to tell ({report.used} of {report.runs}, {report.pairs} clean "
+            "pairs): quiet the host or give a longer --budget."
+        )
+    *easier, hardest = report.resolve
+    text = f"{hardest.target} needs {_phrase(hardest)}"
+    if easier:
+        parts = ", ".join(f"{row.target} in {_phrase(row)}" for row in easier)
+        text = f"this host resolves {parts}; {text}"
+    if report.flagged:
+        text += (
+            f" ({report.flagged} of {report.runs} runs disturbed by other processes: quiet the "
+            "host for better figures)"
+        )
+    return text
