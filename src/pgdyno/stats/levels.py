@@ -14,6 +14,7 @@ __all__ = [
     "MIN_EFFECT_PCT",
     "NOISY_CV_PCT",
     "POWER",
+    "VERDICT_METHOD",
 ]
 
 # Confidence level of a cell's interval (two-sided), and the matching significance level.
@@ -37,3 +38,8 @@ NOISY_CV_PCT = 5.0
 POWER = 0.9
 # ``repeats_needed`` stops counting here: this many repeats or more is "not worth it".
 MAX_REPEATS = 1000
+# The verdict method's version. 1: Welch's interval on fixed repeats (issues 4-12); 2: paired
+# by round, always-valid intervals for adaptive rounds, interference discarded (issue 13).
+# pgdyno's own figures cited as evidence (data/evidence.toml) must be measured with this
+# method: bump it when the method changes, and tests/unit/test_evidence.py lists what to re-run.
+VERDICT_METHOD = 2
