@@ -192,3 +192,53 @@ def test_a_lost_connection_is_raised_not_switched_off(box: Sandbox):
         with pytest.raises(ConnectionLost, match="terminating connection due to administrator"):
             stats.snapshot()
     assert notes == [] and len(stats.queries) == 5  # nothing switched off
+
+
+def last_statement(admin: Client, pid: int) -> str:
+    """What the session of backend `pid` ran last, as the server saw it (its first 1 kB)."""
+    ((query,),) = admin.rows("SELECT query FROM pg_stat_activity WHERE pid = %(pid)s", {"pid": pid})
+    return str(query)
+
+
+def backend_pid(client: Client) -> int:
+    return int(client.rows("SELECT pg_backend_pid()")[0][0])
+
+
+def prepared(client: Client) -> list[str]:
+    """The statements psycopg prepared in this session (it does once one has run 5 times)."""
+    return [str(row[0]) for row in client.rows("SELECT statement FROM pg_prepared_statements")]
+
+
+def test_a_snapshot_is_one_statement_prepared_after_a_few_ticks(box: Sandbox):
+    """One round trip a second, planned once: the cheapest way to ask the server."""
+    with connect(box.conninfo()) as admin, connect(box.conninfo()) as client:
+        admin.rows("CREATE DATABASE bench")
+        stats, pid = sampler(client, []), backend_pid(client)
+        first = stats.snapshot()
+        statement = last_statement(admin, pid)
+        assert prepared(client) == []
+        for _ in range(5):
+            stats.snapshot()
+        (once,) = prepared(client)
+    assert statement.startswith("SELECT jsonb_build_object(\n'pgstat_bgwriter_post170000', ")
+    assert set(first) == set(RECORDED_18)
+    assert [query for query in stats.queries if f"'{query}'" in once] == stats.queries
+    assert len(stats.queries) == 5
+
+
+def test_after_a_refused_query_the_rest_is_still_one_statement(box: Sandbox):
+    with connect(box.conninfo()) as admin, connect(box.conninfo()) as client:
+        notes: list[str] = []
+        stats, pid = PgStatsSampler(client, 170000, "postgres", notes.append), backend_pid(client)
+        stats.snapshot()  # the combined statement fails: each query alone finds the culprits
+        assert not last_statement(admin, pid).startswith("SELECT jsonb_build_object(")
+        for _ in range(6):
+            values = stats.snapshot()
+        (once,) = prepared(client)
+    assert len(notes) == 2
+    assert once.startswith("SELECT jsonb_build_object(")
+    assert "'pgstat_wal_pre180000'" not in once and "'pgstat_io_post160000'" not in once
+    assert [query for query in stats.queries if f"'{query}'" in once] == stats.queries
+    assert {key.split(".")[0] for key in values} == {
+        "pgstat_bgwriter", "pgstat_checkpointer", "pgstat_database",
+    }  # fmt: skip

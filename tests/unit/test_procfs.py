@@ -19,6 +19,7 @@ from pgdyno.collect.procfs import (
     CpuTimes,
     DiskStats,
     Pressure,
+    ProcReader,
     ProcSnapshot,
     ProcStat,
     os_sample,
@@ -144,6 +145,63 @@ def test_read_snapshot_without_pressure_gives_an_empty_dict(tmp_path: Path):
     snap = read_snapshot(tmp_path, clock=lambda: 1.0)
     assert snap.pressure == {}
     assert "vda" in snap.disks
+
+
+def copy_recorded(scenario: str, when: str, root: Path) -> None:
+    """The recorded files written as new files into `root` (replacing those there)."""
+    source = DATA / scenario / when
+    for path in source.rglob("*"):
+        if path.is_file() and path.name != "at":
+            target = root / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.unlink(missing_ok=True)
+            target.write_text(path.read_text())
+
+
+def test_a_reader_reads_the_files_at_their_paths_at_each_snapshot(tmp_path: Path):
+    copy_recorded("disk-write", "t0", tmp_path)
+    times = iter(AT)
+    reader = ProcReader(tmp_path, ["vda"], clock=lambda: next(times))
+    first = reader.snapshot()
+    copy_recorded("disk-write", "t1", tmp_path)
+    second = reader.snapshot()
+    assert first.stat.ctxt == CTXT[0] and second.stat.ctxt == CTXT[1]
+    assert second.vmstat["pgpgout"] == PGPGOUT[1]
+    expected = {key: value for key, value in sample("disk-write").items() if "zram0" not in key}
+    assert os_sample(first, second) == expected
+
+
+def test_a_reader_keeps_only_what_the_metrics_use():
+    snap = snapshot("disk-write", "t1")
+    only_vda = ProcReader(DATA / "disk-write" / "t1", ["vda"]).snapshot()
+    assert set(snap.disks) == {"vda", "zram0"}  # ram* and loop* are never sampled
+    assert set(only_vda.disks) == {"vda"}
+    assert set(snap.vmstat) == {"pswpin", "pswpout", "pgpgin", "pgpgout"}
+    assert set(snap.meminfo) == {
+        "Dirty", "Writeback", "MemFree", "MemAvailable", "Cached", "SReclaimable", "SwapTotal",
+        "SwapFree",
+    }  # fmt: skip
+    full = parse_vmstat((DATA / "disk-write/t1/vmstat").read_text())
+    assert len(full) > 100 and all(full[key] == value for key, value in snap.vmstat.items())
+
+
+def test_a_file_larger_than_the_buffer_is_read_whole(tmp_path: Path):
+    copy_recorded("idle", "t0", tmp_path)
+    disks = (tmp_path / "diskstats").read_text()
+    many = "".join(f"   7 {i} loop{i} 1 2 3 4 5 6 7 8 9 10 11\n" for i in range(3000))
+    (tmp_path / "diskstats").write_text(many + disks)
+    assert len(many) > 64 * 1024
+    reader = ProcReader(tmp_path)
+    assert set(reader.snapshot().disks) == {"vda", "zram0"}
+    assert set(reader.snapshot().disks) == {"vda", "zram0"}  # with the grown buffer
+
+
+def test_a_reader_on_this_machines_proc():
+    reader = ProcReader(Path("/proc"))
+    first, second = reader.snapshot(), reader.snapshot()
+    assert second.stat.ctxt >= first.stat.ctxt > 0
+    assert set(first.vmstat) == set(second.vmstat) == {"pswpin", "pswpout", "pgpgin", "pgpgout"}
+    assert first.meminfo["MemAvailable"] > 0
 
 
 @pytest.mark.parametrize(

@@ -238,9 +238,19 @@ def plan_check(
         )
     console = out(env)
     console.print(table)
-    runs = run_count(spec, len(checked))
-    minutes = runs * seconds_per_run(spec) / 60
-    console.print(f"{runs} runs, about {minutes:.0f} minutes (mode: {loaded.spec.mode})")
+    adaptive = spec.adaptive
+    if adaptive is None:
+        runs = run_count(spec, len(checked))
+        minutes = runs * seconds_per_run(spec) / 60
+        console.print(f"{runs} runs, about {minutes:.0f} minutes (mode: {loaded.spec.mode})")
+    else:
+        per_round = run_count(spec.model_copy(update={"repeats": 1}), len(checked))
+        round_min = per_round * seconds_per_run(spec) / 60
+        console.print(
+            f"adaptive rounds of {per_round} runs (about {round_min:.1f}"
+            f" min each) until every TPS comparison is resolved to +-{adaptive.precision_pct:g}%"
+            f" or {adaptive.budget_s / 60:.0f} minutes are spent (mode: {loaded.spec.mode})"
+        )
     for binaries in {c.binaries.version: c.binaries for c in checked}.values():
         if not is_installed(binaries):
             console.print(

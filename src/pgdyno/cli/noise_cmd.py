@@ -25,21 +25,9 @@ from pgdyno.experiment.rounds import parse_budget
 from pgdyno.experiment.target import locked_sandbox
 from pgdyno.host.facts import read_host
 from pgdyno.pgbench.command import BUILTINS
-from pgdyno.records import RunCell, RunRecord
 from pgdyno.render.noise import noise_screen
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import scrub_argv
-
-
-class NoiseProgress(MatrixProgress):
-    """MatrixProgress for a run count the budget decides: the plan grows with the runs."""
-
-    def finished(self, cell: RunCell, record: RunRecord, run_id: int) -> None:
-        if self.done_runs >= self.total_runs:
-            self.total_runs = self.done_runs + 1
-            if self.task is not None:
-                self.bar.update(self.task, total=self.total_runs * self.per_run)
-        super().finished(cell, record, run_id)
 
 
 @click.command()
@@ -122,7 +110,7 @@ def noise(
     with ExitStack() as stack:
         target = stack.enter_context(locked_sandbox(env, binaries, {}, log))
         store = stack.enter_context(ResultsStore(env.results_path))
-        progress = stack.enter_context(NoiseProgress(err(env)))
+        progress = stack.enter_context(MatrixProgress(err(env)))
         run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=False)
         outcome = run_noise(
             spec, budget_s, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv])

@@ -15,13 +15,21 @@ from rich.progress import (
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.textsafe import safe_text
 
+# Redraws of the bar a second. Rich's default, 10, cost ~12 ms of CPU a second on the machine
+# being measured (benchmarks/harness_cost.py); its columns change once a second anyway.
+REFRESH_PER_S = 1.0
+
 
 class MatrixProgress:
-    """Time-based: the bar moves with the seconds of warm-up and run, so the ETA is honest."""
+    """Time-based: the bar moves with the seconds of warm-up and run, so the ETA is honest.
+
+    Drawn only on a terminal: elsewhere (CI, a pipe, TERM=dumb) there is no refresh thread at
+    all, and one line per run instead.
+    """
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.live = console.is_terminal
+        self.live = console.is_terminal and not console.is_dumb_terminal
         self.bar = Progress(
             # No markup: descriptions carry set names from plans, shown as written.
             TextColumn("{task.description}", markup=False),
@@ -32,6 +40,7 @@ class MatrixProgress:
             TimeRemainingColumn(),
             console=console,
             transient=False,
+            refresh_per_second=REFRESH_PER_S,
         )
         self.task: TaskID | None = None
         self.per_run = 1.0
@@ -84,6 +93,12 @@ class MatrixProgress:
             self.bar.update(self.task, completed=done)
 
     def finished(self, cell: RunCell, record: RunRecord, run_id: int) -> None:
+        if self.done_runs >= self.total_runs:
+            # Adaptive rounds and `noise` run on as their stopping rule or budget decides:
+            # the plan grows with the runs instead of counting past its end.
+            self.total_runs = self.done_runs + 1
+            if self.task is not None:
+                self.bar.update(self.task, total=self.total_runs * self.per_run)
         self.done_runs += 1
         if self.task is not None:
             self.bar.update(

@@ -20,19 +20,31 @@ from functools import partial
 from pathlib import Path
 
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
-from pgdyno.collect.procfs import ProcSnapshot, os_sample, read_snapshot
+from pgdyno.collect.procfs import ProcReader, ProcSnapshot, os_sample
 from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 from pgdyno.records import Event, Sample
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def cpu_ticks(stat: str) -> int | None:
+    """utime + stime of a /proc/<pid>/stat text (all the process's threads), in clock ticks.
+
+    >>> cpu_ticks("42 (pg bench) S 1 42 42 0 -1 4194304 9 0 0 0 70 5 0 0 20 0 3 0 99")
+    75
+    """
+    try:
+        fields = stat.rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (IndexError, ValueError):
+        return None
+
+
 def process_cpu_ticks(pid: int, proc_root: Path) -> int | None:
     """utime + stime of a process (all its threads), in clock ticks."""
     try:
-        fields = (proc_root / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
+        return cpu_ticks((proc_root / str(pid) / "stat").read_text())
+    except OSError:
         return None
 
 
@@ -129,7 +141,7 @@ class TimelineSampler:
     def _run(self) -> None:
         """The thread: whatever escapes the per-source guards is recorded, never silent."""
         try:
-            self._loop()
+            self._loop(ProcReader(self.proc_root, self.devices))
         except Exception as exc:
             self._died = (
                 f"the timeline sampler died {self._elapsed()} ({type(exc).__name__}: {exc}); "
@@ -137,7 +149,7 @@ class TimelineSampler:
             )
             self.log(self._died)
 
-    def _loop(self) -> None:
+    def _loop(self, proc: ProcReader) -> None:
         # Lower this thread's priority (Linux sets nice per thread): when the CPUs are busy,
         # pgbench and the server go first and the samples are a few milliseconds late.
         with contextlib.suppress(OSError):
@@ -152,10 +164,11 @@ class TimelineSampler:
             if self._stop.wait(next_tick - now):
                 return
             tick = time.time()
-            cur_os = self._guard("OS", lambda: read_snapshot(self.proc_root))
+            cur_os = self._guard("OS", proc.snapshot)
             cur_pg = self._guard("PostgreSQL", self.pg.snapshot) if self.pg else None
             pid = self._pid
-            ticks = process_cpu_ticks(pid, self.proc_root) if pid else None
+            stat = proc.read(f"{pid}/stat") if pid else None
+            ticks = cpu_ticks(stat) if stat else None
             if prev_tick is not None:
                 self._record(prev_tick, tick, (prev_os, cur_os), (prev_pg, cur_pg))
                 if prev_cpu is not None and ticks is not None and prev_cpu[0] == pid:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -62,13 +63,34 @@ class Measured:
     interference: Interference | None = None  # None: a clean run, or not measured
 
 
+PROCESS_TABLE_WAIT_S = 5.0  # a read of /proc that takes longer has hung (a broken procfs)
+
+
 def _processes(collect: Collect, log: Callable[[str], None]) -> ProcessTable | None:
-    """The process table for interference; a run never fails for want of it."""
-    try:
-        return read_processes(collect.proc_root)
-    except (OSError, ParseError) as exc:
-        log(f"interference not measured: the process table could not be read ({exc})")
+    """The process table for interference; a run never fails, nor hangs, for want of it.
+
+    Read on a daemon thread: a /proc read that never returns (as the sampler's hang test
+    makes one) must not hold the run, and an abandoned daemon thread does not hold the exit.
+    """
+    found: list[ProcessTable | Exception] = []
+
+    def read() -> None:
+        try:
+            found.append(read_processes(collect.proc_root))
+        except (OSError, ParseError) as exc:
+            found.append(exc)
+
+    reader = threading.Thread(target=read, name="pgdyno-process-table", daemon=True)
+    reader.start()
+    reader.join(PROCESS_TABLE_WAIT_S)
+    if not found:
+        log(f"interference not measured: reading {collect.proc_root} did not return within "
+            f"{PROCESS_TABLE_WAIT_S:.0f} s")  # fmt: skip
         return None
+    if isinstance(found[0], Exception):
+        log(f"interference not measured: the process table could not be read ({found[0]})")
+        return None
+    return found[0]
 
 
 def _interference(

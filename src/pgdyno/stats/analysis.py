@@ -102,8 +102,8 @@ def _warnings(runs: Sequence[RunOutcome], change: Comparison | None) -> tuple[st
     if change.method == "unpaired" and change.pairs is not None:
         seen.setdefault("fewer than 2 complete rounds: judged unpaired", None)
     elif change.left_out:
-        runs = "run" if change.left_out == 1 else "runs"
-        seen.setdefault(f"{change.left_out} {runs} without a partner in their round left out", None)
+        noun = "run" if change.left_out == 1 else "runs"
+        seen.setdefault(f"{change.left_out} {noun} without a partner in their round left out", None)
     if change.verdict.startswith("no") and change.repeats_needed:
         unit = "rounds" if change.method != "unpaired" else "repeats per set"
         seen.setdefault(f"about {change.repeats_needed} {unit} would resolve it", None)
