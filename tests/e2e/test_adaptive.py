@@ -131,7 +131,9 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
 
 
-def test_aa_with_a_cpu_hog_flags_its_runs_and_finds_no_difference(workdir: Path, tmp_path: Path):
+def test_aa_with_a_cpu_hog_flags_its_runs_and_finds_no_difference(
+    run_cli, workdir: Path, tmp_path: Path
+):
     """pgdyno runs as its own process; the hog is not its descendant, so it is foreign."""
     aa = plan(tmp_path, "repeats = 5", seconds=2)
     results = workdir / "results.sqlite"
@@ -164,3 +166,7 @@ def test_aa_with_a_cpu_hog_flags_its_runs_and_finds_no_difference(workdir: Path,
     assert b_change(data)["verdict"] == "no detectable difference"
     listed = {r["id"]: r["interference"] for r in data["runs"]}
     assert all(listed[run_id] is not None for run_id, *_ in during)
+    table = run_cli(workdir, "runs", "list", "--limit", "20")
+    assert table.code == 0 and "ok (interference)" in table.stdout
+    shown = run_cli(workdir, "runs", "show", str(during[0][0]))
+    assert shown.code == 0 and "interference" in shown.stdout

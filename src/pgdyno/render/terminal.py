@@ -43,6 +43,13 @@ def status_text(status: str) -> Text:
     return Text(status, style="" if status == "ok" else "red")
 
 
+def _flagged(status: Text, interfered: bool) -> Text:
+    """A run's status, marked when other processes took CPU time during it."""
+    if interfered:
+        status.append(" (interference)", style="yellow")
+    return status
+
+
 def _text(value: object) -> str:
     """
     >>> _text(None), _text(0)
@@ -60,7 +67,8 @@ def runs_table(rows: Sequence[RunListing]) -> Table:
         table.add_row(
             str(row.id), _session(row), row.finished_at[:19].replace("T", " "),
             row.workload, str(row.scale), str(row.clients), fmt(row.tps),
-            fmt(row.latency_avg_ms, 3), _text(row.pg_version), status_text(row.status),
+            fmt(row.latency_avg_ms, 3), _text(row.pg_version),
+            _flagged(status_text(row.status), row.interference is not None),
         )  # fmt: skip
     return table
 
