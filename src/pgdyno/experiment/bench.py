@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -44,7 +43,7 @@ from pgdyno.postgres.client import Client, ServerInfo, connect, with_dbname
 from pgdyno.postgres.serverlog import log_end
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.steady import default_trim
-from pgdyno.stats.stopping import MIN_ROUNDS, decide, level_interval
+from pgdyno.stats.stopping import decide, level_interval
 
 PROBE_S = 3  # seconds of the probe that sizes the first run's latency sample
 
@@ -251,8 +250,7 @@ def _adaptive_rounds(
     adaptive = rounds.adaptive
     assert adaptive is not None
     one = expand(spec.model_copy(update={"repeats": 1}), scales, host.cpu_count)
-    per_round = seconds_per_run(spec) * len(one)
-    most = max(MIN_ROUNDS, min(1000, math.floor(adaptive.budget_s / per_round)))
+    most = adaptive.most_rounds(seconds_per_run(spec) * len(one))
     ctx.progress.planned(
         [replace(c, index=r * len(one) + c.index, repeat=r + 1) for r in range(most) for c in one],
         seconds_per_run(spec),
@@ -263,15 +261,7 @@ def _adaptive_rounds(
         rounds.begin([f"{c.workload} s{c.scale} c{c.clients}" for c in cells])
         records.extend(run_cells(ready, cells, ctx, session_id=session_id))
         rounds.end()
-        by_cell: dict[tuple[str, int, int], list[float]] = {}
-        for _, record in records:
-            if record.status == "ok" and record.summary and record.summary.tps > 0 \
-                    and record.interference is None:  # fmt: skip
-                cell = record.cell
-                by_cell.setdefault((cell.workload, cell.scale, cell.clients), []).append(
-                    record.summary.tps
-                )
-        levels = [level_interval(v) for v in by_cell.values()] or [level_interval([1.0])]
+        levels = [level_interval(tps) for tps in _usable_tps(one, records)]
         rounds.decision = decide(
             levels, precision_pct=adaptive.precision_pct, rounds=round_no,
             elapsed_s=rounds.elapsed_s, round_s=rounds.round_s, budget_s=adaptive.budget_s,
@@ -279,6 +269,19 @@ def _adaptive_rounds(
         if rounds.decision.stop:
             break
     return records
+
+
+def _usable_tps(cells: list[RunCell], records: list[tuple[int, RunRecord]]) -> list[list[float]]:
+    """Per cell of a round, the TPS of its runs that finished and were not interfered with
+    (an empty list for a cell with none yet: unresolved)."""
+    by_cell: dict[tuple[str, int, int], list[float]] = {
+        (c.workload, c.scale, c.clients): [] for c in cells
+    }
+    for _, record in records:
+        tps = record.summary.tps if record.summary else 0.0
+        if record.status == "ok" and tps > 0 and record.interference is None:
+            by_cell[(record.cell.workload, record.cell.scale, record.cell.clients)].append(tps)
+    return list(by_cell.values())
 
 
 class _CellRunner:

@@ -10,6 +10,7 @@ the paired differences instead of favouring one set.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from pgdyno.errors import UsageError
-from pgdyno.stats.stopping import Decision
+from pgdyno.stats.levels import MAX_REPEATS
+from pgdyno.stats.stopping import MIN_ROUNDS, Decision
 
 DEFAULT_PRECISION_PCT: Final = 2.0
 DEFAULT_BUDGET_S: Final = 20 * 60.0
@@ -65,6 +67,16 @@ class Adaptive:
 
     def as_dict(self) -> dict[str, float]:
         return {"precision_pct": self.precision_pct, "budget_s": self.budget_s}
+
+    def most_rounds(self, round_s: float) -> int:
+        """Rounds of about `round_s` seconds the budget could hold, for a progress bar (an upper
+        bound: the rounds usually stop sooner; at least the MIN_ROUNDS always run).
+
+        >>> Adaptive(2.0, 600.0).most_rounds(45.0), Adaptive(2.0, 60.0).most_rounds(45.0)
+        (13, 2)
+        """
+        fits = math.floor(self.budget_s / round_s) if round_s > 0 else MAX_REPEATS
+        return max(MIN_ROUNDS, min(MAX_REPEATS, fits))
 
 
 @dataclass

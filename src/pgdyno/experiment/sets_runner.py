@@ -16,7 +16,6 @@ crash.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -49,7 +48,7 @@ from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
 from pgdyno.stats.analysis import Analysis, Judging, analyse
-from pgdyno.stats.stopping import MIN_ROUNDS, decide
+from pgdyno.stats.stopping import decide
 from pgdyno.stats.verdict import SAME, Comparison
 from pgdyno.store.interface import ComparisonsBackend
 
@@ -312,8 +311,7 @@ class _CompareRun:
         if adaptive is None:
             return self.spec.repeats
         cells = len(_cells(self.spec, self.scales or [1], self.host.cpu_count, 1))
-        per_round = seconds_per_run(self.spec) * cells * len(self.checked)
-        return max(MIN_ROUNDS, min(1000, math.floor(adaptive.budget_s / per_round)))
+        return adaptive.most_rounds(seconds_per_run(self.spec) * cells * len(self.checked))
 
     def finish_on_exit(self, comparison_id: int) -> None:
         self.stack.enter_context(finished_as(partial(self.comparisons.finish, comparison_id)))

@@ -106,7 +106,9 @@ def _warnings(runs: Sequence[RunOutcome], change: Comparison | None) -> tuple[st
         seen.setdefault(f"{change.left_out} {noun} without a partner in their round left out", None)
     if change.verdict.startswith("no") and change.repeats_needed:
         unit = "rounds" if change.method != "unpaired" else "repeats per set"
-        seen.setdefault(f"about {change.repeats_needed} {unit} would resolve it", None)
+        seen.setdefault(
+            f"about {change.repeats_needed} {unit} would resolve a change this size", None
+        )
     return tuple(seen)
 
 

@@ -62,10 +62,11 @@ def level_interval(values: Sequence[float]) -> Comparison:
     >>> c.pairs, round(c.ci_low_pct, 1), round(c.ci_high_pct, 1)
     (6, -1.7, 1.7)
     """
-    require_positive(values, "level")
+    if values:
+        require_positive(values, "level")
     logs = [math.log(v) for v in values]
     n = len(logs)
-    if n < 2:
+    if n < 2:  # nothing to judge by yet: unresolved
         return Comparison(0.0, None, None, SAME, False, None, "sequential", n, 0, None)
     mean = math.fsum(logs) / n
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
