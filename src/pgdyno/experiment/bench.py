@@ -23,7 +23,7 @@ from pgdyno.experiment.context import ProgressReporter, RunContext
 from pgdyno.experiment.failure import Verdict, Where, failed_run
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.measure import Collect, measure
-from pgdyno.experiment.rounds import RoundLog
+from pgdyno.experiment.rounds import Adaptive, RoundLog
 from pgdyno.experiment.target import Target
 from pgdyno.host.facts import HostFacts, free_disk_bytes
 from pgdyno.host.layout import device_names, locate_devices
@@ -78,6 +78,15 @@ class Connected:
     pgbench: Path
     env: dict[str, str]
     datasets: dict[int, Dataset] = field(default_factory=dict)
+
+    @property
+    def server(self) -> dict[str, object]:
+        """What a bench session records of the server it ran against."""
+        return {
+            "version": self.info.version, "version_num": self.info.version_num,
+            "binaries": self.target.binaries.source,
+            "pgbench_version": self.base.pgbench_version,
+        }  # fmt: skip
 
 
 @contextmanager
@@ -219,10 +228,7 @@ def run_bench(
         for choice in scales:
             if choice.note:
                 ctx.log(choice.note)
-        server = {
-            "version": info.version, "version_num": info.version_num,
-            "binaries": target.binaries.source, "pgbench_version": ready.base.pgbench_version,
-        }  # fmt: skip
+        server = ready.server
         sizes = [c.scale for c in scales]
         with recorded_session(ctx, command, target.label, host, server) as session_id:
             if spec.adaptive is None:
@@ -232,13 +238,16 @@ def run_bench(
                 rounds = None
             else:
                 rounds = RoundLog(spec.adaptive)
-                records = _adaptive_rounds(ready, spec, sizes, host, ctx, session_id, rounds)
+                records = _adaptive_rounds(
+                    ready, spec, spec.adaptive, sizes, host, ctx, session_id, rounds
+                )
     return BenchOutcome(session_id, records, scales, list(ready.datasets.values()), rounds)
 
 
 def _adaptive_rounds(
     ready: Connected,
     spec: BenchSpec,
+    adaptive: Adaptive,
     scales: list[int],
     host: HostFacts,
     ctx: RunContext,
@@ -247,8 +256,6 @@ def _adaptive_rounds(
 ) -> list[tuple[int, RunRecord]]:
     """`bench --repeats auto`: rounds of every cell until each cell's mean TPS is known to the
     precision (an always-valid interval) or the budget is spent."""
-    adaptive = rounds.adaptive
-    assert adaptive is not None
     one = expand(spec.model_copy(update={"repeats": 1}), scales, host.cpu_count)
     most = adaptive.most_rounds(seconds_per_run(spec) * len(one))
     ctx.progress.planned(

@@ -68,11 +68,7 @@ def run_noise(
         (cell,) = expand(spec, [choice.scale], host.cpu_count)
         per_run = seconds_per_run(spec)
         ctx.progress.planned(_cells(cell, planned_runs(budget_s, per_run)), per_run)
-        server = {
-            "version": info.version, "version_num": info.version_num,
-            "binaries": target.binaries.source, "pgbench_version": ready.base.pgbench_version,
-        }  # fmt: skip
-        with recorded_session(ctx, command, target.label, host, server) as session_id:
+        with recorded_session(ctx, command, target.label, host, ready.server) as session_id:
             _prepare(ready, cell, ctx)
             records, walls = _run_pairs(ready, cell, ctx, session_id, budget_s, clock)
     report = noise_report(

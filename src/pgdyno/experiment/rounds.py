@@ -89,6 +89,7 @@ class RoundLog:
     durations: list[float] = field(default_factory=list)
     decision: Decision | None = None
     _started: float | None = None
+    _round_start: float = 0.0
 
     def begin(self, order: Sequence[str]) -> None:
         if self._started is None:
