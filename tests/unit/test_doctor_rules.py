@@ -44,6 +44,7 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
     "large-buffers-no-huge-pages": ({"huge-pages-missing"}, set()),
     "too-few-huge-pages": ({"huge-pages-short", "huge-pages-unused"}, set()),
     "governor-ondemand": ({"cpu-governor-powersave"}, set()),
+    "kernel-7-huge-pages-try": ({"huge-pages-preemptible-kernel"}, set()),
 }
 
 
@@ -217,6 +218,53 @@ def test_wal_on_a_flash_data_device_is_information_only() -> None:
     assert not result.at_least("warning")
 
 
+# huge-pages-preemptible-kernel: the kernel-7 variant sets it off; undoing any one of its
+# conditions silences it, and a 6.x kernel whose model is unknown leaves it not checked.
+
+
+def outcome(snapshot: dict, rule_id: str) -> str:
+    result = audit(RULES, snapshot)
+    if rule_id in {f.rule.id for f in result.findings}:
+        return "fired"
+    if rule_id in {r.id for r in result.passed}:
+        return "passed"
+    return next(f"not checked: {u.missing}" for u in result.unchecked if u.rule.id == rule_id)
+
+
+def test_huge_pages_on_a_preemptible_kernel_names_the_kernel_and_the_pages() -> None:
+    result = audit(RULES, load_snapshot(DATA / "kernel-7-huge-pages-try.json"))
+    found = {f.rule.id: f for f in result.findings}["huge-pages-preemptible-kernel"]
+    assert found.current == "huge_pages = try with shared_buffers 16 GiB, lazy preemption"
+    assert found.recommended == "huge_pages = on, vm.nr_hugepages = 8400"
+    assert found.fix.startswith("sysctl -w vm.nr_hugepages=8400\n")
+    assert "huge_pages = 'on'" in found.fix
+
+
+SIX = "6.8.0-45-generic"
+
+
+@pytest.mark.parametrize(
+    ("host", "settings", "expected"),
+    [
+        ({"preempt_model": None}, {}, "fired"),  # Linux 7.0 alone: PREEMPT_NONE is gone
+        ({"kernel_release": SIX, "preempt_model": "full"}, {}, "fired"),
+        ({"kernel_release": SIX, "preempt_model": "rt"}, {}, "fired"),
+        ({"kernel_release": SIX, "preempt_model": "voluntary"}, {}, "passed"),
+        ({"kernel_release": SIX, "preempt_model": "none"}, {}, "passed"),
+        ({"kernel_release": SIX, "preempt_model": None}, {}, "not checked: host.preempt_model"),
+        ({}, {"huge_pages": {"setting": "on", "vartype": "enum"}}, "passed"),
+        ({}, {"huge_pages": {"setting": "true"}}, "passed"),  # by hand, as PostgreSQL reads it
+        ({}, {"huge_pages": {"setting": "off", "vartype": "enum"}}, "fired"),
+        ({}, {"shared_buffers": {"setting": "4GB"}}, "passed"),  # below the 8 GiB threshold
+    ],
+)  # fmt: skip
+def test_huge_pages_on_a_preemptible_kernel(host, settings, expected) -> None:
+    snapshot = json.loads((DATA / "kernel-7-huge-pages-try.json").read_text())
+    snapshot["host"].update(host)
+    snapshot["server"]["settings"].update(settings)
+    assert outcome(snapshot, "huge-pages-preemptible-kernel") == expected
+
+
 def test_a_missing_fact_makes_a_rule_not_checked_not_passed() -> None:
     snapshot = json.loads((DATA / "healthy.json").read_text())
     del snapshot["host"]["thp_enabled"]
@@ -244,11 +292,16 @@ REPO = Path(__file__).parents[2]
 def evidence_problem(item: str) -> str | None:
     """What is wrong with one evidence item; None when it cites a source a reviewer can find:
     a seed by number and its author, a chapter of the PostgreSQL or Linux kernel documentation,
-    or an example plan of this repository with the figure it measured."""
+    a dated public report (where, who, when: "Linux kernel mailing list, <author>, 2026-04-03"
+    or a site such as "thebuild.com, <author>, <date>"), or an example plan of this
+    repository with the figure it measured."""
     if seed := re.match(r"seed (\d{3}) \(([^,)]+)[,)]", item):
         number, author = seed.groups()
         return None if SEED_AUTHORS.get(number) == author else f"seed {number} is not {author}"
     if re.match(r"(PostgreSQL|Linux kernel) documentation, \S", item):
+        return None
+    if re.match(r"(Linux kernel mailing list|[a-z0-9-]+(\.[a-z0-9-]+)+), [A-Z][^,]+, "
+                r"\d{4}-\d{2}-\d{2}, \S", item):  # fmt: skip
         return None
     if example := re.match(r"pgdyno's (examples/\S+\.toml) .*\(docs/benchmarks\.md\)$", item):
         return None if (REPO / example.group(1)).is_file() else f"no {example.group(1)}"
@@ -282,6 +335,7 @@ def test_every_evidence_item_names_its_source() -> None:
         "PostgreSQL docs say so, somewhere in there",
         "pgdyno's examples/999-nothing.toml gave +5% (docs/benchmarks.md)",
         "a blog post I read once, about this setting",
+        "thebuild.com, someone, recently: a report without its date",
     ],
 )
 def test_an_evidence_item_without_a_findable_source_is_caught(item: str) -> None:

@@ -105,6 +105,8 @@ def test_recorded_vm_facts():
         "sched_migration_cost_ns": None,
         "sched_migration_cost_path": None,
         "sched_autogroup_enabled": 1,
+        "preempt_model": None,  # PREEMPT_DYNAMIC, and debugfs not mounted
+        "preempt_model_source": None,
         "cpufreq_driver": None,
         "cpu_governor": None,
         "cpu_governors": {},
@@ -116,9 +118,14 @@ def test_recorded_vm_says_why_the_scheduler_and_cpufreq_facts_are_missing():
     _, unread = inventory(RECORDED)
     assert set(unread) == {
         "host.sched_migration_cost_ns",
+        "host.preempt_model",
         "host.cpufreq_driver",
         "host.cpu_governor",
     }
+    assert unread["host.preempt_model"] == (
+        "/proc/sys/kernel/version says PREEMPT_DYNAMIC: the model is chosen at boot; and "
+        "debugfs is not mounted (as root: mount -t debugfs none /sys/kernel/debug)."
+    )
     assert unread["host.sched_migration_cost_ns"] == (
         "not in /proc/sys/kernel (since 5.13 it is in debugfs), and debugfs is not mounted "
         "(as root: mount -t debugfs none /sys/kernel/debug)."
@@ -149,7 +156,7 @@ def test_bare_metal_with_cpufreq(tmp_path: Path):
     assert host["cpufreq_driver"] == "acpi-cpufreq"
     assert host["cpu_governor"] == "ondemand"
     assert host["cpu_governors"] == {"ondemand": 3, "performance": 1}
-    assert set(unread) == {"host.sched_migration_cost_ns"}
+    assert set(unread) == {"host.sched_migration_cost_ns", "host.preempt_model"}
 
 
 def test_old_kernel(tmp_path: Path):
@@ -167,6 +174,56 @@ def test_old_kernel(tmp_path: Path):
     assert "no MemAvailable line (it came in kernel 3.14)" in unread["host.memory_available_bytes"]
     assert "/proc/sys/kernel/arch is not present" in unread["host.arch"]
     assert "host.sched_migration_cost_ns" not in unread
+
+
+def test_preemption_model_from_debugfs(tmp_path: Path):
+    host, unread = inventory(edited("preempt-full", tmp_path))
+    assert (host["preempt_model"], host["preempt_model_source"]) == (
+        "full",
+        "/sys/kernel/debug/sched/preempt",
+    )
+    assert "host.preempt_model" not in unread
+    # debugfs is mounted there now, but this kernel keeps no migration cost in it
+    assert unread["host.sched_migration_cost_ns"].endswith(
+        "debugfs has no sched/migration_cost_ns (a kernel without scheduler debugging)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "model"),
+    [
+        ("#1 SMP PREEMPT_RT Debian 6.1.76-1 (2024-02-01)\n", "rt"),
+        ("#1 SMP PREEMPT Tue Mar 12 11:21:15 UTC 2024\n", "full"),
+    ],
+)
+def test_preemption_model_from_the_version_string(tmp_path: Path, version: str, model: str):
+    root = edited("firecracker-2cpu", tmp_path)
+    write(root, {"proc/sys/kernel/version": version})
+    host, unread = inventory(root)
+    assert (host["preempt_model"], host["preempt_model_source"]) == (
+        model,
+        "/proc/sys/kernel/version",
+    )
+    assert "host.preempt_model" not in unread
+
+
+def test_preemption_model_unknown_without_a_preempt_word(tmp_path: Path):
+    root = edited("firecracker-2cpu", tmp_path)
+    write(root, {"proc/sys/kernel/version": "#1 SMP Debian 5.10.209-2 (2024-01-31)\n",
+                 "sys/kernel/debug/sched/preempt": "garbled\n"})  # fmt: skip
+    host, unread = inventory(root)
+    assert host["preempt_model"] is None and host["preempt_model_source"] is None
+    assert unread["host.preempt_model"] == (
+        "/proc/sys/kernel/version names no preemption: built with none or voluntary, it does "
+        "not say which; and /sys/kernel/debug/sched/preempt could not be parsed ('garbled')."
+    )
+
+
+def test_debugfs_wins_over_the_version_string(tmp_path: Path):
+    root = edited("preempt-full", tmp_path)
+    write(root, {"proc/sys/kernel/version": "#1 SMP PREEMPT_RT x\n",
+                 "sys/kernel/debug/sched/preempt": "full (lazy) \n"})  # fmt: skip
+    assert inventory(root)[0]["preempt_model"] == "lazy"
 
 
 def test_container_limits_and_runtime(tmp_path: Path):

@@ -31,6 +31,7 @@ from pgdyno.host.journal import (
 )
 from pgdyno.host.knobs import (
     BLOCK_SETTINGS,
+    THP_SETTINGS,
     HostChangeError,
     Knob,
     read_value,
@@ -53,6 +54,14 @@ SYSCTLS = {
     "net/ipv4/conf/eth0.1/rp_filter": "2\n",
 }
 
+# As this kernel (6.x) writes them; khugepaged/ is there to show it stays out of reach.
+THP_FILES = {
+    "enabled": "always [madvise] never\n",
+    "defrag": "always defer defer+madvise [madvise] never\n",
+    "khugepaged/defrag": "1\n",
+    "hpage_pmd_size": "2097152\n",
+}
+
 
 @dataclass
 class Tree:
@@ -65,6 +74,9 @@ class Tree:
 
     def block(self, device: str, name: str) -> Knob:
         return Knob("block", name, device=device, proc_root=self.proc, sys_root=self.sys)
+
+    def thp(self, name: str) -> Knob:
+        return Knob.thp(name, proc_root=self.proc, sys_root=self.sys)
 
     def pending(self) -> list[Change]:
         return pending(self.journal, proc_root=self.proc, sys_root=self.sys)
@@ -95,6 +107,10 @@ def tree(tmp_path: Path) -> Tree:
     (sys / "block/zram0/queue").mkdir(parents=True)
     (sys / "block/zram0/queue/read_ahead_kb").write_text("128\n")
     (sys / "block/noqueue").mkdir(parents=True)
+    thp = sys / "kernel/mm/transparent_hugepage"
+    (thp / "khugepaged").mkdir(parents=True)
+    for name, text in THP_FILES.items():
+        (thp / name).write_text(text)
     return Tree(proc, sys, tmp_path / "work" / "host-journal.jsonl")
 
 
@@ -135,6 +151,8 @@ def mend_knob(knob: Knob, text: str) -> None:
         ),
         (Knob.block("vda", "scheduler", **LIVE), "/sys/block/vda/queue/scheduler"),
         (Knob.block("nvme0n1", "read_ahead_kb", **LIVE), "/sys/block/nvme0n1/queue/read_ahead_kb"),
+        (Knob.thp("enabled", **LIVE), "/sys/kernel/mm/transparent_hugepage/enabled"),
+        (Knob.thp("defrag", **LIVE), "/sys/kernel/mm/transparent_hugepage/defrag"),
     ],
 )
 def test_paths(knob: Knob, relative: str) -> None:
@@ -160,6 +178,12 @@ def test_roots_are_injectable(tree: Tree) -> None:
         lambda: Knob.block("vda/queue", "scheduler", **LIVE),
         lambda: Knob.block("vda", "nr_requests", **LIVE),
         lambda: Knob("sysctl", "vm.dirty_ratio", device="vda", **LIVE),
+        lambda: Knob.thp("khugepaged/defrag", **LIVE),
+        lambda: Knob.thp("hpage_pmd_size", **LIVE),
+        lambda: Knob.thp("../../../../etc/passwd", **LIVE),
+        lambda: Knob.thp("Enabled", **LIVE),
+        lambda: Knob("thp", "enabled", device="vda", **LIVE),
+        lambda: Knob("hugepages", "enabled", **LIVE),  # type: ignore[arg-type]
     ],
 )
 def test_names_that_could_leave_the_knob_directories_are_refused(
@@ -614,3 +638,163 @@ def test_changes_a_killed_command_left_in_another_journal_block_the_host(
     rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     with other:
         assert other.apply(tree.sysctl("vm.dirty_ratio"), 30).effective == "30"
+
+
+# Transparent huge pages -------------------------------------------------------------------
+
+
+def test_thp_knobs_are_an_allow_list() -> None:
+    assert THP_SETTINGS == ("enabled", "defrag")
+    with pytest.raises(UsageError) as caught:
+        Knob.thp("khugepaged/defrag", **LIVE)
+    assert str(caught.value) == (
+        "'khugepaged/defrag' is not a transparent huge pages setting pgdyno changes: "
+        "use one of enabled, defrag."
+    )
+
+
+def test_thp_read_value_is_the_bracketed_word(tree: Tree) -> None:
+    assert read_value(tree.thp("enabled")) == "madvise"
+    assert read_value(tree.thp("defrag")) == "madvise"
+    tree.thp("enabled").path.write_text("[always] madvise never\n")
+    assert read_value(tree.thp("enabled")) == "always"
+    tree.thp("enabled").path.write_text("always madvise never\n")
+    with pytest.raises(HostChangeError, match=r"names no active value: check .*/enabled\.$"):
+        read_value(tree.thp("enabled"))
+
+
+def test_thp_validate_takes_an_offered_word(tree: Tree) -> None:
+    assert validate(tree.thp("enabled"), "never", is_root=True) == "never"
+    assert validate(tree.thp("enabled"), " always ", is_root=True) == "always"
+    assert validate(tree.thp("defrag"), "defer+madvise", is_root=True) == "defer+madvise"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (
+            "enabled",
+            "defer",
+            "transparent_hugepage/enabled offers no 'defer' (it offers always, madvise, never): "
+            "pick one of those.",
+        ),
+        ("enabled", "[never]", "offers no '[never]' "),
+        ("enabled", 0, "offers no 0 "),
+        ("enabled", False, "offers no False "),
+        ("defrag", "sometimes", "(it offers always, defer, defer+madvise, madvise, never)"),
+    ],
+)
+def test_thp_validate_refuses_words_the_file_does_not_offer(
+    tree: Tree, name: str, value: object, message: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        validate(tree.thp(name), value, is_root=True)
+    assert message in str(caught.value)
+    assert str(caught.value).endswith(".")
+
+
+def test_thp_validate_needs_root_and_the_file(tree: Tree) -> None:
+    with pytest.raises(UsageError) as caught:
+        validate(tree.thp("enabled"), "never", is_root=False)
+    assert str(caught.value) == (
+        "changing transparent_hugepage/enabled needs root: "
+        "run pgdyno as root or remove it from the plan."
+    )
+    tree.thp("defrag").path.unlink()
+    with pytest.raises(UsageError) as caught:
+        validate(tree.thp("defrag"), "never", is_root=True)
+    assert str(caught.value) == (
+        "this kernel has no transparent huge pages setting defrag (no file "
+        f"{tree.thp('defrag').path}; built without CONFIG_TRANSPARENT_HUGEPAGE?): "
+        "remove it from the plan."
+    )
+
+
+def test_thp_change_is_journalled_and_restored(tree_ready: Tree) -> None:
+    tree = tree_ready
+    enabled, defrag = tree.thp("enabled"), tree.thp("defrag")
+    with tree.changes() as host:
+        assert host.apply(enabled, "never") == Applied(enabled, "madvise", "never", "never")
+        host.apply(defrag, "defer")
+        record = tree.lines()[0]
+        assert record == {
+            "op": "change",
+            "id": 1,
+            "kind": "thp",
+            "name": "enabled",
+            "device": None,
+            "path": str(tree.sys / "kernel/mm/transparent_hugepage/enabled"),
+            "old": "madvise",
+            "new": "never",
+            "at": record["at"],
+            "pid": os.getpid(),
+            "boot_id": "boot-a",
+        }
+        assert [(c.knob, c.old, c.new) for c in tree.pending()] == [
+            (enabled, "madvise", "never"),
+            (defrag, "madvise", "defer"),
+        ]
+        restored = host.restore()
+        assert [(r.knob, r.found, r.now) for r in restored] == [
+            (defrag, "defer", "madvise"),
+            (enabled, "never", "madvise"),
+        ]
+        # A plain file keeps only the word written; the kernel lists every word again.
+        enabled.path.write_text(THP_FILES["enabled"])
+        host.apply(enabled, "always")
+        assert read_value(enabled) == "always"
+    assert read_value(enabled) == read_value(defrag) == "madvise"
+    assert tree.pending() == []
+
+
+def thp_line(tree: Tree, id_: int, name: str, old: str, new: str, boot_id: str) -> str:
+    record = json.loads(change_line(tree, id_, "vm.dirty_ratio", old, new, boot_id))
+    record |= {"kind": "thp", "name": name, "path": str(tree.thp(name).path)}
+    return json.dumps(record) + "\n"
+
+
+def test_thp_rollback_after_a_kill(tree_ready: Tree) -> None:
+    """The journal a SIGKILL leaves with THP changed, beside an old-style sysctl record."""
+    tree = tree_ready
+    crashed(tree, thp_line(tree, 3, "enabled", "madvise", "never", "boot-a"))
+    tree.thp("enabled").path.write_text("always madvise [never]\n")
+    with pytest.raises(UsageError, match="holds 2 changes not restored"):
+        ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [(str(r.knob), r.found, r.now, r.set_to) for r in done] == [
+        ("transparent_hugepage/enabled", "never", "madvise", "never"),
+        ("sysctl vm.dirty_expire_centisecs", "1000", "3000", "1000"),
+    ]
+    assert read_value(tree.thp("enabled")) == "madvise"
+    assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys) == []
+
+
+def test_thp_changed_before_a_reboot_is_not_written_back(tree_ready: Tree) -> None:
+    tree = tree_ready
+    tree.journal.write_text(thp_line(tree, 1, "defrag", "madvise", "never", "boot-before"))
+    tree.thp("defrag").path.write_text("always defer defer+madvise madvise [never]\n")
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [(r.knob.name, r.rebooted, r.now) for r in done] == [("defrag", True, "never")]
+    assert read_value(tree.thp("defrag")) == "never"  # what the boot set is left alone
+    assert tree.pending() == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        ({"name": "khugepaged/defrag"}, "not a transparent huge pages setting pgdyno changes"),
+        ({"device": "vda"}, "not a transparent huge pages setting"),
+        ({"path": "/sys/kernel/mm/transparent_hugepage/khugepaged/defrag"}, "it names "),
+        ({"kind": "hugepages"}, "unknown kind 'hugepages'"),
+    ],
+)
+def test_a_thp_record_cannot_reach_other_files(
+    tree_ready: Tree, edit: dict[str, str], why: str
+) -> None:
+    tree = tree_ready
+    record = json.loads(thp_line(tree, 1, "enabled", "madvise", "never", "boot-a")) | edit
+    tree.journal.write_text(json.dumps(record) + "\n" + thp_line(tree, 2, "defrag", "a", "b", "x"))
+    with pytest.raises(JournalError, match=f"line 1 of the host journal .*{why}"):
+        rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert tree.file(tree.thp("enabled")) == THP_FILES["enabled"]
+    assert tree.file(tree.thp("defrag")) == THP_FILES["defrag"]

@@ -59,6 +59,7 @@ RENDER_MAY_IMPORT = (
     "pgdyno.metrics",  # labels, units and digits of each series
     "pgdyno.doctor.evaluate",  # Audit, Finding, Unchecked
     "pgdyno.doctor.rules",  # LAYERS, and the Rule a finding carries
+    "pgdyno.tune.model",  # the configuration `pgdyno tune` computed, and what --apply did
 )
 STATS_MAY_IMPORT = ("pgdyno.stats", "pgdyno.records", "pgdyno.errors")
 # Standard and third-party modules that reach files, processes, sockets, databases or threads.

@@ -6,13 +6,16 @@ import click
 
 from pgdyno import __version__
 from pgdyno.cli.bench_cmd import bench
-from pgdyno.cli.compare_cmd import compare, plan, rollback
+from pgdyno.cli.compare_cmd import compare, plan
+from pgdyno.cli.datasets_cmd import datasets
 from pgdyno.cli.doctor_cmd import doctor
 from pgdyno.cli.noise_cmd import noise
 from pgdyno.cli.pg_cmd import pg
 from pgdyno.cli.report_cmd import report
+from pgdyno.cli.rollback_cmd import rollback
 from pgdyno.cli.runs_cmd import runs
 from pgdyno.cli.sandbox_cmd import sandbox
+from pgdyno.cli.tune_cmd import tune
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -50,3 +53,5 @@ cli.add_command(rollback)
 cli.add_command(report)
 cli.add_command(doctor)
 cli.add_command(noise)
+cli.add_command(tune)
+cli.add_command(datasets)

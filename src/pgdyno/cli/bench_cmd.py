@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -20,15 +21,23 @@ from pgdyno.cli.common import (
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
-from pgdyno.errors import PgbenchFailed, UsageError
-from pgdyno.experiment.bench import run_bench
+from pgdyno.errors import PgbenchFailed, PgdynoError, UsageError
+from pgdyno.experiment.bench import BenchOutcome, run_bench
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads
 from pgdyno.experiment.rounds import DEFAULT_PRECISION_PCT
-from pgdyno.experiment.target import bench_target, check_target_settings
+from pgdyno.experiment.target import Target, bench_target, check_target_settings
 from pgdyno.host.facts import read_host
 from pgdyno.pgbench.command import PROTOCOLS, parse_int_list
+from pgdyno.pgbench.dataset import BENCH_DB
 from pgdyno.postgres.conf import parse_assignments
+from pgdyno.postgres.footprint import (
+    Leftover,
+    PgdynoObject,
+    bench_leftovers,
+    leftovers_line,
+    server_objects,
+)
 from pgdyno.render.terminal import results_table
 from pgdyno.render.verdict_tables import rounds_summary
 from pgdyno.store.results import ResultsStore
@@ -253,13 +262,16 @@ def bench(
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))
         run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
+        before = objects_on(target, log)
         outcome = run_bench(spec, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv]))
+        left = left_by(outcome, target, before, log)
     if outcome.rounds is not None:
         log(rounds_summary(outcome.rounds.as_dict()))
     if as_json:
         with ResultsStore(env.results_path) as store:
             stored = [store.get_run(run_id) for run_id, _ in outcome.records]
-            print_json(env, [None if run is None else run.as_json() for run in stored])
+            print_json(env, [None if run is None else with_left(run.as_json(), left)
+                             for run in stored])  # fmt: skip
         return
     console = out(env)
     console.print(results_table(outcome.records))
@@ -269,6 +281,8 @@ def bench(
             f"dataset scale {dataset.scale}: {dataset.size_bytes / 1024**2:,.0f} MiB ({how}, "
             f"{dataset.prepare_seconds:.1f} s)"
         )
+    if line := leftovers_line(left or [], target.label):
+        console.print(line)
     console.print(f"results database: {env.results_path} (session {outcome.session_id})")
     failed = [str(run_id) for run_id, r in outcome.records if r.status != "ok"]
     if failed:
@@ -276,6 +290,34 @@ def bench(
             f"{len(failed)} of {len(outcome.records)} runs failed (runs {', '.join(failed)}); "
             "see `pgdyno runs show ID` for pgbench's error output."
         )
+
+
+def objects_on(target: Target, log: Callable[[str], None]) -> list[PgdynoObject] | None:
+    """pgdyno's objects on the target now (None, with a line saying so, when unreadable)."""
+    try:
+        return server_objects(target.dsn, target.password)
+    except PgdynoError as exc:
+        log(f"what pgdyno leaves on {target.label} is not reported: {exc}")
+        return None
+
+
+def left_by(
+    outcome: BenchOutcome, target: Target, before: list[PgdynoObject] | None,
+    log: Callable[[str], None],
+) -> list[Leftover] | None:  # fmt: skip
+    """What this bench created on the target, and the objects it reused from before."""
+    after = None if before is None else objects_on(target, log)
+    if before is None or after is None:
+        return None
+    return bench_leftovers(before, after, {BENCH_DB, *(d.template for d in outcome.datasets)})
+
+
+def with_left(run: dict[str, object], left: list[Leftover] | None) -> dict[str, object]:
+    """A run of `bench --json` with what the bench left on the server (the same on every run
+    of the invocation; null when it could not be read)."""
+    run["created"] = None if left is None else [i.as_json() for i in left if i.created]
+    run["reused"] = None if left is None else [i.as_json() for i in left if not i.created]
+    return run
 
 
 def parse_repeats(text: str, precision: float | None, budget: str | None) -> int:

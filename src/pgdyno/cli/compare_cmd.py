@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,10 @@ from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, StoreError
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
-from pgdyno.experiment.sets_runner import run_compare, settings_meta_loader
+from pgdyno.experiment.sets_runner import CompareOutcome, run_compare, settings_meta_loader
 from pgdyno.experiment.target import workdir_lock
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
-from pgdyno.host.journal import rollback as rollback_changes
 from pgdyno.plan.check import (
     CheckedSet,
     MetaLoader,
@@ -40,6 +40,8 @@ from pgdyno.plan.check import (
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.settings_catalog import describe_settings
+from pgdyno.records.stored import Comparison as StoredComparison
+from pgdyno.records.stored import RunOutcome
 from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
 from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.store.results import ResultsStore
@@ -130,8 +132,54 @@ def compare(
       pgdyno compare examples/004-ladder.toml --precision 3 --budget 30m
     """
     env = environment(ctx)
-    allowed = Allowed.of(allow_sysctl, allow_pg)
-    plan = load_plan(plan_file)
+    done = execute_compare(
+        env, load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,
+        budget=budget, resume=resume, keep_files=keep_files,
+    )  # fmt: skip
+    outcome, runs, info, analysis, plan = (
+        done.outcome, done.runs, done.info, done.analysis, done.plan
+    )  # fmt: skip
+    if as_json:
+        print_json(
+            env,
+            {
+                "comparison": info.as_json(),
+                "rounds": outcome.rounds.as_dict(),
+                "analysis": analysis.as_dict(),
+                "runs": [r.as_json() for r in runs],
+            },
+        )
+    else:
+        _print_analysis(env, analysis, plan, outcome.comparison_id)
+        out(env).print(rounds_summary(outcome.rounds.as_dict()))
+        if outcome.skipped:
+            err(env).print(
+                f"{outcome.skipped} runs were finished before and not repeated (--resume)"
+            )
+    failed = [r for r in runs if r.status != "ok"]
+    if failed:
+        raise PgbenchFailed(
+            f"{len(failed)} of {len(runs)} runs failed; see `pgdyno runs show ID` for "
+            f"pgbench's error output (runs {', '.join(str(r.id) for r in failed[:10])})."
+        )
+
+
+@dataclass(frozen=True)
+class Executed:
+    """A finished comparison: what ran, what is stored, and the verdicts."""
+
+    plan: Plan
+    outcome: CompareOutcome
+    runs: list[RunOutcome]
+    info: StoredComparison
+    analysis: Analysis
+
+
+def execute_compare(
+    env: Environment, plan: Plan, allowed: Allowed, *, precision: float | None,
+    budget: str | None, resume: bool = False, keep_files: bool = False,
+) -> Executed:  # fmt: skip
+    """Check, run and judge a plan (the body of `pgdyno compare`, also used by `tune --verify`)."""
     host = read_host(env.proc_root, env.sys_root)
     spec = with_adaptive(bench_spec(plan, host.cpu_count), precision, budget)
     log = err(env).print
@@ -158,27 +206,7 @@ def compare(
     analysis = analyse(
         runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode, judging
     )
-    if as_json:
-        print_json(
-            env,
-            {
-                "comparison": info.as_json(),
-                "rounds": outcome.rounds.as_dict(),
-                "analysis": analysis.as_dict(),
-                "runs": [r.as_json() for r in runs],
-            },
-        )
-    else:
-        _print_analysis(env, analysis, plan, outcome.comparison_id)
-        out(env).print(rounds_summary(outcome.rounds.as_dict()))
-        if outcome.skipped:
-            log(f"{outcome.skipped} runs were finished before and not repeated (--resume)")
-    failed = [r for r in runs if r.status != "ok"]
-    if failed:
-        raise PgbenchFailed(
-            f"{len(failed)} of {len(runs)} runs failed; see `pgdyno runs show ID` for "
-            f"pgbench's error output (runs {', '.join(str(r.id) for r in failed[:10])})."
-        )
+    return Executed(plan, outcome, runs, info, analysis)
 
 
 def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison_id: int) -> None:
@@ -213,7 +241,9 @@ def plan_check(
     Checks the file's form, every PostgreSQL setting against the target version's settings
     (type, unit, range, allowed values: from `postgres --describe-config` and pgdyno's
     recorded pg_settings of each version), every sysctl and block-device setting against what
-    a plan may change and the running kernel. Changes nothing: it creates no file, starts no
+    a plan may change and the running kernel, and each transparent huge pages word ([set.thp]
+    enabled, defrag) against the words the kernel offers. Changes nothing: it creates no file,
+    starts no
     server and installs no PostgreSQL version (one that is missing is checked against the
     recording and installed when the plan runs).
 
@@ -258,27 +288,3 @@ def plan_check(
                 f"recorded settings of {binaries.version}; it is "
                 f"{binaries.source.partition(': ')[2]}."
             )
-
-
-@click.command()
-@workdir_options
-@click.pass_context
-def rollback(ctx: click.Context, /, **_: object) -> None:
-    """Restore host settings left changed by an interrupted `pgdyno compare`.
-
-    Reads the journal in the work directory, puts every sysctl and block-device setting back to
-    the value it had before pgdyno changed it (newest change first) and marks it restored.
-    Running it again does nothing.
-
-    \b
-    Example:
-      pgdyno rollback --workdir /var/lib/pgdyno
-    """
-    env = environment(ctx)
-    restored = rollback_changes(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
-    console = out(env)
-    if not restored:
-        console.print(f"nothing to restore ({env.journal_path} holds no pending change)")
-        return
-    for r in restored:
-        console.print(f"restored {r.knob} to {r.old} (pgdyno had set {r.set_to or '-'})")

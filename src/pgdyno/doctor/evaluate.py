@@ -1,12 +1,16 @@
-"""Rules against a snapshot: what fired, what passed, what could not be checked (pure)."""
+"""Rules against a snapshot: what fired, what passed, what could not be checked.
+
+Pure but for reading pgdyno's recorded catalog of PostgreSQL defaults (doctor/defaults.py).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pgdyno.doctor import expr
+from pgdyno.doctor.defaults import AssumedDefault, note, with_defaults
 from pgdyno.doctor.rules import SEVERITIES, Rule
 from pgdyno.doctor.snapshot import scope
 
@@ -18,6 +22,9 @@ class Finding:
     recommended: str
     fix: str
     persist: str | None
+    # Settings the rule read that the snapshot left out, taken as their version's defaults
+    # (doctor/defaults.py); `current` then ends with a note naming them.
+    assumed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,9 @@ class Audit:
     findings: list[Finding] = field(default_factory=list)
     passed: list[Rule] = field(default_factory=list)
     unchecked: list[Unchecked] = field(default_factory=list)
+    # Defaults a finding or a passed rule rested on, by setting; and which rules read each.
+    assumed: dict[str, AssumedDefault] = field(default_factory=dict)
+    assumed_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def at_least(self, severity: str) -> list[Finding]:
         floor = SEVERITIES.index(severity)
@@ -54,21 +64,30 @@ def display(value: Any) -> str:
 
 
 def audit(rules: Sequence[Rule], snapshot: Mapping[str, Any]) -> Audit:
-    facts = scope(snapshot)
+    """Every rule against the snapshot; settings it leaves out are taken as the defaults of
+    the server's version when that is known (doctor/defaults.py), and named."""
+    filled, defaults = with_defaults(snapshot)
+    facts = scope(filled)
     result = Audit()
     for rule in rules:
+        read: set[str] = set()
         try:
-            finding = check(rule, facts)
+            finding = check(rule, {**facts, "pg": facts["pg"].watched(read)})
         except expr.Unknown as exc:
             result.unchecked.append(Unchecked(rule, exc.name))
             continue
         except expr.ExprError as exc:  # a hand-written snapshot with a value of another type
             result.unchecked.append(Unchecked(rule, "", f"a fact has an unexpected value ({exc})"))
             continue
+        used = tuple(sorted(read & defaults.keys()))
+        if used:
+            result.assumed_by[rule.id] = used
+            result.assumed.update((name, defaults[name]) for name in used)
         if finding is None:
             result.passed.append(rule)
         else:
-            result.findings.append(finding)
+            shown = f"{finding.current} {note([defaults[name] for name in used])}".strip()
+            result.findings.append(replace(finding, current=shown, assumed=used))
     result.findings.sort(key=lambda f: -SEVERITIES.index(f.rule.spec.severity))
     return result
 

@@ -36,16 +36,27 @@ class ExprError(ValueError):
 
 
 class Facts:
-    """A mapping seen through attribute access; absent and null entries are unknown."""
+    """A mapping seen through attribute access; absent and null entries are unknown.
 
-    def __init__(self, name: str, values: Mapping[str, Any]) -> None:
+    `read`, when given, collects the keys an expression asked for and found (the audit uses it
+    to tell which facts a rule rested on).
+    """
+
+    def __init__(self, name: str, values: Mapping[str, Any], read: set[str] | None = None) -> None:
         self._name = name
         self._values = values
+        self._read = read
+
+    def watched(self, read: set[str]) -> Facts:
+        """The same facts, noting in `read` every key found through them."""
+        return Facts(self._name, self._values, read)
 
     def get(self, key: str) -> Any:
         value = self._values.get(key)
         if value is None:
             raise Unknown(f"{self._name}.{key}")
+        if self._read is not None:
+            self._read.add(key)
         if isinstance(value, Mapping):
             return Facts(f"{self._name}.{key}", value)
         return tuple(value) if isinstance(value, list) else value

@@ -214,8 +214,9 @@ def run_compare(
     comparison_id, scales, done = _earlier(comparisons, plan) if resume else (None, None, set())
     switcher = SandboxSwitcher(sandboxes, meta_for, ctx.log)
     with ExitStack() as stack:
-        stack.callback(switcher.close)
         changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
+        # Servers stop before the host settings go back (huge pages in use cannot be released).
+        stack.callback(switcher.close)
         session_id = stack.enter_context(
             recorded_session(ctx, command, f"compare {plan.name}", host, {"plan": plan.name})
         )
@@ -279,6 +280,7 @@ class _CompareRun:
     made: int = 0
     skipped: int = 0
     planned: bool = False
+    holds_huge_pages: bool = False  # the last set reserved huge pages (vm.nr_hugepages)
     rounds: RoundLog = field(init=False)
 
     def __post_init__(self) -> None:
@@ -342,6 +344,11 @@ class _CompareRun:
         return True
 
     def _apply_host_settings(self, checked_set: CheckedSet) -> list[Applied]:
+        if self.holds_huge_pages:
+            # The kernel cannot release huge pages a running server holds: stop it before
+            # vm.nr_hugepages goes back (the next set starts it again).
+            self.switcher.close()
+        self.holds_huge_pages = any(knob.name == "vm.nr_hugepages" for knob, _ in checked_set.host)
         self.changes.restore()  # the previous set's host settings, before anything else
         applied = [self.changes.apply(knob, value) for knob, value in checked_set.host]
         for a in applied:

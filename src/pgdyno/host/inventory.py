@@ -10,6 +10,7 @@ garbled file never raises.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +39,10 @@ from pgdyno.host.parsers import (
     parse_swaps,
 )
 
-__all__ = ["HOST_FIELDS", "device_fields", "read_devices", "read_inventory"]
+__all__ = [
+    "HOST_FIELDS", "PREEMPT_MODELS", "device_fields", "parse_preempt_debugfs",
+    "preempt_from_version", "read_devices", "read_inventory",
+]  # fmt: skip
 
 HOST_FIELDS = (
     "hostname", "kernel_release", "arch", "cpu_model", "cpu_count", "cpu_count_host",
@@ -49,7 +53,8 @@ HOST_FIELDS = (
     "dirty_bytes", "dirty_background_bytes", "dirty_expire_centisecs",
     "dirty_writeback_centisecs", "zone_reclaim_mode", "numa_balancing", "overcommit_memory",
     "overcommit_ratio", "sched_migration_cost_ns", "sched_migration_cost_path",
-    "sched_autogroup_enabled", "cpufreq_driver", "cpu_governor", "cpu_governors",
+    "sched_autogroup_enabled", "preempt_model", "preempt_model_source", "cpufreq_driver",
+    "cpu_governor", "cpu_governors",
 )  # fmt: skip
 
 # Integer sysctls, by field; and why a file may be missing beyond "not on this kernel".
@@ -80,6 +85,11 @@ _MIGRATION_COST = (
     "/proc/sys/kernel/sched_migration_cost",
     "/sys/kernel/debug/sched/migration_cost_ns",
 )
+# The kernel's preemption model: debugfs names the active one (root only); the version string
+# (`uname -v`) says how the kernel was built.
+_PREEMPT_DEBUGFS = "/sys/kernel/debug/sched/preempt"
+_UTS_VERSION = "/proc/sys/kernel/version"
+PREEMPT_MODELS = ("none", "voluntary", "full", "lazy", "rt")
 _CPU = "/sys/devices/system/cpu"
 _NO_CPUFREQ = f"no cpufreq in {_CPU}/cpu0 (usual in virtual machines)"
 
@@ -209,6 +219,7 @@ def read_inventory(proc_root: Path, sys_root: Path) -> tuple[dict[str, Any], dic
     for name, path in _SYSCTLS.items():
         host[name] = r.value(name, path, int)
     host["sched_migration_cost_ns"], host["sched_migration_cost_path"] = _migration_cost(r)
+    host["preempt_model"], host["preempt_model_source"] = _preempt_model(r)
     host["cpufreq_driver"], host["cpu_governor"], host["cpu_governors"] = _cpufreq(r)
     return {name: host.get(name) for name in HOST_FIELDS}, r.unread
 
@@ -303,6 +314,75 @@ def _migration_cost(r: _Reader) -> tuple[int | None, str | None]:
     r.miss("sched_migration_cost_ns", "not in /proc/sys/kernel (since 5.13 it is in debugfs), "
            f"and {reason}")  # fmt: skip
     return None, None
+
+
+def parse_preempt_debugfs(text: str) -> str | None:
+    """The active model of /sys/kernel/debug/sched/preempt: the word in parentheses.
+
+    >>> parse_preempt_debugfs("none voluntary (full) lazy \\n"), parse_preempt_debugfs("full\\n")
+    ('full', None)
+    """
+    match = re.search(r"\((\w+)\)", text)
+    return match.group(1) if match and match.group(1) in PREEMPT_MODELS else None
+
+
+def preempt_from_version(text: str) -> tuple[str | None, str]:
+    """What the kernel's version string (/proc/sys/kernel/version, `uname -v`) says of its
+    preemption model, and when it says nothing, why. PREEMPT_RT is "rt"; PREEMPT alone a
+    preemptible build, "full" (from 6.13 a build with lazy preemption also says PREEMPT);
+    PREEMPT_DYNAMIC a model chosen at boot, and no word a kernel built without preemption
+    (none or voluntary): neither names the model in effect.
+
+    >>> preempt_from_version("#1 SMP PREEMPT_RT Debian 6.1.76-1 (2024-02-01)")
+    ('rt', '')
+    >>> preempt_from_version("#1 SMP PREEMPT Tue Mar 12 11:21:15 UTC 2024")[0]
+    'full'
+    >>> preempt_from_version("#35-Ubuntu SMP PREEMPT_DYNAMIC Mon Sep 16 13:16:43 UTC 2024")[0]
+    >>> preempt_from_version("#1 SMP Debian 5.10.209-2 (2024-01-31)")[0]
+    """
+    words = text.split()
+    if "PREEMPT_RT" in words:
+        return "rt", ""
+    if "PREEMPT_DYNAMIC" in words:
+        return None, f"{_UTS_VERSION} says PREEMPT_DYNAMIC: the model is chosen at boot"
+    if "PREEMPT" in words:
+        return "full", ""
+    return None, (f"{_UTS_VERSION} names no preemption: built with none or voluntary, it "
+                  "does not say which")  # fmt: skip
+
+
+def _preempt_model(r: _Reader) -> tuple[str | None, str | None]:
+    """The active preemption model and the file it was read from."""
+    try:
+        text = r.text(_PREEMPT_DEBUGFS)
+    except _Unreadable as why:
+        debugfs = _debugfs_reason(r, why, "sched/preempt (a kernel without PREEMPT_DYNAMIC)")
+    else:
+        model = parse_preempt_debugfs(text)
+        if model is not None:
+            return model, _PREEMPT_DEBUGFS
+        debugfs = f"{_PREEMPT_DEBUGFS} could not be parsed ({text.strip()[:40]!r})"
+    try:
+        model, why_not = preempt_from_version(r.text(_UTS_VERSION))
+    except _Unreadable as error:
+        model, why_not = None, str(error)
+    if model is not None:
+        return model, _UTS_VERSION
+    r.miss("preempt_model", f"{why_not}; and {debugfs}")
+    return None, None
+
+
+def _debugfs_reason(r: _Reader, why: _Unreadable, lacking: str) -> str:
+    """Why a debugfs file was not read: not mounted, not on this kernel, or not permitted."""
+    if not why.absent:
+        return str(why)
+    try:
+        mounted = any(r.path("/sys/kernel/debug").iterdir())
+    except OSError:
+        mounted = False
+    if mounted:
+        return f"debugfs has no {lacking}"
+    return "debugfs is not mounted (as root: mount -t debugfs none /sys/kernel/debug)"
 
 
 def _cpufreq(r: _Reader) -> tuple[str | None, str | None, dict[str, int]]:

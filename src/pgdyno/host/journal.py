@@ -85,8 +85,12 @@ class HostChanges:
         is_root: bool | None = None,
         proc_root: Path,
         sys_root: Path,
+        keep: bool = False,
     ) -> None:
         self.journal_path = journal_path
+        # keep: leave the changes in effect (and pending in the journal) when the block ends,
+        # for `pgdyno tune --apply`; `pgdyno rollback` restores them.
+        self.keep = keep
         self.is_root = os.geteuid() == 0 if is_root is None else is_root
         self.proc_root = proc_root
         self.sys_root = sys_root
@@ -120,7 +124,8 @@ class HostChanges:
     ) -> None:
         journal = self._require()
         try:
-            restore(journal, journal.read().pending)
+            if not self.keep or exc is not None:
+                restore(journal, journal.read().pending)
         finally:
             journal.close()
             self._journal = None

@@ -8,7 +8,10 @@ Format: JSON lines, append-only (truncated to empty once every change is restore
      "partner": {"name": "vm.dirty_bytes", "path": "/proc/sys/vm/dirty_bytes", "old": "0"}}
     {"op": "restored", "id": 1, "at": "<ISO time>"}
 
-(one line each; "partner" only for coupled sysctls). A damaged last line is a record torn
+(one line each; "partner" only for coupled sysctls). "kind" is "sysctl", "block" (with
+"device") or "thp" (name "enabled" or "defrag", path under
+/sys/kernel/mm/transparent_hugepage); journals written before THP existed read as they did.
+A damaged last line is a record torn
 by a crash and is dropped; damage anywhere else is an error, since pgdyno could then not
 tell what is still changed.
 """
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import PgdynoError, UsageError
-from pgdyno.host.knobs import Knob
+from pgdyno.host.knobs import KNOB_KINDS, Knob
 
 
 class JournalError(PgdynoError):
@@ -121,12 +124,13 @@ def _knob(record: dict[str, Any], where: tuple[Path, int], proc_root: Path, sys_
     device = record.get("device")
     if device is not None and not isinstance(device, str):
         raise _damaged(*where, "'device' is not a string")
-    kind = _get(record, "kind", str, where)
-    if kind not in ("sysctl", "block"):
-        raise _damaged(*where, f"unknown kind {kind!r}")
+    text = _get(record, "kind", str, where)
+    kind = next((k for k in KNOB_KINDS if k == text), None)  # as a KnobKind
+    if kind is None:
+        raise _damaged(*where, f"unknown kind {text!r}")
     try:
         knob = Knob(
-            "sysctl" if kind == "sysctl" else "block",
+            kind,
             _get(record, "name", str, where),
             device=device,
             proc_root=proc_root,

@@ -55,7 +55,8 @@ def _undone_by_reboot(change: Change, boot: str | None) -> bool:
 
 
 def _rebooted(change: Change) -> Restored:
-    now = _try_read(change.knob) if change.knob.kind == "sysctl" else None
+    # A block device name may now be another disk: its value would say nothing.
+    now = _try_read(change.knob) if change.knob.kind != "block" else None
     return Restored(change.knob, change.old, change.new, None, now, rebooted=True)
 
 

@@ -1,7 +1,9 @@
 """Host knobs: the kernel settings pgdyno may change, and how to read, check and write them.
 
-A knob is a sysctl under /proc/sys or a queue setting of a block device under
-/sys/block/<disk>/queue (only those in `BLOCK_SETTINGS`). This module only knows single
+A knob is a sysctl under /proc/sys, a queue setting of a block device under
+/sys/block/<disk>/queue (only those in `BLOCK_SETTINGS`), or a transparent huge pages (THP)
+setting under /sys/kernel/mm/transparent_hugepage (only those in `THP_SETTINGS`: an allow-list,
+so nothing else under /sys is reachable). This module only knows single
 knobs; it never changes anything on its own. The safety model lives in
 `pgdyno.host.journal`: a change is journalled (old value, fsynced) before `write_value` is
 called, and restored afterwards.
@@ -34,9 +36,16 @@ from typing import Literal
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.host.devices import parse_scheduler
 
-KnobKind = Literal["sysctl", "block"]
+KnobKind = Literal["sysctl", "block", "thp"]
+KNOB_KINDS: tuple[KnobKind, ...] = ("sysctl", "block", "thp")
 
 BLOCK_SETTINGS = ("scheduler", "read_ahead_kb")
+# Both files read like a block scheduler: the words offered, the active one in brackets
+# ("always [madvise] never"). Only these two: khugepaged/ and the rest are not for plans.
+THP_SETTINGS = ("enabled", "defrag")
+THP_DIR = "kernel/mm/transparent_hugepage"
+# Values are one word the file offers (validated against the file itself).
+_BRACKETED = ("scheduler", *THP_SETTINGS)
 
 # Pairs where writing one sets the other to 0 (mm/page-writeback.c); the *_bytes ones refuse 0.
 COUPLED_SYSCTLS = {
@@ -63,8 +72,9 @@ class HostChangeError(PgdynoError):
 class Knob:
     """One host setting. A sysctl `name` is dotted ("vm.dirty_ratio") or slashed
     ("net/ipv4/conf/eth0.1/rp_filter", where a dot belongs to an interface name); a block
-    knob is a queue setting of the whole disk `device` ("vda", "nvme0n1"). The /proc and /sys
-    roots are always given: a knob of a recorded host is never written on the live one.
+    knob is a queue setting of the whole disk `device` ("vda", "nvme0n1"); a THP knob is
+    "enabled" or "defrag". The /proc and /sys roots are always given: a knob of a recorded host
+    is never written on the live one.
 
     >>> roots = {"proc_root": Path("/x"), "sys_root": Path("/y")}
     >>> Knob("sysctl", "vm.dirty_ratio", **roots).path
@@ -73,6 +83,8 @@ class Knob:
     PosixPath('/x/sys/net/ipv4/conf/eth0.1/rp_filter')
     >>> str(Knob("block", "read_ahead_kb", device="vda", **roots))
     'read_ahead_kb of block device vda'
+    >>> Knob.thp("defrag", **roots).path, str(Knob.thp("enabled", **roots))
+    (PosixPath('/y/kernel/mm/transparent_hugepage/defrag'), 'transparent_hugepage/enabled')
     """
 
     kind: KnobKind
@@ -110,8 +122,16 @@ class Knob:
                     f"{self.device!r} is not a block device name: name a whole disk as in "
                     "/sys/block, such as vda or nvme0n1."
                 )
+        elif self.kind == "thp":
+            if self.name not in THP_SETTINGS or self.device is not None:
+                raise UsageError(
+                    f"{self.name!r} is not a transparent huge pages setting pgdyno changes: "
+                    f"use one of {', '.join(THP_SETTINGS)}."
+                )
         else:
-            raise UsageError(f"{self.kind!r} is not a kind of host setting: use sysctl or block.")
+            raise UsageError(
+                f"{self.kind!r} is not a kind of host setting: use one of {', '.join(KNOB_KINDS)}."
+            )
 
     @classmethod
     def sysctl(cls, name: str, *, proc_root: Path, sys_root: Path) -> Knob:
@@ -121,11 +141,18 @@ class Knob:
     def block(cls, device: str, name: str, *, proc_root: Path, sys_root: Path) -> Knob:
         return cls("block", name, device=device, proc_root=proc_root, sys_root=sys_root)
 
+    @classmethod
+    def thp(cls, name: str, *, proc_root: Path, sys_root: Path) -> Knob:
+        """/sys/kernel/mm/transparent_hugepage/`name`, name being "enabled" or "defrag"."""
+        return cls("thp", name, proc_root=proc_root, sys_root=sys_root)
+
     @property
     def path(self) -> Path:
         if self.kind == "sysctl":
             relative = self.name if "/" in self.name else self.name.replace(".", "/")
             return self.proc_root / "sys" / relative
+        if self.kind == "thp":
+            return self.sys_root / THP_DIR / self.name
         assert self.device is not None
         return self.sys_root / "block" / self.device / "queue" / self.name
 
@@ -145,6 +172,8 @@ class Knob:
     def __str__(self) -> str:
         if self.kind == "sysctl":
             return f"sysctl {self.name}"
+        if self.kind == "thp":  # also its key among a run's stored host settings
+            return f"transparent_hugepage/{self.name}"
         return f"{self.name} of block device {self.device}"
 
 
@@ -158,10 +187,12 @@ def normalize_sysctl(text: str) -> str:
 
 
 def offered_schedulers(text: str) -> list[str]:
-    """queue/scheduler -> the schedulers a device offers.
+    """queue/scheduler (or a THP file) -> the words it offers, the active one included.
 
     >>> offered_schedulers("none [mq-deadline] kyber bfq\\n")
     ['none', 'mq-deadline', 'kyber', 'bfq']
+    >>> offered_schedulers("always defer defer+madvise [madvise] never\\n")
+    ['always', 'defer', 'defer+madvise', 'madvise', 'never']
     """
     return [word.strip("[]") for word in text.split()]
 
@@ -178,16 +209,17 @@ def _read_text(knob: Knob) -> str:
 
 
 def read_value(knob: Knob) -> str:
-    """The value in effect, normalized: sysctls whitespace-collapsed, the active scheduler,
-    read_ahead_kb as integer text."""
+    """The value in effect, normalized: sysctls whitespace-collapsed, the active scheduler or
+    THP word (the one in brackets), read_ahead_kb as integer text."""
     text = _read_text(knob)
     if knob.kind == "sysctl":
         return normalize_sysctl(text)
-    if knob.name == "scheduler":
+    if knob.name in _BRACKETED:
         active = parse_scheduler(text)
         if active is None:
+            what = "scheduler" if knob.kind == "block" else "value"
             raise HostChangeError(
-                f"{knob} reads {text.strip()!r}, which names no active scheduler: check the device."
+                f"{knob} reads {text.strip()!r}, which names no active {what}: check {knob.path}."
             )
         return active
     value = text.strip()
@@ -309,13 +341,30 @@ def _validate_block(knob: Knob, value: object, *, is_root: bool) -> str:
     )
 
 
+def _validate_thp(knob: Knob, value: object, *, is_root: bool) -> str:
+    if not knob.path.is_file():
+        raise UsageError(
+            f"this kernel has no transparent huge pages setting {knob.name} (no file "
+            f"{knob.path}; built without CONFIG_TRANSPARENT_HUGEPAGE?): remove it from the plan."
+        )
+    _check_writable(knob, is_root=is_root)
+    offered = offered_schedulers(_read_text(knob))
+    if isinstance(value, str) and value.strip() in offered:
+        return value.strip()
+    raise UsageError(
+        f"{knob} offers no {value!r} (it offers {', '.join(offered)}): pick one of those."
+    )
+
+
 def validate(knob: Knob, value: object, *, is_root: bool) -> str:
     """The normalized text to write for a plan value, or UsageError saying what is wrong.
 
-    Reads the knob's files (existence, mode, current value, offered schedulers); writes nothing.
+    Reads the knob's files (existence, mode, current value, offered words); writes nothing.
     """
     if knob.kind == "sysctl":
         return _validate_sysctl(knob, value, is_root=is_root)
+    if knob.kind == "thp":
+        return _validate_thp(knob, value, is_root=is_root)
     return _validate_block(knob, value, is_root=is_root)
 
 

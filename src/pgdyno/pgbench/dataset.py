@@ -25,6 +25,9 @@ MARKER_PREFIX = "pgdyno dataset v1"
 # read-only runs (also in later sessions) can reuse it, warm, instead of copying again.
 PRISTINE = "pgdyno bench: pristine copy of {template}"
 IN_USE = "pgdyno bench: changed by a writing run"
+# The comment on an extension pgdyno created (pg_prewarm), so `pgdyno datasets list` can tell
+# it from one that was there before.
+EXTENSION_NOTE = "pgdyno: created for --prewarm"
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ def prewarm(dsn: str, password: str | None) -> int:
     """
     with connect(with_dbname(dsn, BENCH_DB), password) as client:
         try:
-            client.execute(compose("CREATE EXTENSION IF NOT EXISTS pg_prewarm"))
+            _create_extension(client, "pg_prewarm")
             blocks = 0
             for oid, _name in client.rows(load("prewarm_relations")):
                 blocks += int(client.rows(load("prewarm_relation"), {"oid": oid})[0][0])
@@ -182,6 +185,15 @@ def prewarm(dsn: str, password: str | None) -> int:
                 "contrib modules (pg_prewarm) or leave prewarm off."
             ) from exc
     return blocks
+
+
+def _create_extension(client: Client, name: str) -> None:
+    """CREATE EXTENSION when missing, with pgdyno's comment on it (only on one it created)."""
+    if client.rows(load("extension_exists"), {"name": name}):
+        return
+    client.execute(compose("CREATE EXTENSION IF NOT EXISTS {}", identifier(name)))
+    note = literal(EXTENSION_NOTE)
+    client.execute(compose("COMMENT ON EXTENSION {} IS {}", identifier(name), note))
 
 
 def is_pristine(client: Client, template: str) -> bool:

@@ -3,7 +3,8 @@
 Every PostgreSQL setting is checked against the target version's own settings (`meta_for`:
 live pg_settings for `compare`, `postgres --describe-config` and the recorded catalog for
 `plan check`), every sysctl and block-device setting against the policy of what a plan may
-change (pgdyno.plan.policy) and the running kernel. The first problem becomes one sentence
+change (pgdyno.plan.policy) and the running kernel, and every transparent huge pages word
+against the words the live file offers. The first problem becomes one sentence
 naming the plan's file, line and key, so an invalid plan fails in seconds rather than after an
 hour of runs.
 """
@@ -46,7 +47,7 @@ class CheckedSet:
     spec: SetSpec  # as applied (a ladder step holds the steps before it)
     binaries: Binaries
     pg: dict[str, str]  # postgresql.conf text per setting
-    host: list[tuple[Knob, str]] = field(default_factory=list)  # sysctls, then block settings
+    host: list[tuple[Knob, str]] = field(default_factory=list)  # sysctls, block, then THP
 
     @property
     def name(self) -> str:
@@ -197,7 +198,8 @@ def _check_pg(
 
 
 def _check_host(plan: Plan, i: int, own: SetSpec, host: HostTarget) -> list[tuple[Knob, str]]:
-    """A set's own sysctls, then its block settings, each as the text to write."""
+    """A set's own sysctls, then its block settings, then its THP settings, each as the text
+    to write."""
     knobs: list[tuple[tuple[str | int, ...], Knob, Scalar]] = []
     for name, value in own.sysctl.items():
         path: tuple[str | int, ...] = ("set", i, "sysctl", name)
@@ -216,6 +218,9 @@ def _check_host(plan: Plan, i: int, own: SetSpec, host: HostTarget) -> list[tupl
             )
         block = Knob.block(host.data_disk, name, proc_root=host.proc_root, sys_root=host.sys_root)
         knobs.append((path, block, value))
+    for name, word in own.thp_settings.items():
+        thp = Knob.thp(name, proc_root=host.proc_root, sys_root=host.sys_root)
+        knobs.append((("set", i, "thp", name), thp, word))
     checked: list[tuple[Knob, str]] = []
     for path, knob, raw in knobs:
         try:

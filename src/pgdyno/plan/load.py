@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from pgdyno.errors import UsageError
 from pgdyno.plan.locate import key_lines, line_of, too_deep
-from pgdyno.plan.model import BlockSpec, MatrixSpec, PlanSpec, SetSpec
+from pgdyno.plan.model import BlockSpec, MatrixSpec, PlanSpec, SetSpec, ThpSpec
 
 MAX_PLAN_BYTES = 1 << 20
 # A plan is tables of settings; an inline value nests two or three levels at most. The bound
@@ -150,7 +150,12 @@ def _validation_message(file: Path, text: str, exc: ValidationError) -> str:
     return f"{where}: {message}; fix the plan and check it with `pgdyno plan check`."
 
 
-_TABLES: dict[str, type[BaseModel]] = {"matrix": MatrixSpec, "set": SetSpec, "block": BlockSpec}
+_TABLES: dict[str, type[BaseModel]] = {
+    "matrix": MatrixSpec,
+    "set": SetSpec,
+    "block": BlockSpec,
+    "thp": ThpSpec,
+}
 
 
 def _allowed_keys(parent: Sequence[str | int]) -> list[str]:

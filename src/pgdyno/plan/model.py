@@ -105,6 +105,16 @@ class BlockSpec(BaseModel):
     read_ahead_kb: Annotated[int, Field(ge=0, le=1 << 20)] | None = None
 
 
+class ThpSpec(BaseModel):
+    """Transparent huge pages: /sys/kernel/mm/transparent_hugepage/{enabled,defrag}. Each is
+    one word the file offers ("never", "madvise", ...), checked against the live file."""
+
+    model_config = _STRICT
+
+    enabled: Text | None = None
+    defrag: Text | None = None
+
+
 class SetSpec(BaseModel):
     """One configuration set: what is changed, against the defaults, for its runs."""
 
@@ -115,6 +125,7 @@ class SetSpec(BaseModel):
     pg: dict[Key, Scalar] = {}
     sysctl: dict[Key, Scalar] = {}
     block: BlockSpec = BlockSpec()
+    thp: ThpSpec = ThpSpec()
     pg_version: Literal[14, 15, 16, 17, 18] | None = None
     pg_bin: Text | None = None
 
@@ -127,6 +138,10 @@ class SetSpec(BaseModel):
     @property
     def block_settings(self) -> dict[str, Scalar]:
         return {k: v for k, v in self.block.model_dump().items() if v is not None}
+
+    @property
+    def thp_settings(self) -> dict[str, str]:
+        return {k: v for k, v in self.thp.model_dump().items() if v is not None}
 
 
 class MatrixSpec(BaseModel):
@@ -203,9 +218,12 @@ def cumulative(sets: list[SetSpec]) -> list[SetSpec]:
     """Ladder steps as applied: each step keeps every change of the steps before it.
 
     >>> a = SetSpec(name="a", pg={"work_mem": "4MB"})
-    >>> b = SetSpec(name="b", pg={"shared_buffers": "1GB"}, sysctl={"vm.dirty_ratio": 5})
+    >>> b = SetSpec(name="b", pg={"shared_buffers": "1GB"}, thp={"enabled": "never"})
     >>> [dict(s.pg) for s in cumulative([a, b])]
     [{'work_mem': '4MB'}, {'work_mem': '4MB', 'shared_buffers': '1GB'}]
+    >>> c = SetSpec(name="c", thp={"defrag": "madvise"})
+    >>> cumulative([a, b, c])[-1].thp_settings
+    {'enabled': 'never', 'defrag': 'madvise'}
     """
     steps: list[SetSpec] = []
     for step in sets:
@@ -218,6 +236,7 @@ def cumulative(sets: list[SetSpec]) -> list[SetSpec]:
                     "block": BlockSpec.model_validate(
                         {**before.block_settings, **step.block_settings}
                     ),
+                    "thp": ThpSpec.model_validate({**before.thp_settings, **step.thp_settings}),
                 }
             )
             if step.pg_version is None and step.pg_bin is None:

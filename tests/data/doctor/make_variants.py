@@ -121,6 +121,15 @@ def too_few_huge_pages(snap: Snapshot) -> None:
     setting(snap, "huge_pages", "try", source="default")
 
 
+def kernel_7_huge_pages_try(snap: Snapshot) -> None:
+    """Linux 7.0 (lazy preemption), 16 GB of shared buffers in huge pages, huge_pages = try."""
+    large_buffers_no_huge_pages(snap)
+    snap["host"].update(kernel_release="7.0.0-14-generic", preempt_model="lazy",
+                        preempt_model_source="/sys/kernel/debug/sched/preempt",
+                        nr_hugepages=8400, hugepages_free=200)  # fmt: skip
+    setting(snap, "huge_pages", "try", source="default")
+
+
 def governor_ondemand(snap: Snapshot) -> None:
     """Bare metal with acpi-cpufreq scaling on demand."""
     snap["host"].update(virtualization=None, cpufreq_driver="acpi-cpufreq",
@@ -140,6 +149,7 @@ VARIANTS: dict[str, Callable[[Snapshot], None]] = {
     "large-buffers-no-huge-pages": large_buffers_no_huge_pages,
     "too-few-huge-pages": too_few_huge_pages,
     "governor-ondemand": governor_ondemand,
+    "kernel-7-huge-pages-try": kernel_7_huge_pages_try,
 }
 
 

@@ -1,0 +1,146 @@
+"""`pgdyno tune` on the terminal and as JSON: current -> recommended, with why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pgdyno.tune.model import LAYERS, ApplyReport, Configuration, Setting
+
+_LAYER_TITLES = {
+    "postgresql": "PostgreSQL",
+    "host": "host (kernel)",
+    "device": "block devices under the data and WAL directories",
+}
+_STATUS_NOTES = {
+    "measure": "measure first (tune --verify --ladder)",
+    "review": "review: only on a dedicated host",
+}
+
+
+def setting_data(setting: Setting) -> dict[str, Any]:
+    return {
+        "layer": setting.layer,
+        "name": setting.name,
+        "device": setting.device,
+        "current": setting.current,
+        "recommended": setting.value,
+        "changes": setting.changes,
+        "status": setting.status,
+        "takes_effect": setting.takes_effect,
+        "why": setting.why,
+        "rules": list(setting.rules),
+        "evidence": list(setting.evidence),
+    }
+
+
+def configuration_data(config: Configuration, target: str) -> dict[str, Any]:
+    return {
+        "source": config.source,
+        "profile": config.profile,
+        "target": target,
+        "facts": _plain(config.facts),
+        "unknown": config.unknown,
+        "notes": list(config.notes),
+        "settings": [setting_data(s) for s in config.settings],
+    }
+
+
+def baseline_data(
+    name: str, values: Mapping[str, str | int | float], config: Configuration | None
+) -> dict[str, Any]:
+    """`{"baseline": ..., "settings": {name: value}}` with each value as the tool writes it;
+    online, what this server refuses is listed under `left_out`."""
+    data: dict[str, Any] = {"baseline": name, "settings": dict(values)}
+    if config is not None and config.notes:
+        data["left_out"] = list(config.notes)
+    return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def render_configuration(config: Configuration, target: str) -> Iterator[RenderableType]:
+    changing = sum(1 for s in config.settings if s.changes and s.status == "apply")
+    yield Text.from_markup(
+        f"[bold]pgdyno tune[/bold] ({config.source}, profile {config.profile}) for {target}: "
+        f"{changing} setting(s) to change"
+    )
+    for layer in LAYERS:
+        rows = config.layer(layer)
+        if rows:
+            yield _table(layer, rows)
+    for fact, why in config.unknown.items():
+        yield Text(f"unknown: {fact}: {why}", style="yellow")
+    for note in config.notes:
+        yield Text(f"note: {note}", style="yellow")
+
+
+def _table(layer: str, rows: list[Setting]) -> Table:
+    table = Table(title=_LAYER_TITLES[layer], title_justify="left", expand=False)
+    table.add_column("setting", no_wrap=True)
+    table.add_column("current", no_wrap=True)
+    table.add_column("recommended", no_wrap=True)
+    table.add_column("takes effect")
+    table.add_column("why", ratio=1)
+    for s in rows:
+        name = f"{s.name} ({s.device})" if s.device else s.name
+        current = "?" if s.current is None else s.current
+        mark = "=" if not s.changes else "->"
+        why = s.why
+        if s.status != "apply":
+            why = f"[{_STATUS_NOTES[s.status]}] {why}"
+        if s.rules:
+            why += f" (doctor: {', '.join(s.rules)})"
+        style = None if s.changes else "dim"
+        table.add_row(name, current, f"{mark} {s.value}", s.takes_effect, why, style=style)
+    return table
+
+
+def apply_data(report: ApplyReport) -> dict[str, Any]:
+    return {
+        "applied": [
+            {
+                "layer": d.layer,
+                "name": d.name,
+                "device": d.device,
+                "old": d.old,
+                "requested": d.requested,
+                "effective": d.effective,
+                "waiting_for_restart": d.waiting_for_restart,
+                "took_effect": d.took_effect,
+            }
+            for d in report.done
+        ],
+        "unchanged": report.unchanged,
+        "restarts": report.restarted,
+        "notes": report.notes,
+    }
+
+
+def render_apply(report: ApplyReport, target: str) -> Iterator[RenderableType]:
+    table = Table(title=f"applied to {target} (journalled: `pgdyno rollback` undoes it)",
+                  title_justify="left")  # fmt: skip
+    for column in ("layer", "setting", "was", "requested", "in effect"):
+        table.add_column(column)
+    for d in report.done:
+        name = f"{d.name} ({d.device})" if d.device else d.name
+        effect = d.effective or "?"
+        if d.waiting_for_restart:
+            effect += " (waits for a restart)"
+        style = None if d.took_effect else "yellow"
+        table.add_row(d.layer, name, d.old or "", d.requested, effect, style=style)
+    yield table
+    if report.unchanged:
+        yield Text(f"already as recommended: {', '.join(report.unchanged)}", style="dim")
+    for note in report.notes:
+        yield Text(f"note: {note}", style="yellow")

@@ -1,0 +1,1 @@
+"""`pgdyno tune`: a configuration for every layer, its baselines, apply and rollback."""

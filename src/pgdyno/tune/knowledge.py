@@ -1,0 +1,200 @@
+"""pgdyno's tuning knowledge (`data/tune.toml`): read, vetted, and evaluated against facts.
+
+Entries use the doctor's expression language, so a data file cannot run code, and they name
+the doctor rules that judge the same setting: the rules' evidence is the entry's evidence (one
+knowledge base, not two). Evaluation is pure: `evaluate(facts, devices)` gives each entry's
+value or the fact it lacked; `pgdyno.tune.recommend` turns that into a `Configuration`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pgdyno.doctor import expr
+from pgdyno.doctor.rules import load_rules
+from pgdyno.errors import PgdynoError
+from pgdyno.plan.load import describe_location
+from pgdyno.tune.model import Layer, Status
+
+Format = Literal["size", "bytes", "number", "text"]
+KNOWLEDGE_FILE = Path(str(resources.files("pgdyno") / "data" / "tune.toml"))
+
+
+class KnowledgeError(PgdynoError):
+    """data/tune.toml is malformed: names the line and key."""
+
+
+class EntrySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    key: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
+    layer: Layer
+    name: str | None = None  # defaults to key
+    when: str | None = None
+    value: str
+    format: Format
+    why: str = Field(min_length=20)
+    rules: list[str] = []
+    evidence: list[str] = []
+    status: Status = "apply"
+    values: dict[str, str] = {}
+
+
+class KnowledgeFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    setting: list[EntrySpec]
+
+
+@dataclass(frozen=True)
+class Entry:
+    spec: EntrySpec
+    when: ast.expr | None
+    value: ast.expr
+    values: tuple[tuple[str, ast.expr], ...]
+    evidence: tuple[str, ...]  # the entry's own, then its rules'
+
+    @property
+    def name(self) -> str:
+        return self.spec.name or self.spec.key
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An entry's result: `value` in base units (bytes, or as computed), or the missing fact."""
+
+    entry: Entry
+    value: Any = None
+    missing: str | None = None
+    device: str | None = None  # for device entries: the disk it is for
+
+
+@cache
+def load_knowledge(path: Path = KNOWLEDGE_FILE) -> tuple[Entry, ...]:
+    text = path.read_text(encoding="utf-8")
+    try:
+        parsed = KnowledgeFile.model_validate(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        raise KnowledgeError(f"{path} is not valid TOML: {exc}.") from None
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = describe_location(path, text, list(error["loc"]))
+        raise KnowledgeError(f"{where}: {error['msg']}.") from None
+    rules = {rule.id: rule for rule in load_rules()}
+    names = {"t", "device"}
+    entries: list[Entry] = []
+    for index, spec in enumerate(parsed.setting):
+        entries.append(_vet(path, text, index, spec, names, rules))
+        names.add(spec.key)
+    return tuple(entries)
+
+
+def _vet(
+    path: Path, text: str, index: int, spec: EntrySpec, names: set[str], rules: Mapping[str, Any]
+) -> Entry:
+    local = set(names)
+
+    def parse(key: Sequence[str | int], source: str) -> ast.expr:
+        try:
+            return expr.parse(source, frozenset(local))
+        except expr.ExprError as exc:
+            where = describe_location(path, text, ["setting", index, *key])
+            raise KnowledgeError(f"{where} ({spec.key}): {exc}.") from None
+
+    values = []
+    for name, source in spec.values.items():
+        values.append((name, parse(["values", name], source)))
+        local.add(name)
+    unknown = [rule for rule in spec.rules if rule not in rules]
+    if unknown:
+        where = describe_location(path, text, ["setting", index, "rules"])
+        raise KnowledgeError(f"{where} ({spec.key}): no doctor rule {unknown[0]!r}.")
+    cited = [item for rule in spec.rules for item in rules[rule].spec.evidence]
+    evidence = tuple(dict.fromkeys([*spec.evidence, *cited]))
+    if not evidence:
+        where = describe_location(path, text, ["setting", index])
+        raise KnowledgeError(f"{where} ({spec.key}): neither rules nor evidence say why.")
+    return Entry(
+        spec=spec,
+        when=parse(["when"], spec.when) if spec.when else None,
+        value=parse(["value"], spec.value),
+        values=tuple(values),
+        evidence=evidence,
+    )
+
+
+def evaluate(
+    entries: Sequence[Entry], facts: Mapping[str, Any], devices: Mapping[str, Mapping[str, Any]]
+) -> list[Outcome]:
+    """Every entry against the facts (`t`); device entries once per disk in `devices`.
+
+    An entry left out by `when` gives no outcome; one that needs an unknown fact gives an
+    outcome with `missing` set, and later entries that use it are unknown in turn.
+    """
+    scope: dict[str, Any] = {"t": expr.Facts("t", facts)}
+    outcomes: list[Outcome] = []
+    for entry in entries:
+        if entry.spec.layer == "device":
+            for disk, device in devices.items():
+                local = {**scope, "device": expr.Facts("device", device)}
+                outcome = _one(entry, local, disk)
+                if outcome is not None:
+                    outcomes.append(outcome)
+            continue
+        outcome = _one(entry, scope, None)
+        if outcome is not None:
+            outcomes.append(outcome)
+            if outcome.missing is None:
+                scope[entry.spec.key] = outcome.value
+    return outcomes
+
+
+def _one(entry: Entry, scope: Mapping[str, Any], disk: str | None) -> Outcome | None:
+    local = dict(scope)
+    try:
+        if entry.when is not None and not expr.evaluate(entry.when, local):
+            return None
+        for name, node in entry.values:
+            local[name] = expr.evaluate(node, local)
+        value = expr.evaluate(entry.value, local)
+    except expr.Unknown as exc:
+        return Outcome(entry, missing=exc.name, device=disk)
+    except expr.ExprError as exc:
+        # An earlier entry this one uses was left out or unknown: unknown in turn.
+        return Outcome(entry, missing=_name_in(str(exc)), device=disk)
+    return Outcome(entry, value=value, device=disk)
+
+
+def _name_in(message: str) -> str:
+    return message.split("'")[1] if "'" in message else message
+
+
+def render(value: Any, fmt: Format) -> str:
+    """A computed value as the target writes it.
+
+    >>> render(4 * 1024**3, "size"), render(20992 * 1024, "size"), render(1.1, "number")
+    ('4GB', '20992kB', '1.1')
+    >>> render(67108864, "bytes"), render(300, "number"), render("on", "text")
+    ('67108864', '300', 'on')
+    >>> render(2.0, "number")
+    '2'
+    """
+    if fmt == "size":
+        return expr.pg_size(int(value))
+    if fmt == "bytes":
+        return str(int(value))
+    if fmt == "number":
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return str(int(value))
+        return str(value)
+    return str(value)

@@ -1,0 +1,263 @@
+"""Facts + knowledge (or a baseline's formulas) -> a Configuration, checked against the target.
+
+Every PostgreSQL value is checked against the target version's pg_settings (the live server's
+when there is one, else the recorded catalog of that major): a value PostgreSQL would refuse
+is left out and the reason kept in `notes`, so no configuration stops a server from starting
+(timescaledb-tune once proposed a work_mem below the 64kB minimum; pgtune proposes io_uring to
+builds without it). The current value of each setting is shown beside it when known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pgdyno.doctor.snapshot import setting_value
+from pgdyno.errors import UsageError
+from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.tune.facts import Facts
+from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
+from pgdyno.tune.model import Configuration, Setting, TakesEffect
+
+THP_ROOT = "kernel/mm/transparent_hugepage"
+
+
+def recommend(
+    facts: Facts,
+    meta: Mapping[str, SettingMeta],
+    current: Mapping[str, str],
+    *,
+    entries: tuple[Entry, ...] | None = None,
+) -> Configuration:
+    """pgdyno's own configuration for these facts.
+
+    `meta` is the target's pg_settings (empty: PostgreSQL values are not checked, and say so);
+    `current` maps a setting's key (`Setting.key`) to the value in effect.
+    """
+    settings: list[Setting] = []
+    unknown = dict(facts.unknown)
+    notes: list[str] = []
+    for outcome in evaluate(entries or load_knowledge(), facts.values, facts.devices):
+        spec = outcome.entry.spec
+        name = outcome.entry.name
+        if outcome.missing is not None:
+            missing = outcome.missing.removeprefix("t.")
+            why = facts.unknown.get(missing, "unknown")
+            unknown.setdefault(f"{spec.layer}:{name}", f"needs {missing} ({why})")
+            continue
+        value = render(outcome.value, spec.format)
+        setting = Setting(
+            layer=spec.layer,
+            name=name,
+            value=value,
+            why=spec.why,
+            device=outcome.device,
+            evidence=outcome.entry.evidence,
+            rules=tuple(spec.rules),
+            # PostgreSQL: from the target's pg_settings below; unknown without them.
+            takes_effect="now" if spec.layer != "postgresql" else "restart",
+            status=spec.status,
+        )
+        checked = _checked(setting, meta, facts, notes)
+        if checked is not None:
+            settings.append(_with_current(checked, current))
+    return Configuration(
+        source="pgdyno",
+        profile=str(facts.values.get("profile")),
+        settings=tuple(settings),
+        facts={**facts.values, "devices": facts.devices, "sources": facts.sources},
+        unknown=unknown,
+        notes=tuple(notes),
+    )
+
+
+def baseline_configuration(
+    source: str,
+    values: Mapping[str, str | int | float],
+    facts: Facts,
+    meta: Mapping[str, SettingMeta],
+    current: Mapping[str, str],
+) -> Configuration:
+    """A baseline's values (pgtune, timescaledb-tune) as a Configuration, checked alike."""
+    notes: list[str] = []
+    settings: list[Setting] = []
+    for name, raw in values.items():
+        setting = Setting(
+            layer="postgresql",
+            name=name,
+            value=str(raw),
+            why=f"{source}'s formula",
+            evidence=("../shared/reference/PGTUNE.md: the baseline's formulas",),
+            takes_effect="restart",  # until the target's pg_settings say otherwise
+        )
+        checked = _checked(setting, meta, facts, notes, source=source)
+        if checked is not None:
+            settings.append(_with_current(checked, current))
+    return Configuration(
+        source=source,
+        profile=str(facts.values.get("profile")),
+        settings=tuple(settings),
+        facts={**facts.values, "sources": facts.sources},
+        unknown=dict(facts.unknown),
+        notes=tuple(notes),
+    )
+
+
+def _checked(
+    setting: Setting,
+    meta: Mapping[str, SettingMeta],
+    facts: Facts,
+    notes: list[str],
+    *,
+    source: str = "pgdyno",
+) -> Setting | None:
+    if setting.layer == "postgresql":
+        return _checked_pg(setting, meta, facts, notes, source)
+    if setting.layer == "device":
+        device = facts.devices.get(setting.device or "", {})
+        offered = device.get("schedulers") or ()
+        if setting.name == "scheduler" and offered and setting.value not in offered:
+            notes.append(f"{setting.device} offers no scheduler {setting.value}: left as it is.")
+            return None
+    return setting
+
+
+def _checked_pg(
+    setting: Setting,
+    meta: Mapping[str, SettingMeta],
+    facts: Facts,
+    notes: list[str],
+    source: str,
+) -> Setting | None:
+    major = facts.values.get("pg")
+    if not meta:
+        return setting
+    try:
+        check_setting(meta, setting.name, setting.value, str(major), source=source)
+    except UsageError as exc:
+        notes.append(f"{source}'s {setting.name} = {setting.value} left out: {exc}")
+        return None
+    entry = meta.get(setting.name)
+    takes: TakesEffect = "restart" if entry is not None and entry.needs_restart else "reload"
+    return Setting(
+        layer=setting.layer,
+        name=setting.name,
+        value=setting.value,
+        why=setting.why,
+        device=setting.device,
+        evidence=setting.evidence,
+        rules=setting.rules,
+        takes_effect=takes,
+        status=setting.status,
+    )
+
+
+def _with_current(setting: Setting, current: Mapping[str, str]) -> Setting:
+    value = current.get(setting.key)
+    if value is None:
+        return setting
+    return Setting(
+        layer=setting.layer,
+        name=setting.name,
+        value=setting.value,
+        why=setting.why,
+        current=value,
+        device=setting.device,
+        evidence=setting.evidence,
+        rules=setting.rules,
+        takes_effect=setting.takes_effect,
+        status=setting.status,
+    )
+
+
+def current_values(
+    snapshot: Mapping[str, Any], facts: Facts, proc_root: Path, sys_root: Path
+) -> dict[str, str]:
+    """What is in effect, keyed like `Setting.key`, written the way tune writes values."""
+    current: dict[str, str] = {}
+    server = snapshot.get("server") or {}
+    for name, row in (server.get("settings") or {}).items():
+        current[name] = shown(row)
+    if snapshot.get("host"):
+        current.update(_host_current(proc_root, sys_root))
+    for disk, device in facts.devices.items():
+        if device.get("scheduler"):
+            current[f"scheduler@{disk}"] = str(device["scheduler"])
+        if device.get("read_ahead_kb") is not None:
+            current[f"read_ahead_kb@{disk}"] = str(device["read_ahead_kb"])
+    return current
+
+
+def _host_current(proc_root: Path, sys_root: Path) -> dict[str, str]:
+    current: dict[str, str] = {}
+    for name in _HOST_NAMES:
+        text = _read(proc_root / "sys" / name.replace(".", "/"))
+        if text is not None:
+            current[name] = " ".join(text.split())
+    for leaf in ("enabled", "defrag"):
+        text = _read(sys_root / THP_ROOT / leaf)
+        active = next((w.strip("[]") for w in (text or "").split() if w.startswith("[")), None)
+        if active:
+            current[f"transparent_hugepage/{leaf}"] = active
+    return current
+
+
+_HOST_NAMES = (
+    "vm.nr_hugepages", "vm.dirty_background_bytes", "vm.dirty_bytes", "vm.swappiness",
+    "vm.zone_reclaim_mode", "kernel.numa_balancing", "vm.overcommit_memory",
+    "vm.overcommit_ratio", "kernel.sched_autogroup_enabled", "kernel.sched_migration_cost_ns",
+)  # fmt: skip
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def shown(row: Mapping[str, Any]) -> str:
+    """`pg_text`, except that a setting left at an automatic default (-1: wal_buffers,
+    autovacuum_work_mem) shows as -1, the value tune recommends for "automatic"."""
+    if row.get("source") == "default" and row.get("boot_val") == "-1":
+        return "-1"
+    return pg_text(row)
+
+
+def pg_text(row: Mapping[str, Any]) -> str:
+    """A pg_settings row's value written as tune writes values: sizes in the largest whole
+    unit, booleans on/off, numbers plain.
+
+    >>> pg_text({"setting": "16384", "unit": "8kB", "vartype": "integer"})
+    '128MB'
+    >>> pg_text({"setting": "0.9", "unit": None, "vartype": "real"})
+    '0.9'
+    >>> pg_text({"setting": "300", "unit": "s", "vartype": "integer"})
+    '5min'
+    >>> pg_text({"setting": "on", "vartype": "bool"})
+    'on'
+    >>> pg_text({"setting": "-1", "unit": "kB", "vartype": "integer"})
+    '-1'
+    """
+    value = setting_value(row)
+    unit = row.get("unit")
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if unit in ("8kB", "kB", "MB", "B") and isinstance(value, int) and value >= 0:
+        return render(value, "size")
+    if unit in ("s", "min", "ms") and isinstance(value, float) and value >= 0:
+        return _duration(value)
+    return str(row.get("setting"))
+
+
+def _duration(seconds: float) -> str:
+    """
+    >>> _duration(900.0), _duration(30.0), _duration(0.2), _duration(3600.0)
+    ('15min', '30s', '200ms', '1h')
+    """
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{round(seconds * 1000)}ms"
