@@ -19,6 +19,7 @@ ROOT = Path(__file__).parent.parent.parent
 REGISTRY = ROOT / "src" / "pgdyno" / "data" / "evidence.toml"
 FIGURES = tomllib.loads(REGISTRY.read_text())["figure"]
 RULES = sorted((ROOT / "src" / "pgdyno" / "doctor" / "rules").glob("*.toml"))
+TUNE = ROOT / "src" / "pgdyno" / "data" / "tune.toml"
 
 
 @pytest.mark.parametrize("figure", FIGURES, ids=[f["id"] for f in FIGURES])
@@ -39,3 +40,11 @@ def test_every_doctor_citation_of_pgdyno_is_registered() -> None:
             for line in rule.get("evidence", []):
                 if line.startswith("pgdyno"):
                     assert any(text in line for text in texts), (path.name, rule["id"], line)
+
+
+def test_every_tune_citation_of_pgdyno_is_registered() -> None:
+    texts = [str(f["text"]) for f in FIGURES]
+    for entry in tomllib.loads(TUNE.read_text())["setting"]:
+        for line in entry.get("evidence", []):
+            if line.startswith("pgdyno"):
+                assert any(text in line for text in texts), (entry["key"], line)

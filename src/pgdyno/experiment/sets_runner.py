@@ -10,7 +10,9 @@ Before a set's runs its host settings are applied through the journal (old value
 and its PostgreSQL settings are written to the sandbox, which is reloaded, or restarted only
 when a changed setting needs it; every value is read back and stored as what was in effect.
 Host settings are restored after each set and on every way out; `pgdyno rollback` covers a
-crash.
+crash. What makes a set's PostgreSQL settings current is a `SetSwitcher`: `SandboxSwitcher`
+here, or `pgdyno.experiment.server_sets.ServerSwitcher` (ALTER SYSTEM on an existing server,
+`compare --dsn`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, UsageError
@@ -37,7 +39,7 @@ from pgdyno.experiment.bench import (
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, rotated
-from pgdyno.experiment.target import open_sandbox, sandbox_as_target
+from pgdyno.experiment.target import Target, open_sandbox, sandbox_as_target
 from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import Applied, HostChanges, ensure_clean
 from pgdyno.plan.check import CheckedSet, MetaLoader
@@ -61,6 +63,15 @@ class _Running:
     settings: dict[str, str]
 
 
+class SetSwitcher(Protocol):
+    """Makes a set's PostgreSQL settings current and says where its runs go; `close` undoes
+    what it changed (called on every way out, and before huge pages go back)."""
+
+    def use(self, checked: CheckedSet) -> Target: ...
+
+    def close(self) -> None: ...
+
+
 class SandboxSwitcher:
     """Keeps one sandbox running with the current set's settings; stops what it started."""
 
@@ -70,7 +81,10 @@ class SandboxSwitcher:
         self.log = log
         self.running: dict[int, _Running] = {}
 
-    def use(self, checked: CheckedSet) -> Sandbox:
+    def use(self, checked: CheckedSet) -> Target:
+        return sandbox_as_target(self.box_for(checked))
+
+    def box_for(self, checked: CheckedSet) -> Sandbox:
         binaries = checked.binaries
         box = open_sandbox(self.env, binaries, self.log)
         for major in [m for m in self.running if m != binaries.major]:
@@ -134,6 +148,8 @@ def _wait_for_reload(box: Sandbox, before: str) -> None:
 
 def effective_pg(client: Client, names: list[str]) -> dict[str, str]:
     """The values in effect, as PostgreSQL shows them; errors in the files are fatal."""
+    if not names:
+        return {}  # pg_file_settings may need a privilege a baseline set does not
     errors = client.rows(
         "SELECT name, error FROM pg_file_settings WHERE error IS NOT NULL AND name = ANY(%(n)s)",
         {"n": names},
@@ -205,17 +221,19 @@ def run_compare(
     resume: bool,
     meta_for: MetaLoader,
     command: list[str],
+    switcher: SetSwitcher | None = None,
 ) -> CompareOutcome:
     """Run the plan's sets interleaved; `sandboxes` is the work directory the sandboxes and the
-    host-settings journal live in."""
+    host-settings journal live in; `switcher` puts each set in effect (default: the sandbox)."""
     comparisons = ctx.store.comparisons
     journal, proc_root, sys_root = sandboxes.journal_path, ctx.proc_root, ctx.sys_root
     ensure_clean(journal, proc_root=proc_root, sys_root=sys_root)
     comparison_id, scales, done = _earlier(comparisons, plan) if resume else (None, None, set())
-    switcher = SandboxSwitcher(sandboxes, meta_for, ctx.log)
+    switcher = switcher or SandboxSwitcher(sandboxes, meta_for, ctx.log)
     with ExitStack() as stack:
         changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
-        # Servers stop before the host settings go back (huge pages in use cannot be released).
+        # Servers stop (or are restored) before the host settings go back (huge pages in use
+        # cannot be released).
         stack.callback(switcher.close)
         session_id = stack.enter_context(
             recorded_session(ctx, command, f"compare {plan.name}", host, {"plan": plan.name})
@@ -272,7 +290,7 @@ class _CompareRun:
     comparisons: ComparisonsBackend
     stack: ExitStack  # closes the sandboxes, restores the host, finishes the records
     changes: HostChanges
-    switcher: SandboxSwitcher
+    switcher: SetSwitcher
     session_id: int
     comparison_id: int | None  # None until the first set is connected (unless resumed)
     scales: list[int] | None  # None until the first set's server tells the memory size
@@ -322,11 +340,11 @@ class _CompareRun:
         if self._finished_earlier(checked_set.name, repeat):
             return
         applied = self._apply_host_settings(checked_set)
-        box = self.switcher.use(checked_set)
+        target = self.switcher.use(checked_set)
         adaptive = self.spec.adaptive
         of = f"of {self.spec.repeats}" if adaptive is None else "(adaptive)"
         self.ctx.progress.phase(f"set {checked_set.name}, round {repeat} {of}")
-        with connected(self.spec, sandbox_as_target(box), self.host, self.ctx) as ready:
+        with connected(self.spec, target, self.host, self.ctx) as ready:
             comparison_id, scales = self._start_comparison(ready)
             cells = self._cells_to_run(scales, checked_set.name, repeat)
             effective = self._read_back_settings(ready, checked_set, applied)

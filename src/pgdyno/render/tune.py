@@ -54,10 +54,16 @@ def baseline_data(
     name: str, values: Mapping[str, str | int | float], config: Configuration | None
 ) -> dict[str, Any]:
     """`{"baseline": ..., "settings": {name: value}}` with each value as the tool writes it;
-    online, what this server refuses is listed under `left_out`."""
+    online, the values this server refuses are named under `left_out` with the reason."""
     data: dict[str, Any] = {"baseline": name, "settings": dict(values)}
-    if config is not None and config.notes:
-        data["left_out"] = list(config.notes)
+    if config is not None:
+        kept = {s.name for s in config.settings}
+        left = [n for n in values if n not in kept]
+        if left:
+            data["left_out"] = {
+                n: next((note for note in config.notes if f" {n} = " in note), "refused")
+                for n in left
+            }
     return data
 
 
