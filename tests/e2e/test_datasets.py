@@ -176,7 +176,7 @@ def test_auto_conf_is_listed_or_said_unreadable(cli: Cli, dsn: str, server):
     try:
         settings = listed(cli, dsn)["auto_conf"]
         assert {"name": "work_mem", "setting": "8MB", "applied": True, "error": None,
-                "set_by_pgdyno": None} in settings  # fmt: skip
+                "set_by_pgdyno": False} in settings  # fmt: skip
         plain = plain_role(box, "dataset_reader") + f" password={SECRET}"
         result = cli("datasets", "list", "--dsn", plain)
         assert result.code == 0, result.stderr

@@ -23,10 +23,16 @@ from pgdyno.cli.common import (
 )
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
-from pgdyno.errors import PgbenchFailed, StoreError
+from pgdyno.errors import PgbenchFailed, StoreError, UsageError
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
-from pgdyno.experiment.sets_runner import CompareOutcome, run_compare, settings_meta_loader
+from pgdyno.experiment.server_sets import ServerOptions, server_sets
+from pgdyno.experiment.sets_runner import (
+    CompareOutcome,
+    SetSwitcher,
+    run_compare,
+    settings_meta_loader,
+)
 from pgdyno.experiment.target import workdir_lock
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
@@ -45,6 +51,7 @@ from pgdyno.records.stored import RunOutcome
 from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
 from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.store.results import ResultsStore
+from pgdyno.textsafe import scrub_argv
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
 
@@ -88,11 +95,42 @@ def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSe
     )  # fmt: skip
 
 
+def server_options[F: Callable[..., Any]](func: F) -> F:
+    """An existing server instead of the sandbox, and the consent to restart it."""
+    for option in reversed([
+        click.option("--dsn", metavar="CONNINFO", help="Run the plan on an existing server "
+                     "instead of the sandbox ('' for the PG* variables): each set's settings "
+                     "through ALTER SYSTEM, undone after it."),
+        click.option("--yes", is_flag=True, help="With --dsn: consent to restart the server "
+                     "when a set changes a setting that needs it."),
+        click.option("--restart-command", metavar="CMD", help="With --dsn: how to restart the "
+                     "server (e.g. 'systemctl restart postgresql')."),
+        click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+                     help="With --dsn: the server's data directory on this host (restarts "
+                     "with pg_ctl; allows host settings)."),
+    ]):  # fmt: skip
+        func = option(func)
+    return func
+
+
+def _server_options(
+    dsn: str | None, yes: bool, restart_command: str | None, data_dir: Path | None
+) -> ServerOptions | None:
+    if dsn is None:
+        if yes or restart_command or data_dir:
+            raise UsageError(
+                "--yes, --restart-command and --data-dir go with --dsn: the sandbox needs none."
+            )
+        return None
+    return ServerOptions(dsn, yes, restart_command, data_dir)
+
+
 @click.command()
 @PLAN
 @click.option("--resume", is_flag=True, help="Continue the last run of this same plan file, "
               "skipping the runs it finished.")  # fmt: skip
 @click.option("--keep-files", is_flag=True, help="Keep pgbench's output and logs of each run.")
+@server_options
 @adaptive_options
 @json_option
 @allow_options
@@ -101,7 +139,8 @@ def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSe
 def compare(
     ctx: click.Context, /, plan_file: Path, resume: bool, keep_files: bool, as_json: bool,
     allow_sysctl: tuple[str, ...], allow_pg: tuple[str, ...], precision: float | None,
-    budget: str | None, **_: object,
+    budget: str | None, dsn: str | None, yes: bool, restart_command: str | None,
+    data_dir: Path | None, **_: object,
 ) -> None:  # fmt: skip
     """Compare configuration sets from a plan file: apply, run, restore, give a verdict.
 
@@ -119,6 +158,15 @@ def compare(
     the budget ran out, how much longer would resolve it.
 
     \b
+    With --dsn the sets run on an existing server: each set's PostgreSQL settings are applied
+    as `pgdyno tune --apply` does (ALTER SYSTEM, each old entry of postgresql.auto.conf
+    journalled first, a reload) and undone before the next set and on any exit (`pgdyno
+    rollback` after a crash). A setting that needs a restart is refused before anything runs
+    unless --yes comes with --restart-command (or --data-dir, for pg_ctl). Host settings are
+    applied only when the server's data directory is on this host; a set cannot change the
+    server's PostgreSQL version.
+
+    \b
     A plan may change only the kernel settings that matter for database performance and no
     PostgreSQL setting that runs commands, loads code or names files (the lists are in
     pgdyno's data/host_settings.toml and data/pg_settings_policy.toml); --allow-sysctl and
@@ -130,11 +178,14 @@ def compare(
       pgdyno compare examples/aa.toml
       pgdyno compare examples/002-shared-buffers.toml --resume
       pgdyno compare examples/004-ladder.toml --precision 3 --budget 30m
+      pgdyno compare examples/002-shared-buffers.toml --dsn "host=db1 user=postgres" \\
+          --yes --restart-command "systemctl restart postgresql"
     """
     env = environment(ctx)
+    server = _server_options(dsn, yes, restart_command, data_dir)
     done = execute_compare(
         env, load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,
-        budget=budget, resume=resume, keep_files=keep_files,
+        budget=budget, resume=resume, keep_files=keep_files, server=server,
     )  # fmt: skip
     outcome, runs, info, analysis, plan = (
         done.outcome, done.runs, done.info, done.analysis, done.plan
@@ -178,21 +229,22 @@ class Executed:
 def execute_compare(
     env: Environment, plan: Plan, allowed: Allowed, *, precision: float | None,
     budget: str | None, resume: bool = False, keep_files: bool = False,
+    server: ServerOptions | None = None,
 ) -> Executed:  # fmt: skip
-    """Check, run and judge a plan (the body of `pgdyno compare`, also used by `tune --verify`)."""
+    """Check, run and judge a plan (the body of `pgdyno compare`, also used by `tune --verify`);
+    on the sandbox, or on the existing server `server` names."""
     host = read_host(env.proc_root, env.sys_root)
     spec = with_adaptive(bench_spec(plan, host.cpu_count), precision, budget)
     log = err(env).print
     with ExitStack() as stack:
         stack.enter_context(workdir_lock(env))
-        meta_for = settings_meta_loader(env, log)  # one loader: pg_settings read once per version
-        checked = _checked(env, plan, meta_for, allowed)
+        checked, meta_for, switcher = _prepared(env, plan, allowed, server, stack)
         store = stack.enter_context(ResultsStore(env.results_path))
         progress = stack.enter_context(MatrixProgress(err(env)))
         run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
         outcome = run_compare(
             plan, checked, spec, host, run_ctx, sandboxes=env, resume=resume, meta_for=meta_for,
-            command=["pgdyno", *env.argv],
+            command=scrub_argv(["pgdyno", *env.argv]), switcher=switcher,
         )  # fmt: skip
     with ResultsStore(env.results_path) as store:
         runs = store.comparisons.runs(outcome.comparison_id)
@@ -207,6 +259,19 @@ def execute_compare(
         runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode, judging
     )
     return Executed(plan, outcome, runs, info, analysis)
+
+
+def _prepared(
+    env: Environment, plan: Plan, allowed: Allowed, server: ServerOptions | None,
+    stack: ExitStack,
+) -> tuple[list[CheckedSet], MetaLoader, SetSwitcher | None]:  # fmt: skip
+    """The checked sets, the settings loader and the switcher (None: the sandbox's)."""
+    log = err(env).print
+    if server is None:
+        meta_for = settings_meta_loader(env, log)  # one loader: pg_settings read once per version
+        return _checked(env, plan, meta_for, allowed), meta_for, None
+    checked, switcher = stack.enter_context(server_sets(plan, server, env, allowed, log))
+    return checked, switcher.server.meta_for, switcher
 
 
 def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison_id: int) -> None:

@@ -53,9 +53,10 @@ def rollback(
     """
     env = environment(ctx)
     console = out(env)
-    servers = rollback_servers(
+    servers, restored = rollback_servers(
         env.data_dir,
         lambda identity: _handle(env, identity, yes=yes, restart_command=restart_command),
+        lambda: rollback_changes(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root),
         err(env).print,
     )
     for server in servers:
@@ -68,7 +69,6 @@ def rollback(
                 f"{server.server}: {', '.join(server.waiting_for_restart)} take effect at the "
                 "next restart: restart it, or run `pgdyno rollback --yes --restart-command CMD`."
             )
-    restored = rollback_changes(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
     if not restored and not servers:
         console.print(f"nothing to restore ({env.data_dir} holds no pending change)")
         return

@@ -331,7 +331,9 @@ def _write_files(env: Environment, o: _Options, config: Configuration) -> None:
 def _apply(
     env: Environment, o: _Options, config: Configuration, handle: ServerHandle, label: str
 ) -> None:
-    touches_host = any(s.layer != "postgresql" for s in config.to_apply(o.layers))
+    touches_host = bool(config.facts.get("local")) and any(
+        s.layer != "postgresql" for s in config.to_apply(o.layers)
+    )
     if touches_host and not o.yes:
         raise UsageError(
             "--apply changes host settings too: add --yes to consent (or --layers postgresql)."

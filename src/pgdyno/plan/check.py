@@ -48,6 +48,8 @@ class CheckedSet:
     binaries: Binaries
     pg: dict[str, str]  # postgresql.conf text per setting
     host: list[tuple[Knob, str]] = field(default_factory=list)  # sysctls, block, then THP
+    # An existing server's version (`compare --dsn`): `binaries` then only provide pgbench.
+    server_version: str | None = None
 
     @property
     def name(self) -> str:
@@ -57,7 +59,7 @@ class CheckedSet:
         return {
             "pg": self.pg,
             "host": {str(knob): value for knob, value in self.host},
-            "postgres": self.binaries.version,
+            "postgres": self.server_version or self.binaries.version,
         }
 
 

@@ -48,6 +48,10 @@ class ServerHandle:
     password: str | None
     identity: dict[str, str]  # the journal's `server` field
     restart: Restart | None  # None: no consent to restart
+    # pgdyno's sandbox only: a restart in two halves, so that host settings (huge pages the
+    # server holds) can be restored while it is down.
+    stop: Restart | None = None
+    start: Restart | None = None
 
 
 def apply_configuration(
@@ -59,8 +63,14 @@ def apply_configuration(
     log: Callable[[str], None],
 ) -> ApplyReport:
     """Apply `config`'s settings of `layers` (status "apply" only) to the server and host."""
-    settings = config.to_apply(layers)
     report = ApplyReport()
+    if not config.facts.get("local") and layers != ("postgresql",):
+        # The server runs elsewhere: this host's settings are not its host's.
+        report.notes.append(
+            "host and device settings not applied: the server runs on another host."
+        )
+        layers = ("postgresql",)
+    settings = config.to_apply(layers)
     ensure_clean(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
     env.data_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
@@ -95,13 +105,22 @@ def _apply_all(
     hugepages = next((s for s in settings if s.name == "vm.nr_hugepages"), None)
     for setting in settings:
         if setting.layer != "postgresql" and setting is not hugepages:
-            report.done.append(_apply_host(env, host, setting))
+            done = _apply_host(env, host, setting)
+            if done.old == done.requested:
+                report.unchanged.append(f"{setting.name} ({setting.device})" if setting.device
+                                        else setting.name)  # fmt: skip
+            else:
+                report.done.append(done)
     pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
     wants_huge = pg.get("huge_pages") == "on" and hugepages is not None
-    if wants_huge:
-        pg["huge_pages"] = "try"  # until the pages are reserved
+    if pg.get("huge_pages") == "on":
+        pg["huge_pages"] = "try"  # until the pages are reserved: `on` without them cannot start
+        if hugepages is None:
+            report.notes.append(
+                "huge_pages is set to try, not on: vm.nr_hugepages (host layer) is not applied."
+            )
     with connect(server.dsn, server.password) as client:
-        changed = _alter_system(client, journal, server, pg, report)
+        changed = alter_system(client, journal, server, pg, report)
         needs_restart = any(c.restart for c in changed)
         client.execute(compose("SELECT pg_reload_conf()"))
     if needs_restart:
@@ -146,13 +165,16 @@ def auto_conf(client: Client) -> dict[str, str]:
     return {row.name: row.setting for row in rows if row.setting is not None}
 
 
-def _alter_system(
+def alter_system(
     client: Client,
     journal: PgJournal,
     server: ServerHandle,
     values: Mapping[str, str],
     report: ApplyReport,
 ) -> list[PgChange]:
+    """`ALTER SYSTEM SET` for each value that differs from the server's, each journalled first
+    with what postgresql.auto.conf held for it; the changes made (nothing is reloaded here).
+    Also used by `compare --dsn` (pgdyno.experiment.server_sets)."""
     before = auto_conf(client)
     state = _state(client, list(values))
     changed: list[PgChange] = []
@@ -240,7 +262,7 @@ def _huge_pages(
         # Journalled here unless the first pass already changed it (try was then new).
         known = {c.name for c in journal.pending(server.identity)}
         values = {} if "huge_pages" in known else {"huge_pages": "on"}
-        _alter_system(client, journal, server, values, report)
+        alter_system(client, journal, server, values, report)
         client.execute(compose("ALTER SYSTEM SET huge_pages = 'on'"))
         client.execute(compose("SELECT pg_reload_conf()"))
     _restart(server, log, report)
@@ -248,6 +270,7 @@ def _huge_pages(
 
 def _read_back(server: ServerHandle, settings: list[Setting], report: ApplyReport) -> None:
     pg = [s for s in settings if s.layer == "postgresql"]
+    report.unchanged = [name for name in report.unchanged if name not in report.pg_old]
     with connect(server.dsn, server.password) as client:
         state = _state(client, [s.name for s in pg])
     for setting in pg:

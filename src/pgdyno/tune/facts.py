@@ -89,7 +89,8 @@ def offline_facts(given: Given) -> Facts:
     ):  # fmt: skip
         if name not in facts.values:
             facts.unknown[name] = why
-    facts.values.update(local=False, huge_page=0, numa_nodes=1, thp=False, autogroup=False,
+    # Host advice for an unknown Linux: THP exists on nearly every kernel; no NUMA assumed.
+    facts.values.update(local=False, huge_page=0, numa_nodes=1, thp=True, autogroup=False,
                         migration_cost=False, swap_bytes=0)  # fmt: skip
     return facts
 
@@ -149,7 +150,10 @@ def _host_facts(facts: Facts, host: Mapping[str, Any]) -> None:
     if not host:
         facts.values.update(local=False, huge_page=0, numa_nodes=1, thp=False, autogroup=False,
                             migration_cost=False, swap_bytes=0)  # fmt: skip
-        facts.unknown["host"] = "the server's host was not read: host settings are left out"
+        facts.unknown["host"] = (
+            "the server runs on another host, not read: host advice is generic and --apply "
+            "changes PostgreSQL only"
+        )
         return
     facts.values["local"] = True
     facts.set("huge_page", host.get("hugepage_size_bytes") or 0, "host")

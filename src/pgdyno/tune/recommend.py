@@ -10,6 +10,7 @@ builds without it). The current value of each setting is shown beside it when kn
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -141,35 +142,12 @@ def _checked_pg(
         return None
     entry = meta.get(setting.name)
     takes: TakesEffect = "restart" if entry is not None and entry.needs_restart else "reload"
-    return Setting(
-        layer=setting.layer,
-        name=setting.name,
-        value=setting.value,
-        why=setting.why,
-        device=setting.device,
-        evidence=setting.evidence,
-        rules=setting.rules,
-        takes_effect=takes,
-        status=setting.status,
-    )
+    return replace(setting, takes_effect=takes)
 
 
 def _with_current(setting: Setting, current: Mapping[str, str]) -> Setting:
     value = current.get(setting.key)
-    if value is None:
-        return setting
-    return Setting(
-        layer=setting.layer,
-        name=setting.name,
-        value=setting.value,
-        why=setting.why,
-        current=value,
-        device=setting.device,
-        evidence=setting.evidence,
-        rules=setting.rules,
-        takes_effect=setting.takes_effect,
-        status=setting.status,
-    )
+    return setting if value is None else replace(setting, current=value)
 
 
 def current_values(

@@ -11,7 +11,7 @@ are released only once the server no longer uses them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +31,18 @@ class ServerRestored:
 def restore_server(
     journal: PgJournal, server: ServerHandle, log: Callable[[str], None]
 ) -> ServerRestored:
-    """Restore every pending change of this server; see the module docstring."""
+    """Restore every pending change of this server, restarting it at once where needed."""
+    pending, needs_restart = _statements_back(journal, server)
+    restarted = bool(needs_restart) and _restart(server, needs_restart, log)
+    return ServerRestored(server.label, pending, restarted, [] if restarted else needs_restart)
+
+
+def _statements_back(journal: PgJournal, server: ServerHandle) -> tuple[list[PgChange], list[str]]:
+    """ALTER SYSTEM back for each pending change (newest first), a reload, each marked restored.
+    Returns the changes and the names that take effect only at a restart."""
     pending = journal.pending(server.identity)
     if not pending:
-        return ServerRestored(server.label, [], False, [])
+        return [], []
     with connect(server.dsn, server.password) as client:
         for change in reversed(pending):
             name = identifier(change.name)
@@ -46,29 +54,54 @@ def restore_server(
     for change in pending:
         journal.mark_restored(change)
     journal.compact()
-    needs_restart = sorted({c.name for c in pending if c.restart})
-    restarted = False
-    if needs_restart and server.restart is not None:
-        log(f"restarting {server.label} to restore {', '.join(needs_restart)}")
-        server.restart()
-        wait_for_server(server)
-        restarted = True
-    waiting = [] if restarted else needs_restart
-    return ServerRestored(server.label, pending, restarted, waiting)
+    return pending, sorted({c.name for c in pending if c.restart})
 
 
-def rollback_servers(
+def _restart(server: ServerHandle, names: list[str], log: Callable[[str], None]) -> bool:
+    if server.restart is None:
+        return False
+    log(f"restarting {server.label} to restore {', '.join(names)}")
+    server.restart()
+    wait_for_server(server)
+    return True
+
+
+def rollback_servers[T](
     workdir: Path,
     handle_for: Callable[[dict[str, str]], AbstractContextManager[ServerHandle]],
+    restore_host: Callable[[], T],
     log: Callable[[str], None],
-) -> list[ServerRestored]:
-    """Every server with pending changes in the journal of `workdir`, restored in turn."""
+) -> tuple[list[ServerRestored], T]:
+    """Every server with pending changes in the journal of `workdir`, then the host.
+
+    Order, so that each layer can go back: the servers' settings first (statements and a
+    reload); then the servers that need a restart and can be stopped (pgdyno's sandbox) are
+    stopped, the host is restored (huge pages a running server holds could not be released),
+    and they start again; the others restart after the host is back.
+    """
     restored: list[ServerRestored] = []
-    with open_journal(workdir, create=False) as journal:
-        if journal is None:
-            return restored
-        servers = {server_key(c.server): c.server for c in journal.pending()}
-        for identity in servers.values():
-            with handle_for(identity) as handle:
-                restored.append(restore_server(journal, handle, log))
-    return restored
+    with ExitStack() as stack:
+        journal = stack.enter_context(open_journal(workdir, create=False))
+        servers = {} if journal is None else {
+            server_key(c.server): c.server for c in journal.pending()
+        }  # fmt: skip
+        handles = [stack.enter_context(handle_for(identity)) for identity in servers.values()]
+        backs = [(h, *_statements_back(journal, h)) for h in handles if journal is not None]
+        down = [h for h, _p, names in backs if names and h.stop is not None and h.start is not None]
+        for handle in down:
+            log(f"stopping {handle.label} to restore its settings and the host's")
+            assert handle.stop is not None
+            handle.stop()
+        host = restore_host()
+        for handle, pending, names in backs:
+            if handle in down:
+                assert handle.start is not None
+                handle.start()
+                wait_for_server(handle)
+                restarted = True
+            else:
+                restarted = bool(names) and _restart(handle, names, log)
+            restored.append(
+                ServerRestored(handle.label, pending, restarted, [] if restarted else names)
+            )
+    return restored, host

@@ -25,9 +25,15 @@ from pgdyno.tune.apply import Restart, ServerHandle
 def sandbox_handle(box: Sandbox, *, consent: bool, owner_pid: int | None) -> ServerHandle:
     """The sandbox `box` (running). Restarting keeps its owner (who stops it later)."""
 
-    def restart() -> None:
-        box.stop()
+    def start() -> None:
         box.start({}, owner_pid=owner_pid)
+
+    def stop() -> None:
+        box.stop()
+
+    def restart() -> None:
+        stop()
+        start()
 
     return ServerHandle(
         label=f"sandbox {box.root.name}",
@@ -35,6 +41,8 @@ def sandbox_handle(box: Sandbox, *, consent: bool, owner_pid: int | None) -> Ser
         password=None,
         identity={"kind": "sandbox", "cluster": box.root.name},
         restart=restart if consent else None,
+        stop=stop if consent else None,
+        start=start if consent else None,
     )
 
 

@@ -1,0 +1,426 @@
+"""`pgdyno compare --dsn`: a plan's sets applied to an existing server, and undone after each.
+
+An existing server is not pgdyno's, so a set's PostgreSQL settings go in exactly as
+`pgdyno tune --apply` puts them (pgdyno.tune.apply): each `ALTER SYSTEM` is journalled first
+with what postgresql.auto.conf held for the setting (pgdyno.tune.pg_journal), then the server
+reloads, or restarts when a changed setting needs it and the user consented (`--yes` with
+`--restart-command`, or pg_ctl on a local `--data-dir`: pgdyno.tune.servers). Every value is
+read back. Before the next set, and on every way out, the previous set is undone with
+pgdyno.tune.rollback.restore_server, so each set starts from the server as it was found; after
+a crash `pgdyno rollback` does the same from the journal.
+
+What would need something the user did not give is refused before anything runs, in one
+sentence: a setting that needs a restart without consent, a set pinned to a PostgreSQL version
+other than the server's (compare cannot switch a server's version), and host settings when the
+server does not run on this host (they would change the wrong machine).
+
+Every set's runs use one pgbench: the set's pg_bin when the plan names one (its version is the
+server's), else the default binaries, as `bench --dsn` does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+
+from pgdyno.environment import Environment
+from pgdyno.errors import ClusterError, PgdynoError, UsageError
+from pgdyno.experiment.target import Target, server_address
+from pgdyno.host.devices import device_for_path
+from pgdyno.host.held_signals import signals_held
+from pgdyno.plan.check import (
+    DEFAULT_PG_VERSION,
+    BinariesFinder,
+    CheckedSet,
+    check_plan,
+    set_binaries,
+)
+from pgdyno.plan.load import Plan
+from pgdyno.plan.model import SetSpec, applied_sets
+from pgdyno.plan.policy import Allowed
+from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.postgres.client import Client, ServerInfo, compose, connect
+from pgdyno.postgres.inventory import is_local
+from pgdyno.postgres.setting_values import convert_to_setting_unit, parse_bool, read_number
+from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.tune.apply import ServerHandle, alter_system, auto_conf, wait_for_server
+from pgdyno.tune.model import ApplyReport
+from pgdyno.tune.pg_journal import PgJournal, open_journal
+from pgdyno.tune.rollback import restore_server
+from pgdyno.tune.servers import binaries_for, server_handle
+
+RELOAD_WAIT_S = 30.0
+CONSENT = "add --yes with --restart-command CMD (or --data-dir DIR)"
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """What `compare --dsn` was told about the server."""
+
+    dsn: str
+    consent: bool  # --yes
+    restart_command: str | None
+    data_dir: Path | None  # --data-dir: on this host, restarted with pg_ctl
+
+
+@dataclass(frozen=True)
+class ExistingServer:
+    """The server as found: how to reach and restart it, and its settings before any change."""
+
+    handle: ServerHandle  # restart is None without consent
+    info: ServerInfo
+    meta: Mapping[str, SettingMeta]  # pg_settings as found, values included
+    data_dir: Path | None  # on this host (--data-dir, or reported and found here), else None
+
+    @property
+    def major(self) -> int:
+        return self.info.version_num // 10000
+
+    def meta_for(self, _binaries: Binaries) -> Mapping[str, SettingMeta]:
+        """The plan is checked against this server, whatever binaries run pgbench."""
+        return self.meta
+
+
+def open_server(options: ServerOptions, cache_dir: Path) -> ExistingServer:
+    """Connect once: version, data directory and every setting, before anything is checked."""
+    address = server_address(options.dsn)
+    with connect(address.dsn, address.password) as client:
+        info = client.server_info()
+        meta = load_settings_meta(client)
+    local = _local_data_dir(options, address.dsn, address.label, info.data_directory)
+    handle = server_handle(
+        address.dsn, address.password, address.label,
+        restart_command=options.restart_command, consent=options.consent,
+        data_dir=options.data_dir,
+        binaries=binaries_for(options.data_dir, cache_dir) if options.data_dir else None,
+    )  # fmt: skip
+    return ExistingServer(handle, info, meta, local)
+
+
+def _local_data_dir(
+    options: ServerOptions, dsn: str, label: str, reported: str | None
+) -> Path | None:
+    """--data-dir (checked against what the server reports: pg_ctl must not restart another
+    cluster), else the reported data directory when the server runs here."""
+    given = options.data_dir
+    if given is None:
+        return Path(reported) if reported and is_local(dsn, reported) else None
+    if not (given / "PG_VERSION").is_file():
+        raise UsageError(
+            f"--data-dir {given} is not a PostgreSQL data directory (no PG_VERSION in it): give "
+            "the server's data directory, or leave it out."
+        )
+    if reported and Path(reported).resolve() != given.resolve():
+        raise UsageError(
+            f"--data-dir {given} is not the data directory of {label} (it reports {reported}): "
+            "give that one, or --restart-command."
+        )
+    return given
+
+
+def check_server_plan(
+    plan: Plan, server: ExistingServer, env: Environment, allowed: Allowed
+) -> list[CheckedSet]:
+    """The plan's sets checked against the live server; UsageError, before anything runs, for
+    what this server or the consent given cannot take."""
+    pgbench = _check_versions(plan, server, env.cache_dir)
+    _check_host_here(plan, server)
+    device = (
+        device_for_path(server.data_dir, env.proc_root, env.sys_root) if server.data_dir else None
+    )
+    checked = check_plan(
+        plan, cache_dir=env.cache_dir, meta_for=server.meta_for,
+        data_disk=device.disk if device else None, is_root=env.is_root,
+        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed,
+        find=_one_pgbench(pgbench),
+    )  # fmt: skip
+    checked = [replace(c, server_version=server.info.version) for c in checked]
+    _check_consent(checked, server)
+    if any(c.pg for c in checked):
+        with connect(server.handle.dsn, server.handle.password) as client:
+            auto_conf(client)  # a rollback must be exact: refused unless it can be read
+    return checked
+
+
+def _check_versions(plan: Plan, server: ExistingServer, cache_dir: Path) -> Binaries | None:
+    """Every version a set pins must be the server's; the binaries of a pinned pg_bin."""
+    pgbench: Binaries | None = None
+    for index, spec in enumerate(applied_sets(plan.spec)):
+        if spec.pg_bin:
+            pgbench = set_binaries(plan, index, spec, cache_dir)  # inspects, installs nothing
+            wanted = pgbench.major
+        elif spec.pg_version:
+            wanted = spec.pg_version
+        else:
+            continue
+        if wanted != server.major:
+            raise UsageError(
+                f"{plan.where(_version_key(plan, index, spec))}: set {spec.name!r} asks for "
+                f"PostgreSQL {wanted}, but {server.handle.label} runs {server.info.version} and "
+                "compare --dsn cannot change a server's version: remove it from the plan, or "
+                "compare versions on the sandbox."
+            )
+    return pgbench
+
+
+def _version_key(plan: Plan, index: int, spec: SetSpec) -> tuple[str | int, ...]:
+    key = "pg_bin" if spec.pg_bin else "pg_version"
+    own = key in plan.spec.sets[index].model_fields_set
+    return ("set", index, key) if own else (key,)
+
+
+def _check_host_here(plan: Plan, server: ExistingServer) -> None:
+    if server.data_dir is not None:
+        return
+    for index, spec in enumerate(plan.spec.sets):
+        names = [*spec.sysctl, *spec.block_settings, *spec.thp_settings]
+        if names:
+            raise UsageError(
+                f"{plan.where(('set', index))}: set {spec.name!r} changes host settings "
+                f"({', '.join(names)}), but {server.handle.label} does not run on this host as "
+                "far as pgdyno can tell, so they would change the wrong machine: remove them, "
+                "or give --data-dir DIR if the server's data directory is here."
+            )
+
+
+def _one_pgbench(pinned: Binaries | None) -> BinariesFinder:
+    """A finder giving every set the same pgbench, whatever version the set names (checked
+    against the server's before)."""
+
+    @cache
+    def default(cache_dir: Path) -> Binaries:
+        return resolve(None, DEFAULT_PG_VERSION, cache_dir)
+
+    def find(_pg_bin: Path | None, _pg_version: int | None, cache_dir: Path) -> Binaries:
+        return pinned or default(cache_dir)
+
+    return find
+
+
+def _check_consent(checked: list[CheckedSet], server: ExistingServer) -> None:
+    if server.handle.restart is not None:
+        return
+    for c in checked:
+        for name in restart_settings(c.pg, server.meta):
+            raise UsageError(
+                f"{name} (set {c.name!r}) needs a restart of {server.handle.label}: {CONSENT}, "
+                "or drop it from the plan."
+            )
+
+
+def restart_settings(pg: Mapping[str, str], meta: Mapping[str, SettingMeta]) -> list[str]:
+    """The settings of `pg` that need a restart and differ from the server's (as found).
+
+    >>> from pgdyno.postgres.settings_meta import settings_meta_from_rows
+    >>> meta = settings_meta_from_rows(
+    ...     [("shared_buffers", "integer", "8kB", "16", "1073741823", None, "postmaster", "16384"),
+    ...      ("work_mem", "integer", "kB", "64", "2147483647", None, "user", "4096")])
+    >>> restart_settings({"shared_buffers": "128MB", "work_mem": "8MB"}, meta)
+    []
+    >>> restart_settings({"shared_buffers": "256MB"}, meta)
+    ['shared_buffers']
+    """
+    by_name = _by_lower_name(meta)
+    return [
+        name
+        for name, value in pg.items()
+        if (m := by_name.get(name.lower())) and m.needs_restart and not same_value(m, value)
+    ]
+
+
+def _by_lower_name(meta: Mapping[str, SettingMeta]) -> dict[str, SettingMeta]:
+    return {name.lower(): m for name, m in meta.items()}  # plan names are lower case
+
+
+def same_value(meta: SettingMeta, text: str) -> bool:
+    """Whether `text` (a checked plan value) means the value `meta` shows (pg_settings.setting,
+    in the setting's own unit), as PostgreSQL reads both.
+
+    >>> from pgdyno.postgres.settings_meta import SettingMeta as M
+    >>> sb = M("shared_buffers", "integer", "8kB", 16, 1e9, (), "postmaster", "16384")
+    >>> same_value(sb, "128MB"), same_value(sb, "131072kB"), same_value(sb, "1GB")
+    (True, True, False)
+    >>> jit = M("jit", "bool", None, None, None, (), "user", "on")
+    >>> same_value(jit, "on"), same_value(jit, "off"), same_value(jit, "true")
+    (True, False, True)
+    """
+    current = meta.setting
+    if current is None:
+        return False
+    if meta.vartype == "bool":
+        wanted = parse_bool(text)
+        return wanted is not None and wanted == parse_bool(current)
+    if meta.vartype in ("integer", "real"):
+        number = _number(meta, text)
+        return number is not None and number == _number(meta, current)
+    if meta.vartype == "enum":
+        return text.lower() == current.lower()
+    return text == current
+
+
+def _number(meta: SettingMeta, text: str) -> float | None:
+    integer = meta.vartype == "integer"
+    read = read_number(text, integer=integer)
+    if read is None:
+        return None
+    number, unit = read
+    if unit:
+        if meta.unit is None:
+            return None
+        converted = convert_to_setting_unit(number, unit, meta.unit)
+        if converted is None:
+            return None
+        number = converted
+    return float(round(number)) if integer else number
+
+
+class ServerSwitcher:
+    """Makes each set's PostgreSQL settings current on an existing server (a `SetSwitcher` of
+    pgdyno.experiment.sets_runner): the previous set undone first, the set's values that differ
+    from the server as found applied through the journal, read back; `close` undoes the last."""
+
+    def __init__(
+        self, server: ExistingServer, journal: PgJournal, log: Callable[[str], None]
+    ) -> None:
+        self.server = server
+        self.journal = journal
+        self.log = log
+        self.applied: dict[str, str] = {}  # what this switcher set; {} = the server as found
+        self._meta = _by_lower_name(server.meta)
+
+    def use(self, checked: CheckedSet) -> Target:
+        wanted = {
+            name: value
+            for name, value in checked.pg.items()
+            if (m := self._meta.get(name)) is None or not same_value(m, value)
+        }
+        if wanted != self.applied:
+            self._undo(before_next=True)
+            if wanted:
+                self._apply(wanted)
+        return self._target(checked)
+
+    def _target(self, checked: CheckedSet) -> Target:
+        handle = self.server.handle
+        return Target(
+            handle.label, handle.dsn, handle.password, checked.binaries, self.server.data_dir
+        )
+
+    def close(self) -> None:
+        """Undo what is still applied, restarting the server when a restored setting needs it."""
+        try:
+            self._undo(before_next=False)
+        except PgdynoError as exc:
+            raise ClusterError(
+                f"could not restore the settings pgdyno changed on {self.server.handle.label} "
+                f"({exc}): run `pgdyno rollback` once the server is reachable."
+            ) from exc
+
+    def _undo(self, *, before_next: bool) -> None:
+        """Restore the previous set. Before the next set, the server must be as found before
+        anything is compared with it (a restart only if a restored setting needs one)."""
+        handle = self.server.handle
+        with signals_held():  # a second Ctrl-C must not cut a restore short
+            restored = restore_server(self.journal, replace(handle, restart=None), self.log)
+            self.applied = {}
+        if not restored.changes:
+            return
+        if restored.waiting_for_restart:
+            self._restart(restored.waiting_for_restart)
+        elif before_next:
+            reload_and_wait(handle)
+
+    def _apply(self, wanted: dict[str, str]) -> None:
+        handle = self.server.handle
+        report = ApplyReport()
+        # pg_settings spells a few names in mixed case (DateStyle); plans hold lower case.
+        named = {self._meta[n].name if n in self._meta else n: v for n, v in wanted.items()}
+        with connect(handle.dsn, handle.password) as client:
+            changed = alter_system(client, self.journal, handle, named, report)
+        self.applied = dict(wanted)
+        for note in report.notes:
+            self.log(note)
+        needs_restart = sorted(c.name for c in changed if c.restart)
+        if needs_restart:
+            self._restart(needs_restart)
+        else:
+            reload_and_wait(handle)
+        self._confirm(wanted)
+
+    def _restart(self, names: list[str]) -> None:
+        handle = self.server.handle
+        if handle.restart is None:  # refused before anything ran (check_server_plan)
+            raise UsageError(f"{', '.join(names)} needs a restart of {handle.label}: {CONSENT}.")
+        self.log(f"restarting {handle.label} ({', '.join(names)})")
+        handle.restart()
+        wait_for_server(handle)
+
+    def _confirm(self, wanted: Mapping[str, str]) -> None:
+        """Each value is in effect now, or the set is not what it says it is."""
+        with connect(self.server.handle.dsn, self.server.handle.password) as client:
+            now = _by_lower_name(load_settings_meta(client))
+        for name, value in wanted.items():
+            meta = now.get(name)
+            if meta is None or meta.vartype == "string":
+                continue  # PostgreSQL may rewrite a string (search_path): nothing to compare
+            if not same_value(meta, value):
+                shown = f"{meta.setting} {meta.unit}" if meta.unit else meta.setting
+                raise ClusterError(
+                    f"{name} = {value} did not take effect on {self.server.handle.label} (it "
+                    f"shows {shown}): check the server's log."
+                )
+
+
+def reload_and_wait(handle: ServerHandle) -> None:
+    """pg_reload_conf, then wait until the postmaster has read the files (pg_conf_load_time
+    moves past the moment of the request; new connections then see the values)."""
+    with connect(handle.dsn, handle.password) as client:
+        asked = _server_clock(client)
+        client.execute(compose("SELECT pg_reload_conf()"))
+    deadline = time.monotonic() + RELOAD_WAIT_S
+    while time.monotonic() < deadline:
+        with connect(handle.dsn, handle.password) as client:
+            if client.rows("SELECT pg_conf_load_time() >= %(t)s", {"t": asked})[0][0]:
+                return
+        time.sleep(0.1)
+    raise ClusterError(
+        f"{handle.label} did not reload its configuration within {RELOAD_WAIT_S:.0f} s: check "
+        "the server's log."
+    )
+
+
+def _server_clock(client: Client) -> datetime:
+    value = client.rows("SELECT clock_timestamp()")[0][0]
+    assert isinstance(value, datetime)
+    return value
+
+
+@contextmanager
+def server_sets(
+    plan: Plan, options: ServerOptions, env: Environment, allowed: Allowed,
+    log: Callable[[str], None],
+) -> Iterator[tuple[list[CheckedSet], ServerSwitcher]]:  # fmt: skip
+    """The plan checked against the server, and its switcher, with the PostgreSQL journal of
+    the work directory open (and locked) for the block; whatever is still applied is undone on
+    the way out. Refused while an interrupted command's changes to this server are pending:
+    the server would not be as found."""
+    with open_journal(env.data_dir, create=True) as journal:
+        assert journal is not None
+        address = server_address(options.dsn)
+        if journal.pending({"kind": "server", "dsn": address.dsn}):
+            raise UsageError(
+                f"{address.label} still has settings an interrupted pgdyno command changed: "
+                "run `pgdyno rollback` first."
+            )
+        server = open_server(options, env.cache_dir)
+        checked = check_server_plan(plan, server, env, allowed)
+        switcher = ServerSwitcher(server, journal, log)
+        try:
+            yield checked, switcher
+        finally:
+            switcher.close()
