@@ -362,11 +362,13 @@ class _CompareRun:
         return True
 
     def _apply_host_settings(self, checked_set: CheckedSet) -> list[Applied]:
-        if self.holds_huge_pages:
-            # The kernel cannot release huge pages a running server holds: stop it before
-            # vm.nr_hugepages goes back (the next set starts it again).
+        reserves = any(knob.name == "vm.nr_hugepages" for knob, _ in checked_set.host)
+        if self.holds_huge_pages or reserves:
+            # The kernel cannot release huge pages a running server holds, and reserves them
+            # more easily without a server's shared memory in the way: stop it first (the set
+            # starts it again).
             self.switcher.close()
-        self.holds_huge_pages = any(knob.name == "vm.nr_hugepages" for knob, _ in checked_set.host)
+        self.holds_huge_pages = reserves
         self.changes.restore()  # the previous set's host settings, before anything else
         applied = [self.changes.apply(knob, value) for knob, value in checked_set.host]
         for a in applied:

@@ -398,7 +398,30 @@ def write_value(knob: Knob, value: str) -> str:
             f"the kernel refused {value!r} for {knob} ({reason}: {error.strerror}): {advice}.",
             reason=f"{reason}: {error.strerror}",
         ) from None
-    return read_value(knob)
+    effective = read_value(knob)
+    if knob.kind == "sysctl" and knob.name == "vm.nr_hugepages":
+        effective = _more_huge_pages(knob, value, effective)
+    return effective
+
+
+HUGE_PAGE_TRIES = 3
+
+
+def _more_huge_pages(knob: Knob, value: str, effective: str) -> str:
+    """The kernel reserves what free 2 MB blocks it finds, fewer than asked on a host whose
+    memory is fragmented by the page cache: compact memory (vm.compact_memory, a trigger that
+    holds no setting) and ask again, a few times."""
+    trigger = knob.proc_root / "sys/vm/compact_memory"
+    for _ in range(HUGE_PAGE_TRIES):
+        if not (effective.isdigit() and value.isdigit() and int(effective) < int(value)):
+            break
+        try:
+            _write_raw(trigger, b"1\n")
+            _write_raw(knob.path, value.encode() + b"\n")
+        except OSError:
+            break
+        effective = read_value(knob)
+    return effective
 
 
 def _zero(value: str) -> bool:

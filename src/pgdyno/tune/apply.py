@@ -72,6 +72,8 @@ def apply_configuration(
         layers = ("postgresql",)
     settings = config.to_apply(layers)
     ensure_clean(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
+    with connect(server.dsn, server.password) as client:
+        auto_conf(client)  # a role that cannot read it cannot be restored exactly: say so first
     env.data_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         journal = stack.enter_context(open_journal(env.data_dir, create=True))
