@@ -14,8 +14,9 @@ from conftest import wait_for
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox
-from pgdyno.tune.files import ALTER_SQL, PG_CONF, render_files, write_files
+from pgdyno.tune.files import ALTER_SQL, PG_CONF, render_files
 from pgdyno.tune.model import Configuration, Setting
+from pgdyno.tune.out_dir import write_files
 
 # Values a reload puts in effect, one with a quote; one that needs a restart; one to measure.
 RELOADABLE = {

@@ -23,9 +23,9 @@ from pgdyno.tune.files import (
     UDEV,
     WIDTH,
     render_files,
-    write_files,
 )
 from pgdyno.tune.model import Configuration, Setting
+from pgdyno.tune.out_dir import write_files
 
 DAY = datetime.date(2026, 5, 1)
 

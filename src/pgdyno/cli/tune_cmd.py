@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -22,12 +21,10 @@ from pgdyno.cli.common import (
     print_json,
     workdir_options,
 )
-from pgdyno.cli.compare_cmd import execute_compare
+from pgdyno.cli.tune_verify import run_verify, verify_plans
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import open_sandbox, server_address, workdir_lock
-from pgdyno.plan.load import load_plan
-from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.setting_values import read_number, unit_size
@@ -38,18 +35,13 @@ from pgdyno.render.tune import (
     render_apply,
     render_configuration,
 )
-from pgdyno.render.verdict_tables import rounds_summary, verdict_table
-from pgdyno.report.export import make
-from pgdyno.report.load import Selection
-from pgdyno.store.results import ResultsStore
-from pgdyno.textsafe import safe_text
 from pgdyno.tune.apply import ServerHandle, apply_configuration
 from pgdyno.tune.facts import DATA_SIZES, PROFILES, STORAGES, Given
+from pgdyno.tune.files import render_files
 from pgdyno.tune.model import LAYERS, Configuration, Layer
-from pgdyno.tune.pg_journal import pending_changes
+from pgdyno.tune.out_dir import write_files
 from pgdyno.tune.servers import binaries_for, sandbox_handle, server_handle
 from pgdyno.tune.session import Target, baseline, gather, pgdyno_configuration
-from pgdyno.tune.verify import Matrix, ladder_plan, plan_text, sets_plan, verdict_lines
 
 BASELINE_NAMES = ("pgtune", "timescaledb-tune")
 
@@ -230,14 +222,14 @@ def tune(ctx: click.Context, /, **options: object) -> None:
         if o.verify:
             if target is None:
                 raise UsageError("--verify measures a server: give --sandbox (not --ram).")
-            plans = verify_plans(env, o, ours, baseline(gathered, "pgtune")[1])
+            plans = verify_plans(env, o.raw, ours, baseline(gathered, "pgtune")[1])
         elif o.as_json:
             print_json(env, configuration_data(config, label))
         else:
             for item in render_configuration(config, label):
                 out(env).print(item)
     if o.verify:  # the sandbox is free again: the comparison takes the work directory's lock
-        run_verify(env, o, plans)
+        run_verify(env, plans, as_json=o.as_json)
 
 
 class _Options:
@@ -320,9 +312,7 @@ def _owner(box: Sandbox) -> int | None:
 def _write_files(env: Environment, o: _Options, config: Configuration) -> None:
     if o.out_dir is None:
         return
-    from pgdyno.tune.files import render_files, write_files
-
-    files = render_files(config, generated_by=f"pgdyno {__version__}")
+    files = render_files(config, generated_by=f"pgdyno tune {__version__}")
     written = write_files(Path(str(o.out_dir)), files)
     err(env).print(f"wrote {len(written)} file(s) to {o.out_dir}: "
                    + ", ".join(p.name for p in written))  # fmt: skip
@@ -345,66 +335,3 @@ def _apply(
     console = out(env)
     for item in render_apply(report, label):
         console.print(item)
-
-
-def verify_plans(
-    env: Environment, o: _Options, ours: Configuration, pgtune: Configuration
-) -> list[Path]:
-    """The plan files of the verification, written under <workdir>/tune/."""
-    if pending_changes(env.data_dir):
-        raise UsageError(
-            "settings from `pgdyno tune --apply` are still in effect, so every configuration "
-            "would run with them: run `pgdyno rollback` first."
-        )
-    raw = o.raw
-    cpus = ours.facts.get("cpus")
-    clients = raw.get("clients") or 2 * (cpus if isinstance(cpus, int) else 2)
-    precision = raw.get("precision")
-    budget = raw.get("budget")
-    matrix = Matrix(
-        workloads=tuple(w.strip() for w in str(raw["workloads"]).split(",") if w.strip()),
-        scale=str(raw["scale"]),
-        clients=int(str(clients)),
-        duration=int(str(raw["duration"])),
-        precision=float(str(precision)) if precision is not None else 3.0,
-        budget=str(budget) if budget is not None else "30m",
-    )
-    major = int(str(ours.facts["pg"]))
-    folder = env.data_dir / "tune"
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    plans = [("verify", sets_plan(ours, pgtune, matrix, major))]
-    if raw.get("ladder"):
-        plans.append(("ladder", ladder_plan(ours, matrix, major)))
-    paths = []
-    for kind, plan in plans:
-        path = folder / f"{kind}-{stamp}.toml"
-        path.write_text(plan_text(plan, f"written by pgdyno tune --verify {__version__}"))
-        err(env).print(f"plan: {path} (run it again with `pgdyno compare {path}`)")
-        paths.append(path)
-    return paths
-
-
-def run_verify(env: Environment, o: _Options, plans: list[Path]) -> None:
-    results: list[dict[str, object]] = []
-    for path in plans:
-        done = execute_compare(env, load_plan(path), Allowed.of((), ()), precision=None,
-                               budget=None)  # fmt: skip
-        with ResultsStore(env.results_path) as store:
-            selection = Selection(comparison_id=done.outcome.comparison_id)
-            _built, report = make(store, selection, datetime.now(UTC), None,
-                                  env.data_dir / "reports")  # fmt: skip
-        lines = verdict_lines(done.analysis)
-        results.append({"plan": str(path), "comparison": done.outcome.comparison_id,
-                        "verdicts": lines, "report": str(report),
-                        "rounds": done.outcome.rounds.as_dict(),
-                        "analysis": done.analysis.as_dict()})  # fmt: skip
-        if not o.as_json:
-            console = out(env)
-            console.print(verdict_table(done.analysis, f"tune --verify ({path.name})"))
-            console.print(rounds_summary(done.outcome.rounds.as_dict()))
-            for line in lines:
-                console.print(line)
-            console.print(f"report: {safe_text(report)}")
-    if o.as_json:
-        print_json(env, {"verify": results})
