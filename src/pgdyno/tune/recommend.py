@@ -40,6 +40,7 @@ def recommend(
     settings: list[Setting] = []
     unknown = dict(facts.unknown)
     notes: list[str] = []
+    _offered(facts, meta)
     for outcome in evaluate(entries or load_knowledge(), facts.values, facts.devices):
         spec = outcome.entry.spec
         name = outcome.entry.name
@@ -72,6 +73,15 @@ def recommend(
         unknown=unknown,
         notes=tuple(notes),
     )
+
+
+def _offered(facts: Facts, meta: Mapping[str, SettingMeta]) -> None:
+    """The values of enum settings a rule chooses among, as the target's build offers them
+    (io_uring, lz4 exist only when PostgreSQL was built with them)."""
+    for fact, name in (("io_methods", "io_method"), ("wal_compressions", "wal_compression")):
+        entry = meta.get(name)
+        if fact not in facts.values:
+            facts.set(fact, entry.enumvals if entry else (), "the target's pg_settings")
 
 
 def baseline_configuration(

@@ -51,7 +51,6 @@ def gather(env: Environment, given: Given, target: Target | None) -> Gathered:
         meta = recorded_settings(int(major)) if major else {}
         if major and not meta:
             facts.unknown["pg_settings"] = f"no recorded pg_settings of PostgreSQL {major}"
-        _offered_io_methods(facts, meta)
         return Gathered(facts, meta, {}, None)
     snapshot = take_snapshot(env, target=target.label, dsn=target.dsn, password=target.password)
     with connect(target.dsn, target.password) as client:
@@ -62,14 +61,8 @@ def gather(env: Environment, given: Given, target: Target | None) -> Gathered:
             f"--pg-version {given.pg_version} is not the version of {target.label}: leave it out "
             "(it is read from the server) or tune offline with --ram."
         )
-    _offered_io_methods(facts, meta)
     current = current_values(snapshot, facts, env.proc_root, env.sys_root)
     return Gathered(facts, meta, current, snapshot)
-
-
-def _offered_io_methods(facts: Facts, meta: Mapping[str, SettingMeta]) -> None:
-    entry = meta.get("io_method")
-    facts.set("io_methods", entry.enumvals if entry else (), "the target's pg_settings")
 
 
 def _server_major(snapshot: Mapping[str, Any]) -> int | None:
