@@ -148,7 +148,8 @@ def _line(result: SetResult, baseline: str) -> str:
 
 def _pct(c: Comparison) -> str:
     if c.ci_low_pct is None or c.ci_high_pct is None:
-        return f"{c.change_pct:+.1f}% [no interval]"
+        # The always-valid interval is unbounded for the first rounds (5 at pgdyno's g).
+        return f"{c.change_pct:+.1f}% [no interval yet: too few rounds]"
     return f"{c.change_pct:+.1f}% [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}]"
 
 
