@@ -21,7 +21,7 @@ from pgdyno.cli.common import (
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
-from pgdyno.errors import PgbenchFailed, PgdynoError, UsageError
+from pgdyno.errors import ConnectionFailed, PgbenchFailed, PgdynoError, UsageError
 from pgdyno.experiment.bench import BenchOutcome, run_bench
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads
@@ -296,6 +296,8 @@ def objects_on(target: Target, log: Callable[[str], None]) -> list[PgdynoObject]
     """pgdyno's objects on the target now (None, with a line saying so, when unreadable)."""
     try:
         return server_objects(target.dsn, target.password)
+    except ConnectionFailed:
+        return None  # the bench itself says why it cannot connect, in its one sentence
     except PgdynoError as exc:
         log(f"what pgdyno leaves on {target.label} is not reported: {exc}")
         return None
