@@ -79,6 +79,20 @@ def box(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]
         sandbox.stop()
 
 
+@pytest.fixture(scope="module")
+def server(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
+    """A running sandbox in a work directory of its own, for tests that reach it only through
+    --dsn: the "existing server". Module-scoped: each module starts one."""
+    workdir = new_workdir()
+    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
+    sandbox.start({}, owner_pid=None)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+        remove_workdir(workdir)
+
+
 def plain_role(box: Sandbox, name: str, *options: str) -> str:
     """(Re)create a LOGIN role without superuser on the sandbox; its connection string."""
     with connect(box.conninfo()) as admin:

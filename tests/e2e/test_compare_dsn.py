@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,10 @@ import pytest
 from conftest import (
     Result,
     make_env,
-    new_workdir,
     one_clear_sentence,
     plain_role,
-    remove_workdir,
 )
 from pgdyno.cli import main
-from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.tune.pg_journal import pending_changes
@@ -48,19 +45,6 @@ BIG = '[[set]]\nname = "base"\n[[set]]\nname = "big"\n[set.pg]\nshared_buffers =
 
 Cli = Callable[..., Result]
 State = tuple[dict[str, tuple[str, str]], str]
-
-
-@pytest.fixture(scope="module")
-def server(cache_dir: Path, binaries) -> Iterator[Sandbox]:
-    """A running sandbox in a work directory of its own: the "existing server"."""
-    workdir = new_workdir()
-    box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-    box.start({}, owner_pid=None)
-    try:
-        yield box
-    finally:
-        box.stop()
-        remove_workdir(workdir)
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from conftest import make_env, new_workdir, one_clear_sentence, remove_workdir, wait_for
-from pgdyno.experiment.target import open_sandbox
-from pgdyno.postgres.client import connect
+from conftest import one_clear_sentence, wait_for
+from e2e.test_compare_dsn import server_state
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import pid_cmdline
 from pgdyno.tune.pg_journal import JOURNAL_NAME, pending_changes
@@ -43,25 +39,6 @@ jit = false
 [[set]]
 name = "base"
 """
-
-
-@pytest.fixture(scope="module")
-def server(cache_dir: Path, binaries) -> Iterator[Sandbox]:
-    workdir = new_workdir()
-    box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-    box.start({}, owner_pid=None)
-    try:
-        yield box
-    finally:
-        box.stop()
-        remove_workdir(workdir)
-
-
-def server_state(box: Sandbox) -> tuple[dict[str, tuple[str, str]], str]:
-    with connect(box.conninfo()) as client:
-        rows = client.rows("SELECT name, setting, source FROM pg_settings")
-    settings = {str(name): (str(setting), str(source)) for name, setting, source in rows}
-    return settings, (box.data_dir / "postgresql.auto.conf").read_text()
 
 
 def pgbench_in(workdir: Path) -> list[int]:
