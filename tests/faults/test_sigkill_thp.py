@@ -138,8 +138,9 @@ def test_sigkill_mid_compare_with_thp_then_rollback(workdir: Path, run_cli, enab
 
     refused = run_cli(workdir, "compare", str(plan))
     assert refused.code == 2
-    assert "holds 1 change not restored after an interrupted run: run `pgdyno rollback` first" in (
-        one_clear_sentence(refused.stderr)
+    assert (
+        "holds 1 change not restored (left by an interrupted run or by `pgdyno tune --apply`): "
+        "run `pgdyno rollback` first" in (one_clear_sentence(refused.stderr))
     )
     assert active() == changed
 

@@ -481,8 +481,8 @@ def test_pending_tolerates_a_torn_last_line(tree_ready: Tree) -> None:
     with pytest.raises(UsageError) as caught:
         ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     assert str(caught.value) == (
-        f"the host journal {tree.journal} holds 1 change not restored after an interrupted run: "
-        "run `pgdyno rollback` first."
+        f"the host journal {tree.journal} holds 1 change not restored (left by an interrupted run "
+        "or by `pgdyno tune --apply`): run `pgdyno rollback` first."
     )
     done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     assert [(r.knob.name, r.found, r.now, r.set_to) for r in done] == [
@@ -631,8 +631,8 @@ def test_changes_a_killed_command_left_in_another_journal_block_the_host(
         other.apply(tree.sysctl("vm.dirty_ratio"), 30)
     assert str(caught.value) == (
         f"the host journal {tree.journal} of another work directory holds 1 change not "
-        f"restored after an interrupted run: run `pgdyno rollback --workdir "
-        f"{tree.journal.parent}` first."
+        "restored (left by an interrupted run or by `pgdyno tune --apply`): run `pgdyno rollback "
+        f"--workdir {tree.journal.parent}` first."
     )
     assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"
     rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)

@@ -144,7 +144,8 @@ class HostChanges:
             changes = "change" if left == 1 else "changes"
             raise UsageError(
                 f"the host journal {other} of another work directory holds {left} {changes} "
-                f"not restored after an interrupted run: run `pgdyno rollback --workdir "
+                "not restored (left by an interrupted run or by `pgdyno tune --apply`): run "
+                f"`pgdyno rollback --workdir "
                 f"{other.parent}` first."
             )
 

@@ -28,8 +28,8 @@ def in_use(path: Path) -> UsageError:
 def unclean(path: Path, count: int) -> UsageError:
     changes = "change" if count == 1 else "changes"
     return UsageError(
-        f"the host journal {path} holds {count} {changes} not restored after an interrupted "
-        "run: run `pgdyno rollback` first."
+        f"the host journal {path} holds {count} {changes} not restored (left by an interrupted "
+        "run or by `pgdyno tune --apply`): run `pgdyno rollback` first."
     )
 
 
