@@ -40,7 +40,9 @@ _PDEATHSIG = ("--pdeathsig", "TERM", "--")
 
 @dataclass(frozen=True)
 class RunAs:
-    """An unprivileged OS user that programs are started as (root drops to it)."""
+    """An unprivileged OS user that programs are started as (root drops to it), with the
+    supplementary groups the user has in /etc/group, as a login would give them (initgroups):
+    a packaged server reads its SSL key through the `ssl-cert` group, for one."""
 
     name: str
     uid: int
@@ -54,6 +56,18 @@ class RunAs:
         except KeyError:
             return None
         return cls(name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+    @classmethod
+    def of_uid(cls, uid: int) -> RunAs:
+        entry = pwd.getpwuid(uid)
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+    def groups(self) -> list[int]:
+        """The user's groups as initgroups(3) would set them."""
+        try:
+            return os.getgrouplist(self.name, self.gid)
+        except OSError:
+            return [self.gid]
 
 
 @functools.cache
@@ -94,7 +108,7 @@ def _popen_kwargs(
     kwargs: dict[str, object] = {"cwd": str(cwd) if cwd else None}
     child_env = dict(env) if env is not None else dict(os.environ)
     if run_as is not None and os.geteuid() != run_as.uid:
-        kwargs.update(user=run_as.uid, group=run_as.gid, extra_groups=[])
+        kwargs.update(user=run_as.uid, group=run_as.gid, extra_groups=run_as.groups())
         child_env.update(HOME=run_as.home, USER=run_as.name, LOGNAME=run_as.name)
     kwargs["env"] = child_env
     return kwargs

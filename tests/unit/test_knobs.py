@@ -23,7 +23,6 @@ from pgdyno.host.journal import (
     Applied,
     Change,
     HostChanges,
-    JournalError,
     RestoreError,
     ensure_clean,
     pending,
@@ -423,10 +422,10 @@ def test_failed_restore_keeps_going_then_rollback_retries(tree_ready: Tree) -> N
     assert [(c.knob, c.old, c.new) for c in left] == [(ratio, "20", "40")]
     with pytest.raises(UsageError, match="holds 1 change not restored"):
         ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys).restored
     assert [(r.knob, r.now, r.set_to) for r in done] == [(ratio, "20", "40")]
     assert read_value(ratio) == "20"
-    assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys) == []
+    assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys).restored == []
 
 
 def test_restore_error_replaces_a_keyboard_interrupt_but_keeps_it(tree_ready: Tree) -> None:
@@ -472,60 +471,88 @@ def crashed(tree: Tree, *tail: str, boot_id: str = "boot-a") -> None:
     tree.sysctl("vm.dirty_expire_centisecs").path.write_text("1000\n")
 
 
-def test_pending_tolerates_a_torn_last_line(tree_ready: Tree) -> None:
+def test_a_cut_record_that_names_too_little_is_unresolved_until_confirmed(
+    tree_ready: Tree,
+) -> None:
+    """The last record cut before its old value: intact ones are restored, the cut one is
+    named, new changes are refused, and only a confirmation sets the journal aside."""
     tree = tree_ready
     torn = change_line(tree, 3, "vm.dirty_ratio", "20", "40", "boot-a")[:37]
     crashed(tree, torn)
-    left = tree.pending()
-    assert [(c.id, c.knob.name, c.old) for c in left] == [(1, "vm.dirty_expire_centisecs", "3000")]
-    with pytest.raises(UsageError) as caught:
+    with pytest.raises(UsageError, match="has damaged lines \\(4\\)"):
         ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-    assert str(caught.value) == (
-        f"the host journal {tree.journal} holds 1 change not restored (left by an interrupted run "
-        "or by `pgdyno tune --apply`): run `pgdyno rollback` first."
-    )
-    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-    assert [(r.knob.name, r.found, r.now, r.set_to) for r in done] == [
+    result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [(r.knob.name, r.found, r.now, r.set_to) for r in result.restored] == [
         ("vm.dirty_expire_centisecs", "1000", "3000", "1000")
     ]
-    assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"  # the torn change is left alone
+    assert [(u.line, u.why) for u in result.unreadable] == [(4, "it is cut short")]
+    with pytest.raises(UsageError, match="damaged lines"), tree.changes():
+        pass  # a new apply would record changed values as the originals
+    again = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert again.restored == [] and len(again.unreadable) == 1
+    kept = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys, confirm_damaged=True)
+    assert kept.set_aside is not None and torn + "\n" in kept.set_aside.read_text()
     ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-    assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys) == []
+
+
+@pytest.mark.parametrize("cut", range(1, 260, 3))
+def test_a_record_cut_at_any_byte_is_restored_or_named(tree_ready: Tree, cut: int) -> None:
+    """The change was made (a file cut after the fact): it is put back exactly when the cut
+    record still holds what a restore needs, and named otherwise; never skipped silently."""
+    tree = tree_ready
+    line = change_line(tree, 3, "vm.dirty_ratio", "20", "40", "boot-a").rstrip("\n")
+    if cut >= len(line):
+        cut = len(line) - 1
+    crashed(tree, line[:cut])
+    tree.sysctl("vm.dirty_ratio").path.write_text("40\n")
+    result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    names = {r.knob.name for r in result.restored}
+    assert "vm.dirty_expire_centisecs" in names
+    if "vm.dirty_ratio" in names:
+        assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"
+        assert result.unreadable == []
+    else:
+        assert [u.line for u in result.unreadable] == [4]
 
 
 @pytest.mark.parametrize("tail", ["\0" * 40, '{"op": "rest', '{"op": "restored", "id": 1'])
-def test_torn_tail_is_cut_before_the_next_append(tree_ready: Tree, tail: str) -> None:
+def test_a_torn_restored_record_only_restores_again(tree_ready: Tree, tail: str) -> None:
     tree = tree_ready
     crashed(tree, tail)
-    rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert result.unreadable == [] and result.failed is None
     assert tree.journal.read_text() == ""
-    crashed(tree, tail)
-    tree.journal.write_text(tree.journal.read_text()[: -len(tail)].rstrip("\n"))  # no newline
-    with pytest.raises(UsageError, match="holds 1 change"):
-        ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-    rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-    assert tree.pending() == []
+    assert read_value(tree.sysctl("vm.dirty_expire_centisecs")) == "3000"
 
 
 @pytest.mark.parametrize(
     ("damage", "why"),
     [
-        ("garbage\n", "not a JSON record"),
-        ("[1, 2]\n", "not a JSON object"),
-        ('{"op": "restored", "id": 9, "at": "x"}\n', "restores change 9"),
+        ("garbage\n", "it is not a JSON record"),
+        ("[1, 2]\n", "it is not a JSON record"),
         ('{"op": "wipe"}\n', "unknown op 'wipe'"),
     ],
 )
-def test_damage_before_the_last_line_is_an_error(tree_ready: Tree, damage: str, why: str) -> None:
+def test_damage_in_the_middle_restores_the_rest_and_names_the_line(
+    tree_ready: Tree, damage: str, why: str
+) -> None:
     tree = tree_ready
     crashed(tree)
     lines = tree.journal.read_text().splitlines(keepends=True)
     tree.journal.write_text(lines[0] + damage + "".join(lines[1:]))
-    with pytest.raises(JournalError, match=f"line 2 of the host journal .*{why}"):
-        tree.pending()
-    with pytest.raises(JournalError):
-        rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-    assert read_value(tree.sysctl("vm.dirty_expire_centisecs")) == "1000"  # nothing guessed
+    result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert read_value(tree.sysctl("vm.dirty_expire_centisecs")) == "3000"  # intact: restored
+    assert [(u.line, u.why) for u in result.unreadable] == [(2, why)]
+    assert tree.journal.read_text() != ""  # kept until confirmed
+
+
+def test_a_restored_record_naming_no_change_is_of_no_use_either_way(tree_ready: Tree) -> None:
+    tree = tree_ready
+    crashed(tree, '{"op": "restored", "id": 9, "at": "x"}\n')
+    result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert (
+        result.unreadable == [] and read_value(tree.sysctl("vm.dirty_expire_centisecs")) == "3000"
+    )
 
 
 def test_a_record_cannot_point_a_restore_elsewhere(tree_ready: Tree) -> None:
@@ -536,15 +563,16 @@ def test_a_record_cannot_point_a_restore_elsewhere(tree_ready: Tree) -> None:
     tree.journal.write_text(
         text.replace(str(tree.sysctl("vm.dirty_expire_centisecs").path), elsewhere)
     )
-    with pytest.raises(JournalError, match=r"line 1 .*it names .*victim"):
-        rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [u.line for u in result.unreadable] == [1]
+    assert "it names " in result.unreadable[0].why and "victim" in result.unreadable[0].why
     assert not Path(elsewhere).exists()
 
 
 def test_changes_from_before_a_reboot_are_not_written_back(tree_ready: Tree) -> None:
     tree = tree_ready
     crashed(tree, boot_id="boot-before")
-    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys).restored
     assert [(r.knob.name, r.rebooted, r.now) for r in done] == [
         ("vm.dirty_expire_centisecs", True, "1000")
     ]
@@ -557,11 +585,11 @@ def test_one_writer_at_a_time(tree_ready: Tree) -> None:
     ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)  # no journal yet
     with tree.changes() as host:
         host.apply(tree.sysctl("vm.dirty_ratio"), 40)
-        with pytest.raises(UsageError, match="another pgdyno process is changing host settings"):
+        with pytest.raises(UsageError, match="another pgdyno command is using the host journal"):
             ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-        with pytest.raises(UsageError, match="another pgdyno process"):
+        with pytest.raises(UsageError, match="another pgdyno command"):
             rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-        with pytest.raises(UsageError, match="another pgdyno process"), tree.changes():
+        with pytest.raises(UsageError, match="another pgdyno command"), tree.changes():
             pass
     assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"
 
@@ -760,20 +788,20 @@ def test_thp_rollback_after_a_kill(tree_ready: Tree) -> None:
     tree.thp("enabled").path.write_text("always madvise [never]\n")
     with pytest.raises(UsageError, match="holds 2 changes not restored"):
         ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
-    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys).restored
     assert [(str(r.knob), r.found, r.now, r.set_to) for r in done] == [
         ("transparent_hugepage/enabled", "never", "madvise", "never"),
         ("sysctl vm.dirty_expire_centisecs", "1000", "3000", "1000"),
     ]
     assert read_value(tree.thp("enabled")) == "madvise"
-    assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys) == []
+    assert rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys).restored == []
 
 
 def test_thp_changed_before_a_reboot_is_not_written_back(tree_ready: Tree) -> None:
     tree = tree_ready
     tree.journal.write_text(thp_line(tree, 1, "defrag", "madvise", "never", "boot-before"))
     tree.thp("defrag").path.write_text("always defer defer+madvise madvise [never]\n")
-    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    done = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys).restored
     assert [(r.knob.name, r.rebooted, r.now) for r in done] == [("defrag", True, "never")]
     assert read_value(tree.thp("defrag")) == "never"  # what the boot set is left alone
     assert tree.pending() == []
@@ -794,7 +822,7 @@ def test_a_thp_record_cannot_reach_other_files(
     tree = tree_ready
     record = json.loads(thp_line(tree, 1, "enabled", "madvise", "never", "boot-a")) | edit
     tree.journal.write_text(json.dumps(record) + "\n" + thp_line(tree, 2, "defrag", "a", "b", "x"))
-    with pytest.raises(JournalError, match=f"line 1 of the host journal .*{why}"):
-        rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [u.line for u in result.unreadable] == [1] and why in result.unreadable[0].why
     assert tree.file(tree.thp("enabled")) == THP_FILES["enabled"]
     assert tree.file(tree.thp("defrag")) == THP_FILES["defrag"]

@@ -1,19 +1,20 @@
-"""The PostgreSQL journal on its own: records, a torn last line, damage, servers kept apart."""
+"""The PostgreSQL journal on its own: records, cut and damaged lines, servers kept apart."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from pgdyno.errors import UsageError
-from pgdyno.tune.pg_journal import (
+from pgdyno.changes.pg_journal import (
     JOURNAL_NAME,
     PgChange,
-    PgJournalError,
+    contents,
     open_journal,
     pending_changes,
 )
+from pgdyno.errors import UsageError
 
 SANDBOX = {"kind": "sandbox", "cluster": "pg18"}
 SERVER = {"kind": "server", "dsn": "host=db1 dbname=postgres"}
@@ -50,22 +51,63 @@ def test_the_file_is_emptied_once_nothing_is_pending(tmp_path: Path) -> None:
     assert (tmp_path / JOURNAL_NAME).read_text() == ""
 
 
-def test_a_torn_last_line_is_a_change_never_made(tmp_path: Path) -> None:
+def full_line(record: PgChange) -> str:
+    return json.dumps(record.record())
+
+
+SECOND = full_line(change(2, SANDBOX, "work_mem", "8MB"))
+
+
+@pytest.mark.parametrize("cut", range(1, len(SECOND)))
+def test_a_cut_change_record_is_restorable_or_unresolved_never_lost(
+    tmp_path: Path, cut: int
+) -> None:
+    """Cut at any byte: the change is pending (salvaged whole) or named as unreadable."""
+    first = full_line(change(1, SANDBOX, "jit", None))
+    (tmp_path / JOURNAL_NAME).write_text(first + "\n" + SECOND[:cut])
+    found = contents(tmp_path)
+    assert [c.id for c in found.pending()][:1] == [1]
+    salvaged = [c for c in found.pending() if c.id == 2]
+    if salvaged:
+        assert salvaged[0].salvaged and salvaged[0].old_auto == "8MB"
+        assert salvaged[0].name == "work_mem"
+        assert not found.unreadable
+    else:
+        assert [u.line for u in found.unreadable] == [2]
+        assert found.unreadable[0].why == "it is cut short"
+
+
+def test_appending_after_a_cut_line_never_glues_the_records(tmp_path: Path) -> None:
+    path = tmp_path / JOURNAL_NAME
+    path.write_text(
+        full_line(change(1, SANDBOX, "jit", None)) + "\n" + '{"op": "change", "id": 2, "ser'
+    )
     with open_journal(tmp_path, create=True) as journal:
         assert journal is not None
-        journal.append(change(1, SANDBOX, "jit", None).record())
-    with (tmp_path / JOURNAL_NAME).open("a") as handle:
-        handle.write('{"op": "change", "id": 2, "server": {"kind": "sand')  # crash mid-append
-    assert [c.id for c in pending_changes(tmp_path)] == [1]
+        journal.mark_restored(journal.pending()[0])
+        found = journal.read()
+    assert found.restored == {1}
+    assert [u.line for u in found.unreadable] == [2]  # kept as evidence, not dropped
+    assert path.read_text().splitlines()[1] == '{"op": "change", "id": 2, "ser'
 
 
-def test_damage_before_the_last_line_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / JOURNAL_NAME
-    path.write_text('{"op": "change", "id": 1}\n{"op": "restored", "id": 1, "at": "x"}\n')
-    with open_journal(tmp_path, create=False) as journal:
-        assert journal is not None
-        with pytest.raises(PgJournalError, match="damaged at line 1"):
-            journal.pending()
+def test_garbage_in_the_middle_leaves_the_intact_records_usable(tmp_path: Path) -> None:
+    lines = [
+        full_line(change(1, SANDBOX, "jit", None)),
+        "\x00garbage{{",
+        full_line(change(3, SANDBOX, "work_mem", "8MB")),
+    ]
+    (tmp_path / JOURNAL_NAME).write_text("\n".join(lines) + "\n")
+    found = contents(tmp_path)
+    assert [c.id for c in found.pending()] == [1, 3]
+    assert [(u.line, u.why) for u in found.unreadable] == [(2, "it is not a JSON record")]
+
+
+def test_a_record_missing_what_a_restore_needs_is_unreadable(tmp_path: Path) -> None:
+    (tmp_path / JOURNAL_NAME).write_text('{"op": "change", "id": 1, "name": "jit"}\n')
+    found = contents(tmp_path)
+    assert found.pending() == []
+    assert found.unreadable[0].line == 1 and "'server'" in found.unreadable[0].why
 
 
 def test_a_second_writer_is_refused_while_the_first_holds_it(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from pgdyno.changes.pg_journal import pending_changes, server_key
 from pgdyno.cli.common import (
     binaries_options,
     environment,
@@ -40,7 +41,6 @@ from pgdyno.postgres.footprint import (
     mib,
     read_footprint,
 )
-from pgdyno.tune.pg_journal import pending_changes, server_key
 
 NOTHING = Footprint((), (), None, ())
 

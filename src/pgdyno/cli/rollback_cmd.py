@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
+from pgdyno.changes.handles import ServerHandle, sandbox_handle, server_handle
+from pgdyno.changes.restore import ServersRollback, rollback_servers
 from pgdyno.cli.common import environment, err, out, workdir_options
 from pgdyno.environment import Environment
-from pgdyno.errors import UsageError
-from pgdyno.experiment.target import workdir_lock
-from pgdyno.host.journal import rollback as rollback_changes
-from pgdyno.postgres.cluster import Sandbox, taken_ports
-from pgdyno.postgres.sandbox_user import sandbox_user
-from pgdyno.tune.apply import ServerHandle
-from pgdyno.tune.rollback import rollback_servers
-from pgdyno.tune.servers import binaries_for, sandbox_handle, server_handle
+from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.experiment.target import existing_sandbox, running, server_address, workdir_lock
+from pgdyno.host.journal import HostRollback
+from pgdyno.host.journal import rollback as rollback_host
+from pgdyno.journal import JournalDamaged
 
 
 @click.command()
@@ -32,83 +30,153 @@ from pgdyno.tune.servers import binaries_for, sandbox_handle, server_handle
     metavar="CMD",
     help="How to restart an existing server (e.g. 'systemctl restart postgresql').",
 )
+@click.option(
+    "--dsn",
+    metavar="CONNINFO",
+    help="How to reach an existing server the journal names, with its password if it needs "
+    "one (used for this rollback only, never stored): the same connection string as when the "
+    "settings were changed.",
+)
+@click.option(
+    "--confirm-damaged",
+    is_flag=True,
+    help="After checking by hand the settings a damaged journal line names: set the damaged "
+    "journal aside (kept under a new name) so that pgdyno may change settings again.",
+)
 @workdir_options
 @click.pass_context
 def rollback(
-    ctx: click.Context, /, yes: bool, restart_command: str | None, **_: object
+    ctx: click.Context, /, yes: bool, restart_command: str | None, dsn: str | None,
+    confirm_damaged: bool, **_: object,
 ) -> None:  # fmt: skip
     """Restore every setting pgdyno changed: after `tune --apply`, or an interrupted `compare`.
 
     PostgreSQL first: each `ALTER SYSTEM` pgdyno ran is undone (the setting goes back to what
     postgresql.auto.conf held, or is reset), the server reloads, and restarts when a restored
-    setting needs it (pgdyno's sandbox always; an existing server only with --yes and
-    --restart-command, or pg_ctl when its data directory is on this host). Then the host:
-    every sysctl, transparent huge pages and block-device setting goes back to its old value,
-    newest change first. Each journal records its changes before they are made, so this works
-    after a crash too; running it again does nothing.
+    setting waits for one (pending_restart): pgdyno's sandbox always; an existing server only
+    with --yes and --restart-command, or pg_ctl when its data directory is on this host.
+    Until that restart has happened the change stays in the journal. Then the host: every
+    sysctl, transparent huge pages and block-device setting goes back to its old value, newest
+    change first. Each journal records its changes before they are made, so this works after a
+    crash too; running it again does nothing.
+
+    A damaged journal line is restored when what it still says is enough; otherwise it is
+    named, the rollback exits non-zero, and pgdyno refuses new changes until you have checked
+    that setting by hand and run `pgdyno rollback --confirm-damaged`.
 
     \b
-    Example:
+    Examples:
       pgdyno rollback --workdir /var/lib/pgdyno
+      pgdyno rollback --dsn "host=db1 user=postgres password=..." --yes \\
+          --restart-command "systemctl restart postgresql"
     """
     env = environment(ctx)
+    if not env.data_dir.is_dir():
+        raise UsageError(
+            f"the work directory {env.data_dir} does not exist: give the --workdir of the "
+            "command that changed the settings."
+        )
     console = out(env)
-    servers, restored = rollback_servers(
-        env.data_dir,
-        lambda identity: _handle(env, identity, yes=yes, restart_command=restart_command),
-        lambda: rollback_changes(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root),
-        err(env).print,
-    )
-    for server in servers:
+    options = _Options(yes, restart_command, dsn)
+    with workdir_lock(env):
+        servers, host = rollback_servers(
+            env.data_dir,
+            lambda identity: _handle(env, identity, options),
+            lambda: rollback_host(
+                env.journal_path,
+                proc_root=env.proc_root,
+                sys_root=env.sys_root,
+                confirm_damaged=confirm_damaged,
+            ),
+            err(env).print,
+            confirm_damaged=confirm_damaged,
+        )
+    _print(console.print, servers, host)
+    if servers.set_aside or host.set_aside:
+        for kept in (servers.set_aside, host.set_aside):
+            if kept:
+                console.print(f"set the damaged journal aside as {kept}")
+    _finish(env, servers, host)
+
+
+class _Options:
+    def __init__(self, yes: bool, restart_command: str | None, dsn: str | None) -> None:
+        self.yes = yes
+        self.restart_command = restart_command
+        self.address = server_address(dsn) if dsn is not None else None
+
+
+def _print(say: object, servers: ServersRollback, host: HostRollback) -> None:
+    assert callable(say)
+    for server in servers.restored:
+        if server.note:
+            say(server.note)
+            continue
         for change in reversed(server.changes):
+            if change.name == "pgdyno.changed_by":
+                continue
             back = change.old_auto if change.old_auto is not None else "(reset)"
-            console.print(f"restored {change.name} on {server.server} to {back} "
-                          f"(pgdyno had set {change.new})")  # fmt: skip
-        if server.waiting_for_restart:
-            console.print(
-                f"{server.server}: {', '.join(server.waiting_for_restart)} take effect at the "
-                "next restart: restart it, or run `pgdyno rollback --yes --restart-command CMD`."
+            say(
+                f"restored {change.name} on {server.server} to {back} (pgdyno had set {change.new})"
             )
-    if not restored and not servers:
-        console.print(f"nothing to restore ({env.data_dir} holds no pending change)")
-        return
-    for r in restored:
-        console.print(f"restored {r.knob} to {r.old} (pgdyno had set {r.set_to or '-'})")
+    for r in host.restored:
+        say(f"restored {r.knob} to {r.old} (pgdyno had set {r.set_to or '-'})")
+    if not servers.restored and not host.restored and not _unfinished(servers, host):
+        say("nothing to restore (no pending change)")
+
+
+def _unfinished(servers: ServersRollback, host: HostRollback) -> bool:
+    waiting = any(s.waiting_for_restart for s in servers.restored)
+    return bool(waiting or servers.failures or servers.unreadable or host.failed
+                or host.unreadable)  # fmt: skip
+
+
+def _finish(env: Environment, servers: ServersRollback, host: HostRollback) -> None:
+    """Exit non-zero, in one sentence, while anything is left to do."""
+    damaged = [*servers.unreadable, *host.unreadable]
+    problems = [*servers.failures]
+    if host.failed is not None:
+        problems.append(str(host.failed).rstrip("."))
+    for server in servers.restored:
+        if server.waiting_for_restart:
+            problems.append(
+                f"{server.server} has {', '.join(server.waiting_for_restart)} back in "
+                "postgresql.auto.conf but waits for a restart to use the old value (the journal "
+                "keeps it): restart it, or run `pgdyno rollback --yes --restart-command CMD` "
+                "(or --data-dir is taken from the journal when it was given)"
+            )
+    if damaged:
+        note = ("; ".join(problems) + "; also, ") if problems else ""
+        raise JournalDamaged(damaged, note)
+    if problems:
+        raise PgdynoError("; ".join(problems) + ".")
 
 
 @contextmanager
 def _handle(
-    env: Environment, identity: dict[str, str], *, yes: bool, restart_command: str | None
-) -> Iterator[ServerHandle]:
+    env: Environment, identity: dict[str, str], o: _Options
+) -> Iterator[ServerHandle | None]:
     if identity.get("kind") == "sandbox":
-        with _sandbox(env, identity.get("cluster", "")) as handle:
-            yield handle
+        box = existing_sandbox(env, identity.get("cluster", ""), err(env).print)
+        if box is None:  # destroyed: its settings went with it
+            yield None
+            return
+        # pgdyno's own: restarted when a restored setting needs it (no consent needed); one
+        # that cannot start with pgdyno's settings is mended from its files.
+        with running(env, box, down_ok=True):
+            yield sandbox_handle(box, consent=True, owner_pid=box.state().owner_pid)
         return
+    dsn = identity.get("dsn", "")
+    password = None
+    if o.address is not None:
+        if o.address.dsn != dsn:
+            raise UsageError(
+                f"--dsn names {o.address.label}, but the journal holds changes to server {dsn}: "
+                "give that server's connection string."
+            )
+        password = o.address.password
     data_dir = Path(identity["data_dir"]) if identity.get("data_dir") else None
     yield server_handle(
-        identity.get("dsn", ""), None, f"server {identity.get('dsn', '')}",
-        restart_command=restart_command, consent=yes, data_dir=data_dir,
-        binaries=binaries_for(data_dir, env.cache_dir) if data_dir else None,
+        dsn, password, f"server {dsn}", restart_command=o.restart_command, consent=o.yes,
+        data_dir=data_dir, cache_dir=env.cache_dir, log_dir=env.data_dir / "logs",
     )  # fmt: skip
-
-
-@contextmanager
-def _sandbox(env: Environment, cluster: str) -> Iterator[ServerHandle]:
-    """pgdyno's own sandbox: started for the rollback when it is not running, and restarted
-    when a restored setting needs it (no consent needed: it is pgdyno's)."""
-    root = env.clusters_dir / cluster
-    if not cluster or os.sep in cluster or not root.is_dir():
-        raise UsageError(
-            f"the PostgreSQL journal names sandbox {cluster!r}, which is not in "
-            f"{env.clusters_dir}: remove {env.data_dir / 'pg-journal.jsonl'} if it was destroyed."
-        )
-    box = Sandbox(root, sandbox_user(env.is_root))
-    with workdir_lock(env):
-        started = box.postmaster_pid() is None
-        if started:
-            box.start({}, owner_pid=os.getpid(), taken_ports=taken_ports(env.clusters_dir))
-        try:
-            yield sandbox_handle(box, consent=True, owner_pid=box.state().owner_pid)
-        finally:
-            if started:
-                box.stop()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from pgdyno.changes import pg_journal
 from pgdyno.cli.common import (
     binaries_options,
     environment,
@@ -17,8 +18,10 @@ from pgdyno.cli.common import (
     print_json,
     workdir_options,
 )
+from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import check_settings_for, open_sandbox, workdir_lock
+from pgdyno.host.journal import pending
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes, cluster_name, recover, taken_ports
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.sandbox_user import sandbox_user
@@ -153,6 +156,7 @@ def destroy(ctx: click.Context, /, pg_version: int | None, yes: bool, **_: objec
         out(env).print("no sandbox to destroy")
         return
     names = ", ".join(b.root.name for b in boxes)
+    _refuse_pending(env, [b.root.name for b in boxes])
     if not yes:
         if not env.stdin_isatty:
             raise UsageError(f"destroying {names} deletes their data: add --yes to confirm.")
@@ -163,3 +167,25 @@ def destroy(ctx: click.Context, /, pg_version: int | None, yes: bool, **_: objec
         for box in boxes:
             box.destroy()
     out(env).print(f"destroyed: {names}")
+
+
+def _refuse_pending(env: Environment, names: list[str]) -> None:
+    """A sandbox with changes pending in the journals is not destroyed: the host settings
+    changed with it (huge pages sized for it, say) would stay changed, with nothing left to
+    tell the rollback how to put them back in order."""
+    contents = pg_journal.contents(env.data_dir)
+    held = sorted(
+        {
+            c.server.get("cluster", "")
+            for c in contents.pending()
+            if c.server.get("kind") == "sandbox"
+        }
+        & set(names)
+    )
+    host = pending(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
+    if held or (host and names):
+        what = f"sandbox {', '.join(held)} has" if held else "this work directory has host"
+        raise UsageError(
+            f"{what} settings pgdyno changed that are not rolled back: run `pgdyno rollback` "
+            "first, then destroy."
+        )

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
 from pgdyno import __version__
+from pgdyno.changes.handles import ServerHandle, sandbox_handle, server_handle
 from pgdyno.cli.common import (
     adaptive_options,
     binaries_options,
@@ -24,9 +23,7 @@ from pgdyno.cli.common import (
 from pgdyno.cli.tune_verify import run_verify, verify_plans
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
-from pgdyno.experiment.target import open_sandbox, server_address, workdir_lock
-from pgdyno.postgres.binaries import Binaries
-from pgdyno.postgres.cluster import Sandbox, taken_ports
+from pgdyno.experiment.target import sandbox_session, server_address
 from pgdyno.postgres.setting_values import read_number, unit_size
 from pgdyno.render.tune import (
     apply_data,
@@ -35,12 +32,11 @@ from pgdyno.render.tune import (
     render_apply,
     render_configuration,
 )
-from pgdyno.tune.apply import ServerHandle, apply_configuration
+from pgdyno.tune.apply import apply_configuration
 from pgdyno.tune.facts import DATA_SIZES, PROFILES, STORAGES, Given
 from pgdyno.tune.files import render_files
 from pgdyno.tune.model import LAYERS, Configuration, Layer
 from pgdyno.tune.out_dir import write_files
-from pgdyno.tune.servers import binaries_for, sandbox_handle, server_handle
 from pgdyno.tune.session import Target, baseline, gather, pgdyno_configuration
 
 BASELINE_NAMES = ("pgtune", "timescaledb-tune")
@@ -277,36 +273,17 @@ def _connect(env: Environment, o: _Options, stack: ExitStack) -> tuple[Target, S
         handle = server_handle(
             address.dsn, address.password, address.label,
             restart_command=o.raw.get("restart_command"),  # type: ignore[arg-type]
-            consent=consent, data_dir=data_dir,
-            binaries=binaries_for(data_dir, env.cache_dir) if data_dir else None,
+            consent=consent, data_dir=data_dir, cache_dir=env.cache_dir,
+            log_dir=env.data_dir / "logs",
         )  # fmt: skip
         return Target(address.label, address.dsn, address.password), handle
     pg_bin, pg_version = o.raw.get("pg_bin"), o.raw.get("pg_version")
     assert pg_bin is None or isinstance(pg_bin, Path)
     assert pg_version is None or isinstance(pg_version, int)
     binaries = pick_binaries(env, pg_bin, pg_version)
-    box = stack.enter_context(_running_sandbox(env, binaries))
-    handle = sandbox_handle(box, consent=consent, owner_pid=_owner(box))
+    box = stack.enter_context(sandbox_session(env, binaries, err(env).print))
+    handle = sandbox_handle(box, consent=consent, owner_pid=box.state().owner_pid)
     return Target(handle.label, handle.dsn, None), handle
-
-
-@contextmanager
-def _running_sandbox(env: Environment, binaries: Binaries) -> Iterator[Sandbox]:
-    with workdir_lock(env):
-        box = open_sandbox(env, binaries, err(env).print)
-        started = box.postmaster_pid() is None
-        if started:
-            box.start({}, owner_pid=os.getpid(), binaries=binaries,
-                      taken_ports=taken_ports(env.clusters_dir))  # fmt: skip
-        try:
-            yield box
-        finally:
-            if started:
-                box.stop()
-
-
-def _owner(box: Sandbox) -> int | None:
-    return box.state().owner_pid
 
 
 def _write_files(env: Environment, o: _Options, config: Configuration) -> None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pgdyno import __version__
+from pgdyno.changes.pg_journal import pending_changes
 from pgdyno.cli.common import err, out, print_json
 from pgdyno.cli.compare_cmd import execute_compare
 from pgdyno.environment import Environment
@@ -20,7 +21,6 @@ from pgdyno.report.load import Selection
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import safe_text
 from pgdyno.tune.model import Configuration
-from pgdyno.tune.pg_journal import pending_changes
 from pgdyno.tune.verify import Matrix, ladder_plan, plan_text, sets_plan, verdict_lines
 
 

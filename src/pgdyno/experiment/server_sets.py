@@ -1,13 +1,14 @@
 """`pgdyno compare --dsn`: a plan's sets applied to an existing server, and undone after each.
 
 An existing server is not pgdyno's, so a set's PostgreSQL settings go in exactly as
-`pgdyno tune --apply` puts them (pgdyno.tune.apply): each `ALTER SYSTEM` is journalled first
-with what postgresql.auto.conf held for the setting (pgdyno.tune.pg_journal), then the server
-reloads, or restarts when a changed setting needs it and the user consented (`--yes` with
-`--restart-command`, or pg_ctl on a local `--data-dir`: pgdyno.tune.servers). Every value is
-read back. Before the next set, and on every way out, the previous set is undone with
-pgdyno.tune.rollback.restore_server, so each set starts from the server as it was found; after
-a crash `pgdyno rollback` does the same from the journal.
+`pgdyno tune --apply` puts them, through the one owner of server changes
+(pgdyno.changes.changer): each `ALTER SYSTEM` is journalled first with what postgresql.auto.conf
+held for the setting, then the server reloads, or restarts when a changed setting needs it and
+the user consented (`--yes` with `--restart-command`, or pg_ctl on a local `--data-dir`:
+pgdyno.changes.handles). Every value is read back. Before the next set, and on every way out,
+the previous set is undone, so each set starts from the server as it was found; after a crash
+`pgdyno rollback` does the same from the journal. A server another pgdyno changed (its marker
+names another journal) is refused.
 
 What would need something the user did not give is refused before anything runs, in one
 sentence: a setting that needs a restart without consent, a set pinned to a PostgreSQL version
@@ -20,14 +21,17 @@ server's), else the default binaries, as `bench --dsn` does.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
 from functools import cache
 from pathlib import Path
 
+from pgdyno.changes.alter import auto_conf, marker_value
+from pgdyno.changes.changer import ServerChanger
+from pgdyno.changes.handles import ServerHandle, server_handle
+from pgdyno.changes.live import by_lower_name, restart_settings, same_value
+from pgdyno.changes.pg_journal import open_journal
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, PgdynoError, UsageError
 from pgdyno.experiment.target import Target, server_address
@@ -44,17 +48,10 @@ from pgdyno.plan.load import Plan
 from pgdyno.plan.model import SetSpec, applied_sets
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.binaries import Binaries, resolve
-from pgdyno.postgres.client import Client, ServerInfo, compose, connect
+from pgdyno.postgres.client import ServerInfo, connect
 from pgdyno.postgres.inventory import is_local
-from pgdyno.postgres.setting_values import convert_to_setting_unit, parse_bool, read_number
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
-from pgdyno.tune.apply import ServerHandle, alter_system, auto_conf, wait_for_server
-from pgdyno.tune.model import ApplyReport
-from pgdyno.tune.pg_journal import PgJournal, open_journal
-from pgdyno.tune.rollback import restore_server
-from pgdyno.tune.servers import binaries_for, server_handle
 
-RELOAD_WAIT_S = 30.0
 CONSENT = "add --yes with --restart-command CMD (or --data-dir DIR)"
 
 
@@ -86,7 +83,7 @@ class ExistingServer:
         return self.meta
 
 
-def open_server(options: ServerOptions, cache_dir: Path) -> ExistingServer:
+def open_server(options: ServerOptions, env: Environment) -> ExistingServer:
     """Connect once: version, data directory and every setting, before anything is checked."""
     address = server_address(options.dsn)
     with connect(address.dsn, address.password) as client:
@@ -96,8 +93,7 @@ def open_server(options: ServerOptions, cache_dir: Path) -> ExistingServer:
     handle = server_handle(
         address.dsn, address.password, address.label,
         restart_command=options.restart_command, consent=options.consent,
-        data_dir=options.data_dir,
-        binaries=binaries_for(options.data_dir, cache_dir) if options.data_dir else None,
+        data_dir=options.data_dir, cache_dir=env.cache_dir, log_dir=env.data_dir / "logs",
     )  # fmt: skip
     return ExistingServer(handle, info, meta, local)
 
@@ -213,85 +209,19 @@ def _check_consent(checked: list[CheckedSet], server: ExistingServer) -> None:
             )
 
 
-def restart_settings(pg: Mapping[str, str], meta: Mapping[str, SettingMeta]) -> list[str]:
-    """The settings of `pg` that need a restart and differ from the server's (as found).
-
-    >>> from pgdyno.postgres.settings_meta import settings_meta_from_rows
-    >>> meta = settings_meta_from_rows(
-    ...     [("shared_buffers", "integer", "8kB", "16", "1073741823", None, "postmaster", "16384"),
-    ...      ("work_mem", "integer", "kB", "64", "2147483647", None, "user", "4096")])
-    >>> restart_settings({"shared_buffers": "128MB", "work_mem": "8MB"}, meta)
-    []
-    >>> restart_settings({"shared_buffers": "256MB"}, meta)
-    ['shared_buffers']
-    """
-    by_name = _by_lower_name(meta)
-    return [
-        name
-        for name, value in pg.items()
-        if (m := by_name.get(name.lower())) and m.needs_restart and not same_value(m, value)
-    ]
-
-
-def _by_lower_name(meta: Mapping[str, SettingMeta]) -> dict[str, SettingMeta]:
-    return {name.lower(): m for name, m in meta.items()}  # plan names are lower case
-
-
-def same_value(meta: SettingMeta, text: str) -> bool:
-    """Whether `text` (a checked plan value) means the value `meta` shows (pg_settings.setting,
-    in the setting's own unit), as PostgreSQL reads both.
-
-    >>> from pgdyno.postgres.settings_meta import SettingMeta as M
-    >>> sb = M("shared_buffers", "integer", "8kB", 16, 1e9, (), "postmaster", "16384")
-    >>> same_value(sb, "128MB"), same_value(sb, "131072kB"), same_value(sb, "1GB")
-    (True, True, False)
-    >>> jit = M("jit", "bool", None, None, None, (), "user", "on")
-    >>> same_value(jit, "on"), same_value(jit, "off"), same_value(jit, "true")
-    (True, False, True)
-    """
-    current = meta.setting
-    if current is None:
-        return False
-    if meta.vartype == "bool":
-        wanted = parse_bool(text)
-        return wanted is not None and wanted == parse_bool(current)
-    if meta.vartype in ("integer", "real"):
-        number = _number(meta, text)
-        return number is not None and number == _number(meta, current)
-    if meta.vartype == "enum":
-        return text.lower() == current.lower()
-    return text == current
-
-
-def _number(meta: SettingMeta, text: str) -> float | None:
-    integer = meta.vartype == "integer"
-    read = read_number(text, integer=integer)
-    if read is None:
-        return None
-    number, unit = read
-    if unit:
-        if meta.unit is None:
-            return None
-        converted = convert_to_setting_unit(number, unit, meta.unit)
-        if converted is None:
-            return None
-        number = converted
-    return float(round(number)) if integer else number
-
-
 class ServerSwitcher:
     """Makes each set's PostgreSQL settings current on an existing server (a `SetSwitcher` of
     pgdyno.experiment.sets_runner): the previous set undone first, the set's values that differ
-    from the server as found applied through the journal, read back; `close` undoes the last."""
+    from the server as found applied through the changer, read back; `close` undoes the last."""
 
     def __init__(
-        self, server: ExistingServer, journal: PgJournal, log: Callable[[str], None]
+        self, server: ExistingServer, changer: ServerChanger, log: Callable[[str], None]
     ) -> None:
         self.server = server
-        self.journal = journal
+        self.changer = changer
         self.log = log
         self.applied: dict[str, str] = {}  # what this switcher set; {} = the server as found
-        self._meta = _by_lower_name(server.meta)
+        self._meta = by_lower_name(server.meta)
 
     def use(self, checked: CheckedSet) -> Target:
         wanted = {
@@ -300,7 +230,7 @@ class ServerSwitcher:
             if (m := self._meta.get(name)) is None or not same_value(m, value)
         }
         if wanted != self.applied:
-            self._undo(before_next=True)
+            self._undo()
             if wanted:
                 self._apply(wanted)
         return self._target(checked)
@@ -314,56 +244,31 @@ class ServerSwitcher:
     def close(self) -> None:
         """Undo what is still applied, restarting the server when a restored setting needs it."""
         try:
-            self._undo(before_next=False)
+            self._undo()
         except PgdynoError as exc:
             raise ClusterError(
                 f"could not restore the settings pgdyno changed on {self.server.handle.label} "
                 f"({exc}): run `pgdyno rollback` once the server is reachable."
             ) from exc
 
-    def _undo(self, *, before_next: bool) -> None:
-        """Restore the previous set. Before the next set, the server must be as found before
-        anything is compared with it (a restart only if a restored setting needs one)."""
-        handle = self.server.handle
+    def _undo(self) -> None:
+        """Restore the previous set: the server must be as found before anything is compared
+        with it (a restart only if pending_restart says a restored setting needs one)."""
         with signals_held():  # a second Ctrl-C must not cut a restore short
-            restored = restore_server(self.journal, replace(handle, restart=None), self.log)
+            self.changer.undo(restart_ok=True)
             self.applied = {}
-        if not restored.changes:
-            return
-        if restored.waiting_for_restart:
-            self._restart(restored.waiting_for_restart)
-        elif before_next:
-            reload_and_wait(handle)
 
     def _apply(self, wanted: dict[str, str]) -> None:
-        handle = self.server.handle
-        report = ApplyReport()
-        # pg_settings spells a few names in mixed case (DateStyle); plans hold lower case.
-        named = {self._meta[n].name if n in self._meta else n: v for n, v in wanted.items()}
-        with connect(handle.dsn, handle.password) as client:
-            changed = alter_system(client, self.journal, handle, named, report)
+        applied = self.changer.apply(wanted)
         self.applied = dict(wanted)
-        for note in report.notes:
-            self.log(note)
-        needs_restart = sorted(c.name for c in changed if c.restart)
-        if needs_restart:
-            self._restart(needs_restart)
-        else:
-            reload_and_wait(handle)
+        for name in applied.missing:
+            self.log(f"{self.server.handle.label} has no setting {name}: left out.")
         self._confirm(wanted)
-
-    def _restart(self, names: list[str]) -> None:
-        handle = self.server.handle
-        if handle.restart is None:  # refused before anything ran (check_server_plan)
-            raise UsageError(f"{', '.join(names)} needs a restart of {handle.label}: {CONSENT}.")
-        self.log(f"restarting {handle.label} ({', '.join(names)})")
-        handle.restart()
-        wait_for_server(handle)
 
     def _confirm(self, wanted: Mapping[str, str]) -> None:
         """Each value is in effect now, or the set is not what it says it is."""
         with connect(self.server.handle.dsn, self.server.handle.password) as client:
-            now = _by_lower_name(load_settings_meta(client))
+            now = by_lower_name(load_settings_meta(client))
         for name, value in wanted.items():
             meta = now.get(name)
             if meta is None or meta.vartype == "string":
@@ -376,30 +281,6 @@ class ServerSwitcher:
                 )
 
 
-def reload_and_wait(handle: ServerHandle) -> None:
-    """pg_reload_conf, then wait until the postmaster has read the files (pg_conf_load_time
-    moves past the moment of the request; new connections then see the values)."""
-    with connect(handle.dsn, handle.password) as client:
-        asked = _server_clock(client)
-        client.execute(compose("SELECT pg_reload_conf()"))
-    deadline = time.monotonic() + RELOAD_WAIT_S
-    while time.monotonic() < deadline:
-        with connect(handle.dsn, handle.password) as client:
-            if client.rows("SELECT pg_conf_load_time() >= %(t)s", {"t": asked})[0][0]:
-                return
-        time.sleep(0.1)
-    raise ClusterError(
-        f"{handle.label} did not reload its configuration within {RELOAD_WAIT_S:.0f} s: check "
-        "the server's log."
-    )
-
-
-def _server_clock(client: Client) -> datetime:
-    value = client.rows("SELECT clock_timestamp()")[0][0]
-    assert isinstance(value, datetime)
-    return value
-
-
 @contextmanager
 def server_sets(
     plan: Plan, options: ServerOptions, env: Environment, allowed: Allowed,
@@ -407,19 +288,19 @@ def server_sets(
 ) -> Iterator[tuple[list[CheckedSet], ServerSwitcher]]:  # fmt: skip
     """The plan checked against the server, and its switcher, with the PostgreSQL journal of
     the work directory open (and locked) for the block; whatever is still applied is undone on
-    the way out. Refused while an interrupted command's changes to this server are pending:
-    the server would not be as found."""
+    the way out. Refused while changes to this server are pending in this journal, or another
+    pgdyno's marker is on it: the server would not be as found."""
+    env.data_dir.mkdir(parents=True, exist_ok=True)
     with open_journal(env.data_dir, create=True) as journal:
         assert journal is not None
-        address = server_address(options.dsn)
-        if journal.pending({"kind": "server", "dsn": address.dsn}):
-            raise UsageError(
-                f"{address.label} still has settings an interrupted pgdyno command changed: "
-                "run `pgdyno rollback` first."
-            )
-        server = open_server(options, env.cache_dir)
+        server = open_server(options, env)
+        changer = ServerChanger(
+            server.handle, journal, log, marker=marker_value(env.data_dir, journal.path),
+            proc_root=env.proc_root,
+        )  # fmt: skip
+        changer.claim()
         checked = check_server_plan(plan, server, env, allowed)
-        switcher = ServerSwitcher(server, journal, log)
+        switcher = ServerSwitcher(server, changer, log)
         try:
             yield checked, switcher
         finally:

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
+from pgdyno.changes.alter import refuse_changed_sandbox
+from pgdyno.changes.live import reloaded
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, UsageError
 from pgdyno.experiment.bench import (
@@ -53,8 +54,6 @@ from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.stats.stopping import decide
 from pgdyno.stats.verdict import SAME, Comparison
 from pgdyno.store.interface import ComparisonsBackend
-
-RELOAD_WAIT_S = 10.0
 
 
 @dataclass
@@ -108,14 +107,13 @@ class SandboxSwitcher:
             box.stop()
             self._start(box, checked)
         elif changed:
-            with connect(box.conninfo()) as client:
-                before = _conf_load_time(client)
-            box.reload(checked.pg)
-            _wait_for_reload(box, before)
+            reloaded(box.conninfo(), None, f"sandbox {box.root.name}",
+                     lambda _client: box.reload(checked.pg))  # fmt: skip
             current.settings = dict(checked.pg)
         return box
 
     def _start(self, box: Sandbox, checked: CheckedSet) -> None:
+        refuse_changed_sandbox(box)
         box.start(
             checked.pg, owner_pid=os.getpid(), binaries=checked.binaries,
             taken_ports=taken_ports(self.env.clusters_dir),
@@ -126,24 +124,6 @@ class SandboxSwitcher:
         for running in self.running.values():
             running.box.stop()
         self.running.clear()
-
-
-def _conf_load_time(client: Client) -> str:
-    return str(client.rows("SELECT pg_conf_load_time()::text")[0][0])
-
-
-def _wait_for_reload(box: Sandbox, before: str) -> None:
-    """pg_reload_conf is asynchronous: wait until the postmaster has read the new file."""
-    deadline = time.monotonic() + RELOAD_WAIT_S
-    while time.monotonic() < deadline:
-        with connect(box.conninfo()) as client:
-            if _conf_load_time(client) != before:
-                return
-        time.sleep(0.1)
-    raise ClusterError(
-        f"sandbox {box.root.name} did not reload its settings within {RELOAD_WAIT_S:.0f} s; "
-        f"see {box.log_file}."
-    )
 
 
 def effective_pg(client: Client, names: list[str]) -> dict[str, str]:

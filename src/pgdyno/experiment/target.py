@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pgdyno.environment import Environment, ensure_writable, workdir_errors
-from pgdyno.errors import ClusterError, UsageError
+from pgdyno.errors import ClusterError, PgdynoError, UsageError
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import describe, split_password
 from pgdyno.postgres.cluster import Sandbox, cluster_name, recover, taken_ports
@@ -147,6 +147,66 @@ def open_sandbox(env: Environment, binaries: Binaries, log: Callable[[str], None
     return box
 
 
+def existing_sandbox(env: Environment, name: str, log: Callable[[str], None]) -> Sandbox | None:
+    """The sandbox cluster `name` of the work directory (leftovers recovered), or None when it
+    does not exist (destroyed)."""
+    run_as = sandbox_user(env.is_root)
+    for note in recover(env.clusters_dir, run_as):
+        log(note)
+    root = env.clusters_dir / name
+    if not name or os.sep in name or name in (".", "..") or not root.is_dir():
+        return None
+    box = Sandbox(root, run_as)
+    return box if box.exists() else None
+
+
+@contextmanager
+def running(
+    env: Environment,
+    box: Sandbox,
+    settings: Mapping[str, str] = {},
+    *,
+    binaries: Binaries | None = None,
+    down_ok: bool = False,
+) -> Iterator[Sandbox]:
+    """`box` running for the block with this command as its owner (started here if it was
+    stopped, and stopped again after). `down_ok`: a start that fails leaves it down and the
+    block still runs (a rollback mends a sandbox that cannot start)."""
+    started_here = False
+    if box.postmaster_pid() is None:
+        try:
+            box.start(
+                settings, owner_pid=os.getpid(), binaries=binaries,
+                taken_ports=taken_ports(env.clusters_dir),
+            )  # fmt: skip
+        except PgdynoError:
+            if not down_ok:
+                raise
+        started_here = True
+    elif settings:
+        raise ClusterError(
+            f"sandbox {box.root.name} is already running, so --set cannot apply: stop it with "
+            "`pgdyno sandbox stop` first."
+        )
+    try:
+        yield box
+    finally:
+        if started_here:
+            box.stop()
+
+
+@contextmanager
+def sandbox_session(
+    env: Environment, binaries: Binaries, log: Callable[[str], None]
+) -> Iterator[Sandbox]:
+    """The one way a command holds the sandbox of a version: the work directory locked, the
+    cluster created when missing and leftovers recovered, running for the block."""
+    with workdir_lock(env):
+        box = open_sandbox(env, binaries, log)
+        with running(env, box, binaries=binaries) as running_box:
+            yield running_box
+
+
 @contextmanager
 def sandbox_target(
     env: Environment,
@@ -157,23 +217,8 @@ def sandbox_target(
     """A running sandbox for the duration of the block; stopped again if this started it."""
     check_settings_for(binaries, settings)
     box = open_sandbox(env, binaries, log)
-    started_here = False
-    if box.postmaster_pid() is None:
-        box.start(
-            settings, owner_pid=os.getpid(), binaries=binaries,
-            taken_ports=taken_ports(env.clusters_dir),
-        )  # fmt: skip
-        started_here = True
-    elif settings:
-        raise ClusterError(
-            f"sandbox {box.root.name} is already running, so --set cannot apply: stop it with "
-            "`pgdyno sandbox stop` first."
-        )
-    try:
+    with running(env, box, settings, binaries=binaries):
         yield sandbox_as_target(box)
-    finally:
-        if started_here:
-            box.stop()
 
 
 @contextmanager

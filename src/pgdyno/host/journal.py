@@ -37,15 +37,16 @@ from types import TracebackType
 from pgdyno.errors import UsageError
 from pgdyno.host.held_signals import signals_held
 from pgdyno.host.hostlock import HostLock, lock_path
-from pgdyno.host.journal_file import JournalFile, ensure_clean, pending, unclean
+from pgdyno.host.journal_file import JournalFile, ensure_clean, pending, read, unclean
 from pgdyno.host.journal_format import Change, JournalError, boot_id, change_record, now
-from pgdyno.host.journal_restore import Restored, RestoreError, restore, rollback
+from pgdyno.host.journal_restore import HostRollback, Restored, RestoreError, restore, rollback
 from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate, write_value
 
 __all__ = [
     "Applied",
     "Change",
     "HostChanges",
+    "HostRollback",
     "JournalError",
     "RestoreError",
     "Restored",
@@ -109,10 +110,10 @@ class HostChanges:
                 "check what else uses this work directory, then run again."
             )
         # Holding the lock and starting clean: every pending change from now on is ours.
-        count = len(journal.read().pending)
-        if count:
+        contents = journal.read()
+        if contents.unresolved:
             journal.close()
-            raise unclean(self.journal_path, count)
+            raise unclean(self.journal_path, contents)
         self._journal = journal
         return self
 
@@ -138,12 +139,13 @@ class HostChanges:
         other = self._host_lock.previous_journal
         if other is None or other == self.journal_path:
             return
-        left = len(pending(other, proc_root=self.proc_root, sys_root=self.sys_root))
-        if left:
+        left = read(other, proc_root=self.proc_root, sys_root=self.sys_root, check_free=False)
+        if left.unresolved:
             self._host_lock.release()
-            changes = "change" if left == 1 else "changes"
+            changes = "change" if left.unresolved == 1 else "changes"
             raise UsageError(
-                f"the host journal {other} of another work directory holds {left} {changes} "
+                f"the host journal {other} of another work directory holds {left.unresolved} "
+                f"{changes} "
                 "not restored (left by an interrupted run or by `pgdyno tune --apply`): run "
                 f"`pgdyno rollback --workdir "
                 f"{other.parent}` first."

@@ -11,25 +11,23 @@ Format: JSON lines, append-only (truncated to empty once every change is restore
 (one line each; "partner" only for coupled sysctls). "kind" is "sysctl", "block" (with
 "device") or "thp" (name "enabled" or "defrag", path under
 /sys/kernel/mm/transparent_hugepage); journals written before THP existed read as they did.
-A damaged last line is a record torn
-by a crash and is dropped; damage anywhere else is an error, since pgdyno could then not
-tell what is still changed.
+A damaged line (cut short by a crash or a
+cut file, or garbled) is salvaged where its id, knob, path and old value survive, and restored
+like any other; otherwise it is unreadable: named to the user, and blocking new changes until
+confirmed (pgdyno.journal).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.errors import UsageError
 from pgdyno.host.knobs import KNOB_KINDS, Knob
+from pgdyno.journal import JournalError, Line, Unreadable, fields_of, now, why_damaged
 
-
-class JournalError(PgdynoError):
-    """The host journal is damaged or cannot be written."""
+__all__ = ["Change", "Contents", "JournalError", "boot_id", "change_record", "now", "parse"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +42,6 @@ class Change:
     pid: int
     boot_id: str | None = None
     partner_old: str | None = None  # coupled sysctls: the partner's value before the change
-
-
-def now() -> str:
-    """The time stamp of a record."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def boot_id(proc_root: Path) -> str | None:
@@ -87,131 +80,136 @@ def restored_record(change_id: int) -> dict[str, object]:
     return {"op": "restored", "id": change_id, "at": now()}
 
 
-def _damaged(path: Path, number: int, why: str) -> JournalError:
-    return JournalError(
-        f"line {number} of the host journal {path} is damaged ({why}), so pgdyno cannot tell "
-        "which host settings still need restoring: compare the settings it lists with the "
-        "host by hand, then move the file away."
-    )
+class _Damaged(ValueError):
+    """A record that cannot be used as it stands (the reason is the message)."""
 
 
 @dataclass
 class Contents:
-    """A journal read back: its changes, which were restored, and where it is intact."""
+    """A journal read back: its changes, which were restored, and the lines it cannot act on."""
 
     changes: list[Change] = field(default_factory=list)
     restored: set[int] = field(default_factory=set)
-    good_size: int = 0  # bytes up to the end of the last intact record
-    torn: bool = False  # a damaged last line follows good_size
-    newline_missing: bool = False  # the last intact record lacks its newline
+    unreadable: list[Unreadable] = field(default_factory=list)
 
     @property
     def pending(self) -> list[Change]:
         return [change for change in self.changes if change.id not in self.restored]
 
+    @property
+    def unresolved(self) -> int:
+        """Changes still to restore, and lines that may record one."""
+        return len(self.pending) + len(self.unreadable)
+
     def next_id(self) -> int:
         return max((change.id for change in self.changes), default=0) + 1
 
 
-def _get[T](record: dict[str, Any], key: str, kind: type[T], where: tuple[Path, int]) -> T:
+def _get[T](record: dict[str, Any], key: str, kind: type[T]) -> T:
     value = record.get(key)
     if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
-        raise _damaged(*where, f"{key!r} is missing or not a {kind.__name__}")
+        raise _Damaged(f"{key!r} is missing or not a {kind.__name__}")
     return value
 
 
-def _knob(record: dict[str, Any], where: tuple[Path, int], proc_root: Path, sys_root: Path) -> Knob:
+def _knob(record: dict[str, Any], proc_root: Path, sys_root: Path) -> Knob:
     device = record.get("device")
     if device is not None and not isinstance(device, str):
-        raise _damaged(*where, "'device' is not a string")
-    text = _get(record, "kind", str, where)
+        raise _Damaged("'device' is not a string")
+    text = _get(record, "kind", str)
     kind = next((k for k in KNOB_KINDS if k == text), None)  # as a KnobKind
     if kind is None:
-        raise _damaged(*where, f"unknown kind {text!r}")
+        raise _Damaged(f"unknown kind {text!r}")
     try:
         knob = Knob(
             kind,
-            _get(record, "name", str, where),
+            _get(record, "name", str),
             device=device,
             proc_root=proc_root,
             sys_root=sys_root,
         )
     except UsageError as error:
-        raise _damaged(*where, str(error).rstrip(".")) from None
+        raise _Damaged(str(error).rstrip(".")) from None
     # Restores only ever write where pgdyno itself would: the path must follow from the name.
-    if _get(record, "path", str, where) != str(knob.path):
-        raise _damaged(*where, f"it names {record['path']} for {knob}, which is {knob.path}")
+    if _get(record, "path", str) != str(knob.path):
+        raise _Damaged(f"it names {record['path']} for {knob}, which is {knob.path}")
     return knob
 
 
-def _partner_old(record: dict[str, Any], knob: Knob, where: tuple[Path, int]) -> str | None:
+def _partner_old(record: dict[str, Any], knob: Knob) -> str | None:
     partner = record.get("partner")
     if partner is None:
         return None
     if not isinstance(partner, dict) or knob.partner is None:
-        raise _damaged(*where, f"{knob} has no coupled setting")
+        raise _Damaged(f"{knob} has no coupled setting")
     if partner.get("path") != str(knob.partner.path):
-        raise _damaged(*where, f"the coupled setting of {knob} is {knob.partner.path}")
-    return _get(partner, "old", str, where)
+        raise _Damaged(f"the coupled setting of {knob} is {knob.partner.path}")
+    return _get(partner, "old", str)
 
 
-def _change(
-    record: dict[str, Any], where: tuple[Path, int], proc_root: Path, sys_root: Path
-) -> Change:
-    knob = _knob(record, where, proc_root, sys_root)
+def _change(record: dict[str, Any], proc_root: Path, sys_root: Path) -> Change:
+    knob = _knob(record, proc_root, sys_root)
     boot = record.get("boot_id")
-    partner_old = _partner_old(record, knob, where)
+    partner_old = _partner_old(record, knob)
     return Change(
-        id=_get(record, "id", int, where),
+        id=_get(record, "id", int),
         knob=knob,
-        old=_get(record, "old", str, where),
-        new=_get(record, "new", str, where),
-        at=_get(record, "at", str, where),
-        pid=_get(record, "pid", int, where),
+        old=_get(record, "old", str),
+        new=_get(record, "new", str),
+        at=_get(record, "at", str),
+        pid=_get(record, "pid", int),
         boot_id=boot if isinstance(boot, str) else None,
         partner_old=partner_old,
     )
 
 
-def parse(data: bytes, path: Path, proc_root: Path, sys_root: Path) -> Contents:
-    """Every record of a journal's bytes; JournalError names the first damaged line."""
+def _known(fields: dict[str, Any]) -> str | None:
+    """What a damaged change line still says, for the message."""
+    kind, name = fields.get("kind"), fields.get("name")
+    if not isinstance(name, str):
+        return None
+    device = fields.get("device")
+    what = f"{name} of block device {device}" if kind == "block" else f"{kind} {name}"
+    if isinstance(fields.get("old"), str):
+        return f"{what}, whose old value was {fields['old']!r}"
+    return f"{what}, whose old value is lost"
+
+
+def _salvaged(fields: dict[str, Any], proc_root: Path, sys_root: Path) -> Change:
+    """A change from a damaged line's surviving fields: what a restore needs (id, the knob
+    and its path, the old value) must all be there. A coupled sysctl whose partner's old value
+    is lost is restored alone."""
+    record = {"at": "?", "pid": 0, "new": "?", **fields}
+    return _change(record, proc_root, sys_root)
+
+
+def parse(lines: list[Line], path: Path, proc_root: Path, sys_root: Path) -> Contents:
+    """Every record of a journal; damaged lines are salvaged where they still say what a
+    restore needs, and kept as unreadable otherwise."""
     contents = Contents()
     ids: set[int] = set()
-    lines = data.split(b"\n")
-    offset = 0
-    for number, line in enumerate(lines, 1):
-        last = number == len(lines)  # the part after the final newline ("" if there is one)
-        end = offset + len(line) + (0 if last else 1)
-        where = (path, number)
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
-                if not b"".join(lines[number:]).strip(b" \t\r\0"):
-                    # Torn by a crash while appending (maybe padded with NULs by the file
-                    # system). A torn change record's change was never made (records come
-                    # first); a torn "restored" record leaves its change pending, and
-                    # restoring that again is harmless.
-                    contents.torn = True
-                    break
-                raise _damaged(*where, "not a JSON record") from None
-            if not isinstance(record, dict):
-                raise _damaged(*where, "not a JSON object")
-            op = record.get("op")
-            if op == "change":
-                change = _change(record, where, proc_root, sys_root)
-                if change.id in ids:
-                    raise _damaged(*where, f"change {change.id} is recorded twice")
-                ids.add(change.id)
-                contents.changes.append(change)
-            elif op == "restored":
-                change_id = _get(record, "id", int, where)
-                if change_id not in ids:
-                    raise _damaged(*where, f"it restores change {change_id}, which is not above")
+    for line in lines:
+        fields = fields_of(line, ("change", "restored"))
+        op = fields.get("op")
+        if op == "restored":
+            change_id = fields.get("id")
+            if line.record is not None and isinstance(change_id, int) and change_id in ids:
                 contents.restored.add(change_id)
+            # A damaged "restored" line leaves its change pending: restoring again is harmless.
+            continue
+        try:
+            if op != "change":
+                raise _Damaged(f"unknown op {op!r}")
+            if line.record is not None:
+                change = _change(fields, proc_root, sys_root)
             else:
-                raise _damaged(*where, f"unknown op {op!r}")
-            contents.newline_missing = last
-        contents.good_size = end
-        offset = end
+                change = _salvaged(fields, proc_root, sys_root)
+            if change.id in ids:
+                raise _Damaged(f"change {change.id} is recorded twice")
+        except _Damaged as error:
+            why = why_damaged(line) if line.record is None else str(error)
+            contents.unreadable.append(Unreadable(path, line.number, why, _known(fields)))
+            continue
+        ids.add(change.id)
+        contents.changes.append(change)
     return contents

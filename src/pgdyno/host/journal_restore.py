@@ -8,21 +8,24 @@ them, and block device names may now belong to other disks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgdyno.host.held_signals import signals_held
 from pgdyno.host.journal_file import JournalFile
 from pgdyno.host.journal_format import Change, JournalError, boot_id, restored_record
 from pgdyno.host.knobs import HostChangeError, Knob, read_value, restore_writes, write_value
+from pgdyno.journal import Unreadable
 
 
 class RestoreError(HostChangeError):
-    """Some host settings could not be restored; they stay in the journal for rollback."""
+    """Some host settings could not be restored; they stay in the journal for rollback.
+    `done` is what was restored all the same."""
 
-    def __init__(self, message: str, failed: list[Knob]) -> None:
+    def __init__(self, message: str, failed: list[Knob], done: list[Restored]) -> None:
         super().__init__(message)
         self.failed = failed
+        self.done = done
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,18 +129,43 @@ def restore(journal: JournalFile, changes: list[Change]) -> list[Restored]:
                 f"the journal keeps {'it' if len(failed) == 1 else 'them'}, "
                 "run `pgdyno rollback` to retry.",
                 [knob for knob, _text in failed],
+                done,
             )
         journal.compact()
     return done
 
 
-def rollback(journal_path: Path, *, proc_root: Path, sys_root: Path) -> list[Restored]:
+@dataclass(frozen=True)
+class HostRollback:
+    """What `rollback` did: what it restored, what it could not (`failed`), the damaged lines
+    it could not act on, and where the journal went when the user confirmed them."""
+
+    restored: list[Restored]
+    failed: RestoreError | None = None
+    unreadable: list[Unreadable] = field(default_factory=list)
+    set_aside: Path | None = None
+
+
+def rollback(
+    journal_path: Path, *, proc_root: Path, sys_root: Path, confirm_damaged: bool = False
+) -> HostRollback:
     """Restore every change the journal holds that was not restored (after a crash or kill),
-    newest first. Idempotent: with nothing pending it does nothing and returns []."""
+    newest first, salvaged ones included. Idempotent: with nothing pending it does nothing.
+
+    Damaged lines that say too little to restore are returned, and the journal is kept (new
+    changes stay refused) until `confirm_damaged`, once the rest is restored: then it is set
+    aside under another name."""
     journal = JournalFile.open(journal_path, create=False, proc_root=proc_root, sys_root=sys_root)
     if journal is None:
-        return []
+        return HostRollback([])
     try:
-        return restore(journal, journal.read().pending)
+        contents = journal.read()
+        try:
+            done, failed = restore(journal, contents.pending), None
+        except RestoreError as error:
+            done, failed = error.done, error
+        if contents.unreadable and confirm_damaged and failed is None:
+            return HostRollback(done, None, [], journal.set_aside())
+        return HostRollback(done, failed, contents.unreadable)
     finally:
         journal.close()

@@ -4,54 +4,38 @@ Order, so that each step can be undone and huge pages are sized from what the se
 
 1. host and block-device settings through the host journal (old value fsynced first), kept in
    effect when the command ends (`HostChanges(keep=True)`);
-2. PostgreSQL settings through `ALTER SYSTEM`, each journalled first with what
-   postgresql.auto.conf held for it (pgdyno.tune.pg_journal); huge_pages as `try` for now;
-3. a reload, or a restart when a changed setting needs one and the user consented;
-4. huge pages: vm.nr_hugepages from the running server's shared_memory_size_in_huge_pages, then
+2. PostgreSQL settings through the one owner of server changes (pgdyno.changes.changer):
+   journalled `ALTER SYSTEM`, checked against what the server refuses at start, then a reload
+   or, with consent, a restart that never leaves the server down; without consent a setting
+   that needs a restart is not written; huge_pages as `try` for now;
+3. huge pages: vm.nr_hugepages from the running server's shared_memory_size_in_huge_pages, then
    huge_pages = on and another restart; if the kernel cannot reserve the pages, huge_pages
    stays `try` and the report says so;
-5. every value read back.
+4. every value read back.
 
 If anything fails, everything changed so far is restored before the error is shown.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack
-from dataclasses import dataclass
+from collections.abc import Callable
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
 
+from pgdyno.changes.alter import auto_conf, marker_value, settings_state
+from pgdyno.changes.changer import ServerChanger
+from pgdyno.changes.handles import ServerHandle
+from pgdyno.changes.hugepages import needed_huge_pages
+from pgdyno.changes.live import wait_for_server
+from pgdyno.changes.pg_journal import open_journal
 from pgdyno.environment import Environment
-from pgdyno.errors import InsufficientPrivilege, PgdynoError, UsageError
+from pgdyno.errors import PgdynoError
 from pgdyno.host.journal import HostChanges, ensure_clean
-from pgdyno.host.journal_format import now
 from pgdyno.host.knobs import Knob
-from pgdyno.postgres.client import Client, compose, connect, identifier, literal
-from pgdyno.postgres.footprint import auto_conf_settings
-from pgdyno.postgres.queries import load
+from pgdyno.postgres.client import connect
 from pgdyno.tune.model import ApplyReport, Configuration, Done, Layer, Setting
-from pgdyno.tune.pg_journal import PgChange, PgJournal, open_journal
 from pgdyno.tune.recommend import shown
-
-Restart = Callable[[], None]
-
-
-@dataclass
-class ServerHandle:
-    """How to reach (and, with consent, restart) the server being tuned."""
-
-    label: str
-    dsn: str
-    password: str | None
-    identity: dict[str, str]  # the journal's `server` field
-    restart: Restart | None  # None: no consent to restart
-    # pgdyno's sandbox only: a restart in two halves, so that host settings (huge pages the
-    # server holds) can be restored while it is down.
-    stop: Restart | None = None
-    start: Restart | None = None
 
 
 def apply_configuration(
@@ -78,19 +62,19 @@ def apply_configuration(
     with ExitStack() as stack:
         journal = stack.enter_context(open_journal(env.data_dir, create=True))
         assert journal is not None
-        if journal.pending(server.identity):
-            raise UsageError(
-                f"{server.label} still has settings from an earlier `pgdyno tune --apply`: run "
-                "`pgdyno rollback` first."
-            )
+        changer = ServerChanger(
+            server, journal, log, marker=marker_value(env.data_dir, journal.path),
+            proc_root=env.proc_root,
+        )  # fmt: skip
+        changer.claim()
         host = stack.enter_context(
             HostChanges(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root, keep=True)
         )
         try:
-            _apply_all(env, settings, server, journal, host, report, log)
+            _apply_all(env, settings, changer, host, report, log)
         except BaseException:
             log("restoring what was changed before the failure")
-            _undo_pg(journal, server, log)
+            _undo(changer, host, log)
             raise
     return report
 
@@ -98,8 +82,7 @@ def apply_configuration(
 def _apply_all(
     env: Environment,
     settings: list[Setting],
-    server: ServerHandle,
-    journal: PgJournal,
+    changer: ServerChanger,
     host: HostChanges,
     report: ApplyReport,
     log: Callable[[str], None],
@@ -121,15 +104,25 @@ def _apply_all(
             report.notes.append(
                 "huge_pages is set to try, not on: vm.nr_hugepages (host layer) is not applied."
             )
-    with connect(server.dsn, server.password) as client:
-        changed = alter_system(client, journal, server, pg, report)
-        needs_restart = any(c.restart for c in changed)
-        client.execute(compose("SELECT pg_reload_conf()"))
-    if needs_restart:
-        _restart(server, log, report)
-    if wants_huge and hugepages is not None:
-        _huge_pages(env, host, server, journal, hugepages, report, log)
-    _read_back(server, settings, report)
+    _apply_pg(changer, pg, report)
+    if wants_huge and hugepages is not None and changer.handle.restart is not None:
+        _huge_pages(env, host, changer, hugepages, report, log)
+    _read_back(changer.handle, settings, report)
+
+
+def _apply_pg(changer: ServerChanger, values: dict[str, str], report: ApplyReport) -> None:
+    applied = changer.apply(values)
+    report.unchanged.extend(applied.unchanged)
+    for name, row in applied.old_rows.items():
+        report.pg_old.setdefault(name, shown(_row(row)))
+    report.restarted += int(applied.restarted)
+    for name in applied.missing:
+        report.notes.append(f"{changer.handle.label} has no setting {name}: left out.")
+    if applied.needs_consent:
+        report.notes.append(
+            f"not applied, since they need a restart: {', '.join(applied.needs_consent)}; run "
+            "again with --yes (and --restart-command or --data-dir for an existing server)."
+        )
 
 
 def _apply_host(env: Environment, host: HostChanges, setting: Setting) -> Done:
@@ -150,106 +143,26 @@ def knob_for(setting: Setting, proc_root: Path, sys_root: Path) -> Knob:
     return Knob.sysctl(setting.name, **roots)
 
 
-def _state(client: Client, names: list[str]) -> dict[str, tuple[Any, ...]]:
-    return {row[0]: row for row in client.rows(load("tune_settings_state"), {"names": names})}
-
-
-def auto_conf(client: Client) -> dict[str, str]:
-    """postgresql.auto.conf's entries, the last one of each name; UsageError when they cannot be
-    read (a rollback could then not be exact, so nothing is changed)."""
-    try:
-        rows = auto_conf_settings(client)
-    except InsufficientPrivilege:
-        raise UsageError(
-            "cannot read pg_file_settings (it needs a superuser): connect as a superuser to let "
-            "pgdyno apply settings with ALTER SYSTEM and restore them exactly."
-        ) from None
-    return {row.name: row.setting for row in rows if row.setting is not None}
-
-
-def alter_system(
-    client: Client,
-    journal: PgJournal,
-    server: ServerHandle,
-    values: Mapping[str, str],
-    report: ApplyReport,
-) -> list[PgChange]:
-    """`ALTER SYSTEM SET` for each value that differs from the server's, each journalled first
-    with what postgresql.auto.conf held for it; the changes made (nothing is reloaded here).
-    Also used by `compare --dsn` (pgdyno.experiment.server_sets)."""
-    before = auto_conf(client)
-    state = _state(client, list(values))
-    changed: list[PgChange] = []
-    for name, value in values.items():
-        row = state.get(name)
-        if row is None:
-            report.notes.append(f"{server.label} has no setting {name}: left out.")
-            continue
-        old = shown(_row(row))
-        if old == value:
-            report.unchanged.append(name)
-            continue
-        change = PgChange(
-            id=journal.next_id(), server=server.identity, name=name, old_auto=before.get(name),
-            old_setting=old, old_source=str(row[4]), new=value,
-            restart=row[5] == "postmaster", at=now(),
-        )  # fmt: skip
-        journal.append(change.record())
-        client.execute(compose("ALTER SYSTEM SET {} = {}", identifier(name), literal(value)))
-        changed.append(change)
-        report.pg_old.setdefault(name, old)
-    return changed
-
-
 def _row(row: tuple[Any, ...]) -> dict[str, Any]:
     return {"setting": row[1], "unit": row[2], "vartype": row[3], "source": row[4],
             "boot_val": row[7]}  # fmt: skip
 
 
-def _restart(server: ServerHandle, log: Callable[[str], None], report: ApplyReport) -> None:
-    if server.restart is None:
-        report.notes.append(
-            "settings that need a restart wait for one: restart the server (or run again with "
-            "--yes, and --restart-command for an existing server)."
-        )
-        return
-    log(f"restarting {server.label}")
-    server.restart()
-    report.restarted += 1
-    wait_for_server(server)
-
-
-def wait_for_server(server: ServerHandle, timeout: float = 120) -> None:
-    """Until the server accepts a connection again (after a restart)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with connect(server.dsn, server.password):
-                return
-        except PgdynoError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
 def _huge_pages(
     env: Environment,
     host: HostChanges,
-    server: ServerHandle,
-    journal: PgJournal,
+    changer: ServerChanger,
     setting: Setting,
     report: ApplyReport,
     log: Callable[[str], None],
 ) -> None:
-    pages = int(setting.value)
-    with connect(server.dsn, server.password) as client:
-        rows = client.rows("SELECT setting FROM pg_settings WHERE name = "
-                           "'shared_memory_size_in_huge_pages'")  # fmt: skip
-    if rows and rows[0][0] not in (None, "-1"):
-        pages = int(rows[0][0])
+    handle = changer.handle
+    with connect(handle.dsn, handle.password) as client:
+        needed = needed_huge_pages(client)
+    pages = int(setting.value) if needed is None else needed
+    if needed is not None:
         log(f"the server needs {pages} huge pages (shared_memory_size_in_huge_pages)")
-    wanted = Setting("host", setting.name, str(pages), setting.why)
-    done = _apply_host(env, host, wanted)
+    done = _apply_host(env, host, Setting("host", setting.name, str(pages), setting.why))
     report.done.append(done)
     if done.effective is None or int(done.effective) < pages:
         report.notes.append(
@@ -257,24 +170,14 @@ def _huge_pages(
             "huge_pages stays try; reserve them at boot (vm.nr_hugepages in sysctl.d) and restart."
         )
         return
-    if server.restart is None:
-        report.notes.append("huge_pages stays try until the server is restarted with --yes.")
-        return
-    with connect(server.dsn, server.password) as client:
-        # Journalled here unless the first pass already changed it (try was then new).
-        known = {c.name for c in journal.pending(server.identity)}
-        values = {} if "huge_pages" in known else {"huge_pages": "on"}
-        alter_system(client, journal, server, values, report)
-        client.execute(compose("ALTER SYSTEM SET huge_pages = 'on'"))
-        client.execute(compose("SELECT pg_reload_conf()"))
-    _restart(server, log, report)
+    _apply_pg(changer, {"huge_pages": "on"}, report)
 
 
 def _read_back(server: ServerHandle, settings: list[Setting], report: ApplyReport) -> None:
     pg = [s for s in settings if s.layer == "postgresql"]
     report.unchanged = [name for name in report.unchanged if name not in report.pg_old]
     with connect(server.dsn, server.password) as client:
-        state = _state(client, [s.name for s in pg])
+        state = settings_state(client, [s.name for s in pg])
     for setting in pg:
         row = state.get(setting.name)
         if row is None or setting.name not in report.pg_old:
@@ -292,10 +195,26 @@ def _read_back(server: ServerHandle, settings: list[Setting], report: ApplyRepor
         )
 
 
-def _undo_pg(journal: PgJournal, server: ServerHandle, log: Callable[[str], None]) -> None:
-    from pgdyno.tune.rollback import restore_server
-
+def _undo(changer: ServerChanger, host: HostChanges, log: Callable[[str], None]) -> None:
+    """After a failure: PostgreSQL back, then the host, with the sandbox stopped meanwhile
+    when it must restart (huge pages it holds could not be released)."""
+    handle = changer.handle
     try:
-        restore_server(journal, server, log)
+        restored = changer.undo(restart_ok=False)
     except PgdynoError as exc:
         log(f"could not restore the PostgreSQL settings ({exc}); run `pgdyno rollback`.")
+        return
+    stopped = bool(restored.waiting_for_restart) and handle.stop is not None
+    if stopped and handle.stop is not None:
+        handle.stop()
+    with suppress(PgdynoError):  # what stays changed is kept in the journal for rollback
+        host.restore()
+    try:
+        if stopped and handle.start is not None:
+            handle.start()
+            wait_for_server(handle.dsn, handle.password)
+            changer.undo(restart_ok=False)  # now in effect: marked restored
+        elif restored.waiting_for_restart:
+            changer.undo(restart_ok=True)
+    except PgdynoError as exc:
+        log(f"could not restart {handle.label} ({exc}); run `pgdyno rollback`.")

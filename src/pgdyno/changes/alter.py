@@ -1,0 +1,184 @@
+"""`ALTER SYSTEM`, journal first, and the marker that says a server is pgdyno's until rolled back.
+
+Every change is appended to the PostgreSQL journal (fsynced) with what postgresql.auto.conf held
+for the setting before the statement runs, so a rollback puts the file back exactly.
+
+**One owner at a time.** The first change pgdyno makes to a server is a placeholder setting,
+`pgdyno.changed_by`, naming the host and the journal; it is journalled like any other change
+(old entry: none), so the rollback that undoes the rest removes it too. Any pgdyno, from any
+work directory or host, reads it before changing or comparing that server and refuses while it
+names another journal. PostgreSQL before 17 refuses `ALTER SYSTEM` for a custom setting it has
+not seen in the session, so a `SET` of it comes first.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgdyno.changes.handles import ServerHandle
+from pgdyno.changes.pg_journal import PgChange, PgJournal
+from pgdyno.errors import InsufficientPrivilege, QueryRefused, UsageError
+from pgdyno.journal import now
+from pgdyno.postgres.client import Client, compose, identifier, literal
+from pgdyno.postgres.cluster import Sandbox
+from pgdyno.postgres.footprint import auto_conf_settings
+from pgdyno.postgres.queries import load
+
+MARKER = "pgdyno.changed_by"
+
+
+def auto_conf(client: Client) -> dict[str, str]:
+    """postgresql.auto.conf's entries, the last one of each name; UsageError when they cannot be
+    read (a rollback could then not be exact, so nothing is changed)."""
+    try:
+        rows = auto_conf_settings(client)
+    except InsufficientPrivilege:
+        raise UsageError(
+            "cannot read pg_file_settings (it needs a superuser): connect as a superuser to let "
+            "pgdyno apply settings with ALTER SYSTEM and restore them exactly."
+        ) from None
+    return {row.name: row.setting for row in rows if row.setting is not None}
+
+
+def marker_value(workdir: Path, journal: Path) -> str:
+    """What the marker says: enough for another pgdyno, or a person, to find the journal."""
+    return f"host {socket.gethostname()}, work directory {workdir}, journal {journal}"
+
+
+def read_marker(client: Client) -> str | None:
+    """The marker in postgresql.auto.conf (even before a reload), else as the server shows it
+    (a role that may not read pg_file_settings)."""
+    try:
+        entries = auto_conf_settings(client)
+    except InsufficientPrivilege:
+        rows = client.rows(f"SELECT current_setting('{MARKER}', true)")
+        value = rows[0][0] if rows else None
+        return str(value) if value else None
+    found = [e.setting for e in entries if e.name == MARKER and e.setting]
+    return found[-1] if found else None
+
+
+def check_owner(client: Client, label: str, mine: str) -> None:
+    """UsageError when another pgdyno's changes are on this server (its marker names another
+    journal): both would be measured on, or restore, the other's settings."""
+    found = read_marker(client)
+    if found is not None and found != mine:
+        raise UsageError(
+            f"{label} has settings another pgdyno changed ({found}): run `pgdyno rollback` "
+            "with that work directory on that host first."
+        )
+
+
+def refuse_changed_sandbox(box: Sandbox) -> None:
+    """UsageError when `pgdyno tune --apply` (or another pgdyno) left settings in the sandbox's
+    postgresql.auto.conf: they win over the settings a comparison gives each set."""
+    try:
+        text = (box.data_dir / "postgresql.auto.conf").read_text()
+    except OSError:
+        return
+    if any(line.strip().startswith(MARKER) for line in text.splitlines()):
+        raise UsageError(
+            f"sandbox {box.root.name} still has settings `pgdyno tune --apply` changed, which "
+            "would override every set's: run `pgdyno rollback` first."
+        )
+
+
+@dataclass
+class Altered:
+    """What `alter_system` did."""
+
+    changed: list[PgChange] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # already at the value
+    missing: list[str] = field(default_factory=list)  # the server has no such setting
+    old_rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # pg_settings before
+
+
+def settings_state(client: Client, names: list[str]) -> dict[str, tuple[Any, ...]]:
+    """queries/tune_settings_state.sql rows by name: name, setting, unit, vartype, source,
+    context, pending_restart, boot_val."""
+    return {row[0]: row for row in client.rows(load("tune_settings_state"), {"names": names})}
+
+
+def _set(client: Client, name: str, value: str | None) -> None:
+    if name == MARKER:
+        client.execute(compose("SET {} = ''", identifier(name)))  # a placeholder, see above
+    if value is None:
+        client.execute(compose("ALTER SYSTEM RESET {}", identifier(name)))
+    else:
+        client.execute(compose("ALTER SYSTEM SET {} = {}", identifier(name), literal(value)))
+
+
+def alter_system(
+    client: Client,
+    journal: PgJournal,
+    handle: ServerHandle,
+    values: Mapping[str, str],
+    *,
+    same: Mapping[str, bool],
+    marker: str,
+) -> Altered:
+    """`ALTER SYSTEM SET` for each value not already in effect (`same[name]` says so), each
+    journalled first with what postgresql.auto.conf held for it; the marker goes first when the
+    server has no pending change in this journal. Nothing is reloaded here."""
+    before = auto_conf(client)
+    state = settings_state(client, list(values))
+    altered = Altered()
+    for name, value in values.items():
+        row = state.get(name)
+        if row is None:
+            altered.missing.append(name)
+        elif same.get(name, False):
+            altered.unchanged.append(name)
+        else:
+            if not journal.pending(handle.identity):
+                _journalled(client, journal, handle, MARKER, marker, before, None)
+            altered.old_rows[name] = row
+            altered.changed.append(_journalled(client, journal, handle, name, value, before, row))
+    return altered
+
+
+def _journalled(
+    client: Client,
+    journal: PgJournal,
+    handle: ServerHandle,
+    name: str,
+    value: str,
+    before: Mapping[str, str],
+    row: tuple[Any, ...] | None,
+) -> PgChange:
+    # The marker's old entry is none: `check_owner` let only our own (stale) one through.
+    old_auto = None if name == MARKER else before.get(name)
+    change = PgChange(
+        id=journal.next_id(), server=handle.identity, name=name, old_auto=old_auto,
+        old_setting=None if row is None else str(row[1]),
+        old_source=None if row is None else str(row[4]), new=value,
+        restart=row is not None and row[5] == "postmaster", at=now(),
+    )  # fmt: skip
+    journal.append(change.record())
+    try:
+        _set(client, name, value)
+    except QueryRefused as exc:
+        raise UsageError(f"{handle.label} refused {name} = {value!r}: {exc}") from None
+    return change
+
+
+def put_back(client: Client, changes: list[PgChange]) -> None:
+    """ALTER SYSTEM back to the old entry of each change, newest first (no reload)."""
+    for change in reversed(changes):
+        _set(client, change.name, change.old_auto)
+
+
+def file_errors(client: Client) -> list[tuple[str, str]]:
+    """(name, error) of every line of the configuration files PostgreSQL would refuse."""
+    try:
+        rows = client.rows(
+            "SELECT coalesce(name, sourcefile), error FROM pg_file_settings"
+            " WHERE error IS NOT NULL ORDER BY seqno"
+        )
+    except InsufficientPrivilege:
+        return []
+    return [(str(name), str(error)) for name, error in rows]

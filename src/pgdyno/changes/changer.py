@@ -1,0 +1,148 @@
+"""Changing one server's settings: the one owner of `ALTER SYSTEM` for tune and compare.
+
+`ServerChanger.apply(values)`, in order, so that nothing is left half done:
+
+1. the server is ours to change: no change of this journal pending on it (an interrupted
+   command's), no marker of another pgdyno (pgdyno.changes.alter);
+2. values already in effect are left alone; without consent to restart, a value that needs a
+   restart is not written at all (it is reported as skipped);
+3. before anything that needs a restart, what the server would refuse at start is checked
+   (pgdyno.changes.preflight), huge pages included for a server on this host;
+4. each `ALTER SYSTEM` is journalled first; then pg_file_settings is asked whether the files
+   hold anything the server would refuse: if so, every change goes back before the error;
+5. a reload (waited for until the server has read its files), or a restart that never leaves
+   the server down (pgdyno.changes.restart).
+
+`undo()` takes back every pending change of this server (pgdyno.changes.restore).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgdyno.changes import alter, preflight
+from pgdyno.changes.handles import ServerHandle
+from pgdyno.changes.hugepages import start_facts
+from pgdyno.changes.live import by_lower_name, reloaded, same_value
+from pgdyno.changes.pg_journal import PgChange, PgJournal
+from pgdyno.changes.restart import restart
+from pgdyno.changes.restore import ServerRestored, restore_server
+from pgdyno.errors import UsageError
+from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+
+
+@dataclass
+class Applied:
+    """What `ServerChanger.apply` did."""
+
+    changed: list[PgChange] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    needs_consent: list[str] = field(default_factory=list)  # need a restart: not written
+    old_rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    restarted: bool = False
+
+
+class ServerChanger:
+    """Changes the settings of the server `handle` reaches, through `journal`."""
+
+    def __init__(
+        self,
+        handle: ServerHandle,
+        journal: PgJournal,
+        log: Callable[[str], None],
+        *,
+        marker: str,
+        proc_root: Path,
+    ) -> None:
+        self.handle = handle
+        self.journal = journal
+        self.log = log
+        self.marker = marker
+        self.proc_root = proc_root
+
+    def claim(self) -> None:
+        """UsageError unless the server is free for this command's changes."""
+        if self.journal.pending(self.handle.identity):
+            raise UsageError(
+                f"{self.handle.label} still has settings an interrupted or earlier pgdyno "
+                "command changed (`pgdyno tune --apply` or `compare`): run `pgdyno rollback` "
+                "first."
+            )
+        unreadable = self.journal.read().unreadable
+        if unreadable:
+            raise UsageError(
+                f"{self.journal.path} has damaged lines that may record changes not restored: "
+                "run `pgdyno rollback` first."
+            )
+        with connect(self.handle.dsn, self.handle.password) as client:
+            alter.check_owner(client, self.handle.label, self.marker)
+
+    def apply(self, values: Mapping[str, str]) -> Applied:
+        handle = self.handle
+        with connect(handle.dsn, handle.password) as client:
+            meta = load_settings_meta(client)
+            named = _named(values, meta)
+            same = {n: n in meta and same_value(meta[n], v) for n, v in named.items()}
+            restart_names = [n for n in named if n in meta and meta[n].needs_restart]
+            restart_names = [n for n in restart_names if not same[n]]
+            result = Applied()
+            if restart_names and handle.restart is None:
+                result.needs_consent = restart_names
+                named = {n: v for n, v in named.items() if n not in restart_names}
+            elif restart_names:
+                self._preflight(client, meta, named)
+            altered = alter.alter_system(
+                client, self.journal, handle, named, same=same, marker=self.marker
+            )
+            self._refuse_file_errors(client, altered.changed)
+        result.changed, result.unchanged = altered.changed, altered.unchanged
+        result.missing, result.old_rows = altered.missing, altered.old_rows
+        needs_restart = sorted(c.name for c in altered.changed if c.restart)
+        if needs_restart:
+            restart(handle, self.journal, needs_restart, self.log)
+            result.restarted = True
+        elif altered.changed:
+            reloaded(handle.dsn, handle.password, handle.label)
+        return result
+
+    def _preflight(
+        self, client: Client, meta: Mapping[str, SettingMeta], values: Mapping[str, str]
+    ) -> None:
+        host: dict[str, Any] = {}
+        if self.handle.data_dir is not None:  # on this host: its huge pages are ours to count
+            now = preflight.future_settings(meta, {})
+            then = preflight.future_settings(meta, values)
+            host = start_facts(client, self.proc_root, now, then)
+        preflight.check_start(self.handle.label, meta, values, host)
+
+    def _refuse_file_errors(self, client: Client, changed: list[PgChange]) -> None:
+        errors = alter.file_errors(client)
+        if not errors or not changed:
+            return
+        name, error = errors[0]
+        pending = self.journal.pending(self.handle.identity)
+        alter.put_back(client, pending)
+        for change in pending:
+            self.journal.mark_restored(change)
+        self.journal.compact()
+        raise UsageError(
+            f"{self.handle.label} would refuse its configuration files after pgdyno's changes "
+            f"({name}: {error}): pgdyno took its changes back; fix the value or the file."
+        )
+
+    def undo(self, *, restart_ok: bool) -> ServerRestored:
+        """Take back every pending change of this server; a restart only with `restart_ok`
+        (and consent) when pending_restart says a restored setting waits for one."""
+        handle = self.handle if restart_ok else self.handle.without_restart()
+        return restore_server(self.journal, handle, self.log)
+
+
+def _named(values: Mapping[str, str], meta: Mapping[str, SettingMeta]) -> dict[str, str]:
+    """Plan and tune names are lower case; pg_settings spells a few in mixed case (DateStyle)."""
+    lower = by_lower_name(meta)
+    return {lower[n.lower()].name if n.lower() in lower else n: v for n, v in values.items()}

@@ -1,0 +1,392 @@
+"""One journal for every change pgdyno makes and must be able to undo, after a crash too.
+
+Each kind of change defines its records on top of this file: host settings
+(pgdyno.host.journal_format), PostgreSQL settings (pgdyno.changes.pg_journal), and the storage
+journals to come. What this module guarantees for all of them:
+
+- **journal first**: a record is one JSON line, written with one write(2) on a file opened
+  O_APPEND and fsynced before the caller makes the change it describes; the directory is
+  fsynced when the file is created. A record that never reached the disk is for a change that
+  was never made.
+- **one writer**: whoever appends holds an exclusive flock for as long as the file is open, so
+  a rollback cannot race a running command; the kernel drops the lock of a killed process.
+- **a torn tail is repaired on open**: a last line without its newline (a crash or a cut file)
+  gets one before anything is appended, so the next record never lands glued to it. The cut line
+  is kept, not dropped: it may be the record of a change that was made (a file cut after the
+  fact), and `salvage` reads whatever fields it still holds whole.
+- **reading never stops at damage**: every line comes back with its number, parsed or not; the
+  kind of journal decides what an unreadable line means (pgdyno's rule: a change it cannot
+  read whole is *unresolved*, named to the user with what is known of it, and blocks new
+  changes until the user confirms it was dealt with, see `set_aside`).
+- **strict JSON** on the way in (no NaN or Infinity), and errors that name the file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.textsafe import strict_json
+
+_WHITESPACE = " \t\r"
+
+
+class JournalError(PgdynoError):
+    """A journal cannot be opened, read or written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of a journal as read back: its record, or the text of a damaged line."""
+
+    number: int  # 1-based, as an editor shows it
+    text: str  # decoded leniently, for salvage and messages
+    record: Mapping[str, Any] | None  # None when the line is not a whole JSON object
+    last: bool  # the last line of the file: the only one a crash can cut short
+
+    @property
+    def damaged(self) -> bool:
+        return self.record is None
+
+
+def now() -> str:
+    """The time stamp of a record."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 16, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def parse_lines(data: bytes) -> list[Line]:
+    """Every non-blank line of a journal's bytes, parsed when it is a whole JSON object.
+
+    NUL bytes are what some file systems leave after a crash: a line of them is blank.
+
+    >>> [(l.number, l.damaged, l.last) for l in parse_lines(b'{"a": 1}\\n\\n{"a": 2')]
+    [(1, False, False), (3, True, True)]
+    """
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1].strip(b" \t\r\0") == b"":
+        raw_lines.pop()  # what follows the final newline: nothing, or padding
+    lines: list[Line] = []
+    for number, raw in enumerate(raw_lines, 1):
+        stripped = raw.strip(b" \t\r\0")
+        if not stripped:
+            continue
+        text = stripped.decode("utf-8", errors="replace")
+        record: Mapping[str, Any] | None
+        try:
+            loaded = json.loads(stripped.decode("utf-8"))
+            record = loaded if isinstance(loaded, dict) else None
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+            record = None
+        lines.append(Line(number, text, record, number == len(raw_lines)))
+    return lines
+
+
+def salvage(text: str) -> dict[str, Any]:
+    """The fields of a damaged record that can still be read whole, in order, up to the first
+    one that cannot: a value counts only when nothing of it can be missing (a string with its
+    closing quote, an object with its closing brace, a number followed by more text).
+
+    >>> salvage('{"op": "change", "id": 12, "name": "vm.swappiness", "old": "6')
+    {'op': 'change', 'id': 12, 'name': 'vm.swappiness'}
+    >>> salvage('{"op": "change", "id": 1')  # 1 could be the start of 12
+    {'op': 'change'}
+    >>> salvage('{"server": {"kind": "sandbox"}, "old": null, "x')
+    {'server': {'kind': 'sandbox'}, 'old': None}
+    >>> salvage('garbage')
+    {}
+    """
+    decoder = json.JSONDecoder()
+    fields: dict[str, Any] = {}
+
+    def skip(index: int) -> int:
+        while index < len(text) and text[index] in _WHITESPACE:
+            index += 1
+        return index
+
+    index = skip(0)
+    if not text.startswith("{", index):
+        return fields
+    index += 1
+    while True:
+        try:
+            key, index = decoder.raw_decode(text, skip(index))
+            index = skip(index)
+            if not isinstance(key, str) or not text.startswith(":", index):
+                return fields
+            value, end = decoder.raw_decode(text, skip(index + 1))
+        except ValueError:
+            return fields
+        after = skip(end)
+        if after >= len(text) and not isinstance(value, str | dict | list):
+            return fields  # a number or a word may go on past the cut
+        fields[key] = value
+        if not text.startswith(",", after):
+            return fields
+        index = after + 1
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JournalFile:
+    """A journal open for appending under an exclusive flock (a context manager).
+
+    `what` names the journal in messages ("the host journal", "the PostgreSQL journal").
+    """
+
+    def __init__(self, path: Path, fd: int, what: str) -> None:
+        self.path = path
+        self.what = what
+        self._fd: int | None = fd
+
+    @classmethod
+    def open(cls, path: Path, *, what: str, create: bool) -> JournalFile | None:
+        """The journal, locked and with a torn tail repaired; None when it does not exist and
+        `create` is False. UsageError when another process holds it."""
+        flags = os.O_RDWR | os.O_APPEND
+        fd = _open_existing(path, flags, what)
+        if fd is None and create:
+            try:
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                _fsync_directory(path.parent)  # so the new file survives a power loss
+            except FileExistsError:
+                fd = _open_existing(path, flags, what)
+            except OSError as error:
+                raise JournalError(
+                    f"cannot create {what} {path} ({error.strerror}): check the work directory "
+                    "and its permissions."
+                ) from None
+        if fd is None:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise in_use(path, what) from None
+        journal = cls(path, fd, what)
+        try:
+            journal._repair()
+        except BaseException:
+            journal.close()
+            raise
+        return journal
+
+    def __enter__(self) -> JournalFile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            raise RuntimeError(f"{self.path} is closed")
+        return self._fd
+
+    def _repair(self) -> None:
+        """End the file with a newline, so that the next record starts a line of its own; the
+        cut line stays for `salvage`. Padding a crash left after the last newline is cut."""
+        data = _read_all(self.fd)
+        if not data or data.endswith(b"\n"):
+            return
+        end = data.rstrip(b"\0")
+        try:
+            if len(end) < len(data):
+                os.ftruncate(self.fd, len(end))
+            if end and not end.endswith(b"\n"):
+                os.write(self.fd, b"\n")
+            os.fsync(self.fd)
+        except OSError as error:
+            raise self._write_error(error) from None
+
+    def _write_error(self, error: OSError) -> JournalError:
+        return JournalError(
+            f"cannot write {self.what} {self.path} ({error.strerror}): free disk space or fix "
+            "permissions; the change it was to record was not made."
+        )
+
+    def lines(self) -> list[Line]:
+        return parse_lines(_read_all(self.fd))
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """One record, on a line of its own, on the disk when this returns."""
+        line = (strict_json(dict(record), indent=None) + "\n").encode()
+        _fault_point("before")
+        try:
+            if os.write(self.fd, line) != len(line):
+                raise OSError(0, "short write")
+            os.fsync(self.fd)
+        except OSError as error:
+            raise self._write_error(error) from None
+        _fault_point("after")
+
+    def empty(self) -> None:
+        """Truncate to nothing: the caller has found nothing left to restore or confirm."""
+        try:
+            os.ftruncate(self.fd, 0)
+            os.fsync(self.fd)
+        except OSError:
+            pass  # a longer journal is still correct
+
+    def set_aside(self) -> Path:
+        """Keep the file for the record under a new name and start over with none: for damaged
+        lines the user has confirmed as dealt with. Returns the new name."""
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        kept = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        try:
+            self.path.rename(kept)
+            _fsync_directory(self.path.parent)
+        except OSError as error:
+            raise JournalError(
+                f"cannot move {self.what} {self.path} aside ({error.strerror}): move it away "
+                "by hand."
+            ) from None
+        return kept
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # releases the lock
+            self._fd = None
+
+
+def in_use(path: Path, what: str) -> UsageError:
+    return UsageError(
+        f"another pgdyno command is using {what} {path}: wait for it to finish (stopping it "
+        "restores its changes), then run again."
+    )
+
+
+def _open_existing(path: Path, flags: int, what: str) -> int | None:
+    try:
+        # O_NOFOLLOW: root appends to this file, so a symlink planted in its place is refused.
+        return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise JournalError(
+            f"cannot open {what} {path} ({error.strerror}): check the work directory and its "
+            "permissions."
+        ) from None
+
+
+def peek(path: Path, *, what: str, check_free: bool = False) -> list[Line]:
+    """The lines of a journal without taking it ([] when there is none): for listings,
+    messages and checks. With `check_free`, UsageError while another process holds it."""
+    fd = _open_existing(path, os.O_RDONLY, what)
+    if fd is None:
+        return []
+    try:
+        if check_free:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise in_use(path, what) from None
+        return parse_lines(_read_all(fd))
+    finally:
+        os.close(fd)
+
+
+# -- fault injection ---------------------------------------------------------------------------
+# The crash-point sweep (tests/faults/test_crash_points.py) kills a real pgdyno with SIGKILL at
+# one journal write, the way storage engines test recovery: PGDYNO_CRASH_AT=before:N or after:N
+# (N counts the writes of the process, from 1). A record comes before its change, so "before N"
+# falls between change N-1 and record N, and "after N" between record N and its change.
+CRASH_ENV = "PGDYNO_CRASH_AT"
+_writes = {"before": 0, "after": 0}
+
+
+def _fault_point(when: str) -> None:
+    wanted = os.environ.get(CRASH_ENV)
+    if not wanted:
+        return
+    _writes[when] += 1
+    if wanted == f"{when}:{_writes[when]}":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- what a kind of journal could not read -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A line of a journal that may record a change pgdyno cannot restore on its own."""
+
+    path: Path
+    line: int
+    why: str  # "it is cut short", "it is not a JSON record", "'old' is missing"
+    known: str | None = None  # what can still be read of the change ("sysctl vm.swappiness")
+
+    def describe(self) -> str:
+        known = f"; it names {self.known}" if self.known else ""
+        return f"line {self.line} of {self.path} ({self.why}{known})"
+
+
+def fields_of(line: Line, ops: tuple[str, ...]) -> dict[str, Any]:
+    """A line's record, or what `salvage` reads of a damaged one; for a line cut before its
+    "op" was whole, the op is the one of `ops` whose opening the text begins, if only one does.
+
+    >>> ops = ("change", "restored")
+    >>> fields_of(Line(3, '{"op": "re', None, True), ops)
+    {'op': 'restored'}
+    >>> fields_of(Line(3, '{"op', None, True), ops)
+    {}
+    """
+    if line.record is not None:
+        return dict(line.record)
+    fields = salvage(line.text)
+    if "op" not in fields:
+        openings = [op for op in ops if json.dumps({"op": op}).startswith(line.text)]
+        if len(openings) == 1:
+            fields["op"] = openings[0]
+    return fields
+
+
+def why_damaged(line: Line) -> str:
+    if line.record is not None:
+        return "it is not a record pgdyno knows"
+    if line.last:
+        return "it is cut short"
+    return "it is not a JSON record"
+
+
+class JournalDamaged(PgdynoError):
+    """Journal lines pgdyno cannot act on: named, kept, and blocking new changes until the user
+    confirms them with `pgdyno rollback --confirm-damaged`."""
+
+    def __init__(self, lines: list[Unreadable], restored_note: str = "") -> None:
+        self.lines = lines
+        named = "; ".join(line.describe() for line in lines)
+        super().__init__(
+            f"{restored_note}pgdyno cannot tell what {named} changed, so it may still be in "
+            "effect: check that setting by hand (and set it back), then run `pgdyno rollback "
+            "--confirm-damaged` to set the damaged journal aside."
+        )
