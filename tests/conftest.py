@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
+from debian_cluster import DebianCluster, debian_cluster
 from pgdyno.cli import main
 from pgdyno.environment import Environment, default_cache_dir
 from pgdyno.experiment.target import open_sandbox
@@ -91,6 +92,17 @@ def server(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
     finally:
         sandbox.stop()
         remove_workdir(workdir)
+
+
+@pytest.fixture(scope="session")
+def debian_server() -> Iterator[DebianCluster]:
+    """The "existing server" as a user has it: a cluster of Debian's packaged PostgreSQL, made
+    with pg_createcluster (peer on the socket, scram-sha-256 on 127.0.0.1, SSL on with the
+    snakeoil key of the ssl-cert group), with the roles root (peer) and pgdyno_admin
+    (DebianCluster.ADMIN_PASSWORD). One for the whole session: a test that changes its settings
+    restores them. Dropped at the end; skipped without root or Debian's postgresql package."""
+    with debian_cluster() as cluster:
+        yield cluster
 
 
 def plain_role(box: Sandbox, name: str, *options: str) -> str:

@@ -315,7 +315,9 @@ def test_apply_then_rollback_restores_everything_exactly(
     listed = run_cli(workdir, "datasets", "list", *SANDBOX)
     assert listed.code == 0, listed.stderr
     marked = [line for line in listed.stdout.splitlines() if "set by pgdyno tune --apply" in line]
-    assert {line.split()[0] for line in marked} == tuned_names(applied.stdout)
+    assert {line.split()[0] for line in marked} == tuned_names(applied.stdout) | {
+        "pgdyno.changed_by"
+    }
 
     restored = run_cli(workdir, "rollback")
     assert restored.code == 0, restored.stderr
@@ -331,6 +333,19 @@ def test_apply_then_rollback_restores_everything_exactly(
     assert host_state(workdir) == before_host
     relisted = run_cli(workdir, "datasets", "list", *SANDBOX)
     assert "set by pgdyno" not in relisted.stdout
+
+
+def test_destroy_refuses_while_changes_are_pending(run_cli, workdir: Path, box: Sandbox) -> None:
+    applied = run_cli(workdir, "tune", *SANDBOX, "--apply", "--layers", "postgresql")
+    assert applied.code == 0, applied.stderr
+    refused = run_cli(workdir, "sandbox", "destroy", "--yes", "--pg-version", "18")
+    assert refused.code == 2
+    assert "not rolled back: run `pgdyno rollback` first" in one_clear_sentence(refused.stderr)
+    assert box.exists()
+    assert run_cli(workdir, "rollback").code == 0
+    destroyed = run_cli(workdir, "sandbox", "destroy", "--yes", "--pg-version", "18")
+    assert destroyed.code == 0, destroyed.stderr
+    assert not box.exists()
 
 
 # -- verify ----------------------------------------------------------------------------------------

@@ -81,7 +81,7 @@ def test_sigkill_mid_compare_dsn_then_rollback_restores_the_server(
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    assert [c.name for c in pending_changes(workdir)] == ["work_mem", "jit"]
+    assert [c.name for c in pending_changes(workdir)] == ["pgdyno.changed_by", "work_mem", "jit"]
     assert "work_mem = '8MB'" in (server.data_dir / "postgresql.auto.conf").read_text()
     assert wait_for(lambda: not pgbench_in(workdir), timeout=15)
 

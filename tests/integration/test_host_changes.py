@@ -266,7 +266,7 @@ def test_sigkill_then_rollback(vm_settings: dict[str, str], tmp_path: Path):
     ]
     with pytest.raises(UsageError, match="holds 3 changes not restored"):
         ensure_clean(journal, **LIVE)
-    done = rollback(journal, **LIVE)
+    done = rollback(journal, **LIVE).restored
     assert read_vm() == vm_settings
     restored = {r.knob.name: (r.now, r.set_to) for r in done}
     assert restored["vm.dirty_expire_centisecs"] == (
@@ -274,7 +274,7 @@ def test_sigkill_then_rollback(vm_settings: dict[str, str], tmp_path: Path):
         other(expire),
     )
     assert restored["vm.dirty_background_bytes"][1] == str(32 << 20)
-    assert rollback(journal, **LIVE) == []
+    assert rollback(journal, **LIVE).restored == []
     ensure_clean(journal, **LIVE)
 
 
@@ -334,10 +334,10 @@ def test_block_settings_sigkill_then_rollback(loop_device: str, tmp_path: Path):
         child.kill()
         child.communicate()
     assert sysfs_queue(loop_device) == {"scheduler": scheduler, "read_ahead_kb": "512"}
-    done = rollback(journal, **LIVE)
+    done = rollback(journal, **LIVE).restored
     assert [(r.knob.name, r.now) for r in done] == [
         ("read_ahead_kb", before["read_ahead_kb"]),
         ("scheduler", before["scheduler"]),
     ]
     assert sysfs_queue(loop_device) == before
-    assert rollback(journal, **LIVE) == []
+    assert rollback(journal, **LIVE).restored == []

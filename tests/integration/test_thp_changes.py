@@ -140,11 +140,11 @@ def test_sigkill_then_rollback(thp_settings: dict[str, str], tmp_path: Path):
     assert read_thp() == {"enabled": enabled, "defrag": defrag}  # the kill left them changed
     with pytest.raises(UsageError, match="holds 2 changes not restored"):
         ensure_clean(journal, **LIVE)
-    done = rollback(journal, **LIVE)
+    done = rollback(journal, **LIVE).restored
     assert [(str(r.knob), r.set_to, r.now) for r in done] == [
         ("transparent_hugepage/defrag", defrag, thp_settings["defrag"]),
         ("transparent_hugepage/enabled", enabled, thp_settings["enabled"]),
     ]
     assert read_thp() == thp_settings
-    assert rollback(journal, **LIVE) == []
+    assert rollback(journal, **LIVE).restored == []
     ensure_clean(journal, **LIVE)

@@ -173,11 +173,12 @@ def put_back(client: Client, changes: list[PgChange]) -> None:
 
 
 def file_errors(client: Client) -> list[tuple[str, str]]:
-    """(name, error) of every line of the configuration files PostgreSQL would refuse."""
+    """(name, error) of every line of the configuration files PostgreSQL would refuse; a
+    setting that only waits for a restart ("setting could not be applied") is not one."""
     try:
         rows = client.rows(
             "SELECT coalesce(name, sourcefile), error FROM pg_file_settings"
-            " WHERE error IS NOT NULL ORDER BY seqno"
+            " WHERE error IS NOT NULL AND error <> 'setting could not be applied' ORDER BY seqno"
         )
     except InsufficientPrivilege:
         return []

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from pgdyno.changes import pg_journal
 from pgdyno.changes.handles import ServerHandle, sandbox_handle, server_handle
 from pgdyno.changes.restore import ServersRollback, rollback_servers
 from pgdyno.cli.common import environment, err, out, workdir_options
@@ -78,6 +79,7 @@ def rollback(
         )
     console = out(env)
     options = _Options(yes, restart_command, dsn)
+    _check_dsn(env, options)
     with workdir_lock(env):
         servers, host = rollback_servers(
             env.data_dir,
@@ -104,6 +106,19 @@ class _Options:
         self.yes = yes
         self.restart_command = restart_command
         self.address = server_address(dsn) if dsn is not None else None
+
+
+def _check_dsn(env: Environment, o: _Options) -> None:
+    """--dsn must name a server the journal holds changes to (its password is for that one)."""
+    if o.address is None:
+        return
+    servers = {c.server.get("dsn") for c in pg_journal.pending_changes(env.data_dir)}
+    if o.address.dsn not in servers:
+        held = ", ".join(sorted(str(s) for s in servers if s)) or "none"
+        raise UsageError(
+            f"--dsn names {o.address.label}, but the journal holds changes to other servers "
+            f"({held}): give that server's connection string."
+        )
 
 
 def _print(say: object, servers: ServersRollback, host: HostRollback) -> None:
@@ -167,14 +182,7 @@ def _handle(
             yield sandbox_handle(box, consent=True, owner_pid=box.state().owner_pid)
         return
     dsn = identity.get("dsn", "")
-    password = None
-    if o.address is not None:
-        if o.address.dsn != dsn:
-            raise UsageError(
-                f"--dsn names {o.address.label}, but the journal holds changes to server {dsn}: "
-                "give that server's connection string."
-            )
-        password = o.address.password
+    password = o.address.password if o.address is not None and o.address.dsn == dsn else None
     data_dir = Path(identity["data_dir"]) if identity.get("data_dir") else None
     yield server_handle(
         dsn, password, f"server {dsn}", restart_command=o.restart_command, consent=o.yes,
