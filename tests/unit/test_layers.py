@@ -105,6 +105,15 @@ def _stats_do_io(imp: Import) -> bool:
     return _top(imp.target) in IO_MODULES or _top(imp.target).startswith("psycopg")
 
 
+def _server_changes_reach_up(imp: Import) -> bool:
+    """changes/ (one owner of server changes) and the one journal sit below tune/ and
+    experiment/: they import neither, and neither imports the other's way of changing a server."""
+    low = within(imp.importer, "pgdyno.changes", "pgdyno.journal", "pgdyno.host")
+    if low and within(imp.target, "pgdyno.tune", "pgdyno.experiment", "pgdyno.cli"):
+        return True
+    return within(imp.importer, "pgdyno.experiment") and within(imp.target, "pgdyno.tune")
+
+
 RULES = (
     Rule(
         "records", "records are the bottom layer and import nothing from pgdyno", _records_reach_up
@@ -123,6 +132,12 @@ RULES = (
         "psycopg",
         "only src/pgdyno/postgres/ imports the PostgreSQL driver",
         _driver_outside_postgres,
+    ),
+    Rule(
+        "changes",
+        "changes/, journal.py and host/ are below tune/ and experiment/, and experiment/ does "
+        "not import tune/",
+        _server_changes_reach_up,
     ),
     Rule(
         "stats",
@@ -227,6 +242,11 @@ BREAKS = {
         ("pgdyno.pgbench.dataset", "from psycopg import sql"),
         ("pgdyno.collect.pgstats", "if TYPE_CHECKING:\n    from psycopg.rows import dict_row"),
     ],
+    "changes": [
+        ("pgdyno.experiment.server_sets", "from pgdyno.tune.apply import alter_system"),
+        ("pgdyno.changes.restore", "from pgdyno.tune.apply import ServerHandle"),
+        ("pgdyno.journal", "from pgdyno.experiment import target"),
+    ],
     "stats": [
         ("pgdyno.stats.steady", "import subprocess"),
         ("pgdyno.stats.steady", "from pathlib import Path"),
@@ -250,6 +270,10 @@ KEEPS = {
         ("pgdyno.cli.app", "from pgdyno import cli"),
     ],
     "psycopg": [("pgdyno.postgres.client", "import psycopg\nfrom psycopg import sql")],
+    "changes": [
+        ("pgdyno.tune.apply", "from pgdyno.changes.changer import ServerChanger"),
+        ("pgdyno.experiment.server_sets", "from pgdyno.changes.handles import ServerHandle"),
+    ],
     "stats": [("pgdyno.stats.steady", "import math\nfrom pgdyno.records import Sample")],
 }
 RULE = {rule.name: rule for rule in RULES}

@@ -46,12 +46,6 @@ class ServerHandle:
     data_dir: Path | None = None
     log: Callable[[], Path | None] | None = None
 
-    def with_password(self, password: str | None) -> ServerHandle:
-        return ServerHandle(
-            self.label, self.dsn, password, self.identity, self.restart, self.stop, self.start,
-            self.data_dir, self.log,
-        )  # fmt: skip
-
     def without_restart(self) -> ServerHandle:
         return ServerHandle(
             self.label, self.dsn, self.password, self.identity, None, None, None,

@@ -17,14 +17,13 @@ from pgdyno.cli.common import (
     out,
     pick_binaries,
     print_json,
-    with_adaptive,
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.errors import ConnectionFailed, PgbenchFailed, PgdynoError, UsageError
 from pgdyno.experiment.bench import BenchOutcome, run_bench
 from pgdyno.experiment.context import RunContext
-from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads
+from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads, with_adaptive
 from pgdyno.experiment.rounds import DEFAULT_PRECISION_PCT
 from pgdyno.experiment.target import Target, bench_target, check_target_settings
 from pgdyno.host.facts import read_host

@@ -12,9 +12,6 @@ from rich.console import Console
 from rich.text import Text
 
 from pgdyno.environment import Environment
-from pgdyno.errors import UsageError
-from pgdyno.experiment.matrix import BenchSpec
-from pgdyno.experiment.rounds import parse_budget
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.textsafe import safe_text, strict_json
 
@@ -124,18 +121,6 @@ def adaptive_options[F: Callable[..., Any]](func: F) -> F:
         help="Adaptive rounds: go on until every interval is at most this many % wide each "
         "way, or decided (default 2 when --budget is given).",
     )(func)  # fmt: skip
-
-
-def with_adaptive(spec: BenchSpec, precision: float | None, budget: str | None) -> BenchSpec:
-    """The spec with --precision/--budget from the command line (they override the plan's)."""
-    update: dict[str, float] = {}
-    if precision is not None:
-        if precision > 50:
-            raise UsageError(f"--precision {precision:g} is not valid: give at most 50 (%).")
-        update["precision_pct"] = precision
-    if budget is not None:
-        update["budget_s"] = parse_budget(budget)
-    return spec.model_copy(update=update) if update else spec
 
 
 class SafeConsole(Console):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,27 +16,18 @@ from pgdyno.cli.common import (
     json_option,
     out,
     print_json,
-    with_adaptive,
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
-from pgdyno.errors import PgbenchFailed, StoreError, UsageError
-from pgdyno.experiment.context import RunContext
+from pgdyno.errors import PgbenchFailed, UsageError
+from pgdyno.experiment.compare import CompareRequest, execute_compare
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
-from pgdyno.experiment.server_sets import ServerOptions, server_sets
-from pgdyno.experiment.sets_runner import (
-    CompareOutcome,
-    SetSwitcher,
-    run_compare,
-    settings_meta_loader,
-)
-from pgdyno.experiment.target import workdir_lock
+from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
 from pgdyno.plan.check import (
     CheckedSet,
-    MetaLoader,
     check_plan,
     find_installed,
     is_installed,
@@ -46,12 +35,8 @@ from pgdyno.plan.check import (
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.settings_catalog import describe_settings
-from pgdyno.records.stored import Comparison as StoredComparison
-from pgdyno.records.stored import RunOutcome
 from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
-from pgdyno.stats.analysis import Analysis, Judging, analyse
-from pgdyno.store.results import ResultsStore
-from pgdyno.textsafe import scrub_argv
+from pgdyno.stats.analysis import Analysis
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
 
@@ -68,18 +53,6 @@ def allow_options[F: Callable[..., Any]](func: F) -> F:
         help="Let the plan write this sysctl although it is not one of the kernel settings for "
         "database performance (vm.*, kernel.sched_*, kernel.shm*, ...). Repeatable.",
     )(func)  # fmt: skip
-
-
-def _checked(
-    env: Environment, plan: Plan, meta_for: MetaLoader, allowed: Allowed
-) -> list[CheckedSet]:
-    env.clusters_dir.mkdir(parents=True, exist_ok=True)
-    device = device_for_path(env.clusters_dir, env.proc_root, env.sys_root)
-    return check_plan(
-        plan, cache_dir=env.cache_dir, meta_for=meta_for,
-        data_disk=device.disk if device else None, is_root=env.is_root,
-        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed,
-    )  # fmt: skip
 
 
 def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSet]:
@@ -183,10 +156,13 @@ def compare(
     """
     env = environment(ctx)
     server = _server_options(dsn, yes, restart_command, data_dir)
-    done = execute_compare(
-        env, load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,
+    request = CompareRequest(
+        load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,
         budget=budget, resume=resume, keep_files=keep_files, server=server,
     )  # fmt: skip
+    done = execute_compare(
+        env, request, log=err(env).print, progress=lambda: MatrixProgress(err(env))
+    )
     outcome, runs, info, analysis, plan = (
         done.outcome, done.runs, done.info, done.analysis, done.plan
     )  # fmt: skip
@@ -213,65 +189,6 @@ def compare(
             f"{len(failed)} of {len(runs)} runs failed; see `pgdyno runs show ID` for "
             f"pgbench's error output (runs {', '.join(str(r.id) for r in failed[:10])})."
         )
-
-
-@dataclass(frozen=True)
-class Executed:
-    """A finished comparison: what ran, what is stored, and the verdicts."""
-
-    plan: Plan
-    outcome: CompareOutcome
-    runs: list[RunOutcome]
-    info: StoredComparison
-    analysis: Analysis
-
-
-def execute_compare(
-    env: Environment, plan: Plan, allowed: Allowed, *, precision: float | None,
-    budget: str | None, resume: bool = False, keep_files: bool = False,
-    server: ServerOptions | None = None,
-) -> Executed:  # fmt: skip
-    """Check, run and judge a plan (the body of `pgdyno compare`, also used by `tune --verify`);
-    on the sandbox, or on the existing server `server` names."""
-    host = read_host(env.proc_root, env.sys_root)
-    spec = with_adaptive(bench_spec(plan, host.cpu_count), precision, budget)
-    log = err(env).print
-    with ExitStack() as stack:
-        stack.enter_context(workdir_lock(env))
-        checked, meta_for, switcher = _prepared(env, plan, allowed, server, stack)
-        store = stack.enter_context(ResultsStore(env.results_path))
-        progress = stack.enter_context(MatrixProgress(err(env)))
-        run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
-        outcome = run_compare(
-            plan, checked, spec, host, run_ctx, sandboxes=env, resume=resume, meta_for=meta_for,
-            command=scrub_argv(["pgdyno", *env.argv]), switcher=switcher,
-        )  # fmt: skip
-    with ResultsStore(env.results_path) as store:
-        runs = store.comparisons.runs(outcome.comparison_id)
-        info = store.comparisons.get(outcome.comparison_id)
-    if info is None:  # written by run_compare just before: the database changed under us
-        raise StoreError(
-            f"comparison {outcome.comparison_id} is missing from {env.results_path} right "
-            "after it was stored: check that no other program rewrites the results database."
-        )
-    judging = Judging(sequential=spec.adaptive is not None)
-    analysis = analyse(
-        runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode, judging
-    )
-    return Executed(plan, outcome, runs, info, analysis)
-
-
-def _prepared(
-    env: Environment, plan: Plan, allowed: Allowed, server: ServerOptions | None,
-    stack: ExitStack,
-) -> tuple[list[CheckedSet], MetaLoader, SetSwitcher | None]:  # fmt: skip
-    """The checked sets, the settings loader and the switcher (None: the sandbox's)."""
-    log = err(env).print
-    if server is None:
-        meta_for = settings_meta_loader(env, log)  # one loader: pg_settings read once per version
-        return _checked(env, plan, meta_for, allowed), meta_for, None
-    checked, switcher = stack.enter_context(server_sets(plan, server, env, allowed, log))
-    return checked, switcher.server.meta_for, switcher
 
 
 def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison_id: int) -> None:

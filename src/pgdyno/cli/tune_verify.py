@@ -10,9 +10,10 @@ from pathlib import Path
 from pgdyno import __version__
 from pgdyno.changes.pg_journal import pending_changes
 from pgdyno.cli.common import err, out, print_json
-from pgdyno.cli.compare_cmd import execute_compare
+from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
+from pgdyno.experiment.compare import CompareRequest, execute_compare
 from pgdyno.plan.load import load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.render.verdict_tables import rounds_summary, verdict_table
@@ -64,8 +65,10 @@ def verify_plans(
 def run_verify(env: Environment, plans: list[Path], *, as_json: bool) -> None:
     results: list[dict[str, object]] = []
     for path in plans:
-        done = execute_compare(env, load_plan(path), Allowed.of((), ()), precision=None,
-                               budget=None)  # fmt: skip
+        request = CompareRequest(load_plan(path), Allowed.of((), ()))
+        done = execute_compare(
+            env, request, log=err(env).print, progress=lambda: MatrixProgress(err(env))
+        )
         with ResultsStore(env.results_path) as store:
             selection = Selection(comparison_id=done.outcome.comparison_id)
             _built, report = make(store, selection, datetime.now(UTC), None,

@@ -275,3 +275,15 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
         )  # fmt: skip
     except PgdynoError as exc:
         raise UsageError(f"{plan.where(('matrix',))}: {exc}") from None
+
+
+def with_adaptive(spec: BenchSpec, precision: float | None, budget: str | None) -> BenchSpec:
+    """The spec with --precision/--budget from the command line (they override the plan's)."""
+    update: dict[str, float] = {}
+    if precision is not None:
+        if precision > 50:
+            raise UsageError(f"--precision {precision:g} is not valid: give at most 50 (%).")
+        update["precision_pct"] = precision
+    if budget is not None:
+        update["budget_s"] = parse_budget(budget)
+    return spec.model_copy(update=update) if update else spec

@@ -1,0 +1,121 @@
+"""The compare use case: check a plan, run its sets in rounds, judge them.
+
+The body of `pgdyno compare`, in the library so that `pgdyno tune --verify` runs exactly the
+same thing: on the sandbox, or on the existing server `server` names (through
+pgdyno.experiment.server_sets). The CLI gives the log and the progress display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass
+
+from pgdyno.environment import Environment
+from pgdyno.errors import StoreError
+from pgdyno.experiment.context import ProgressReporter, RunContext
+from pgdyno.experiment.matrix import bench_spec, with_adaptive
+from pgdyno.experiment.server_sets import ServerOptions, server_sets
+from pgdyno.experiment.sets_runner import (
+    CompareOutcome,
+    SetSwitcher,
+    run_compare,
+    settings_meta_loader,
+)
+from pgdyno.experiment.target import workdir_lock
+from pgdyno.host.devices import device_for_path
+from pgdyno.host.facts import read_host
+from pgdyno.plan.check import CheckedSet, MetaLoader, check_plan
+from pgdyno.plan.load import Plan
+from pgdyno.plan.policy import Allowed
+from pgdyno.records.stored import Comparison as StoredComparison
+from pgdyno.records.stored import RunOutcome
+from pgdyno.stats.analysis import Analysis, Judging, analyse
+from pgdyno.store.results import ResultsStore
+from pgdyno.textsafe import scrub_argv
+
+
+@dataclass(frozen=True)
+class Executed:
+    """A finished comparison: what ran, what is stored, and the verdicts."""
+
+    plan: Plan
+    outcome: CompareOutcome
+    runs: list[RunOutcome]
+    info: StoredComparison
+    analysis: Analysis
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """What to compare and how (the options of `pgdyno compare`)."""
+
+    plan: Plan
+    allowed: Allowed
+    precision: float | None = None
+    budget: str | None = None
+    resume: bool = False
+    keep_files: bool = False
+    server: ServerOptions | None = None
+
+
+def checked_sets(
+    env: Environment, plan: Plan, meta_for: MetaLoader, allowed: Allowed
+) -> list[CheckedSet]:
+    """The plan checked against the sandbox's versions and the disk of its clusters."""
+    env.clusters_dir.mkdir(parents=True, exist_ok=True)
+    device = device_for_path(env.clusters_dir, env.proc_root, env.sys_root)
+    return check_plan(
+        plan, cache_dir=env.cache_dir, meta_for=meta_for,
+        data_disk=device.disk if device else None, is_root=env.is_root,
+        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed,
+    )  # fmt: skip
+
+
+def execute_compare(
+    env: Environment,
+    request: CompareRequest,
+    *,
+    log: Callable[[str], None],
+    progress: Callable[[], AbstractContextManager[ProgressReporter]],
+) -> Executed:
+    """Check, run and judge a plan."""
+    plan = request.plan
+    host = read_host(env.proc_root, env.sys_root)
+    spec = with_adaptive(bench_spec(plan, host.cpu_count), request.precision, request.budget)
+    with ExitStack() as stack:
+        stack.enter_context(workdir_lock(env))
+        checked, meta_for, switcher = _prepared(env, request, stack, log)
+        store = stack.enter_context(ResultsStore(env.results_path))
+        shown = stack.enter_context(progress())
+        run_ctx = RunContext.of(env, store, log=log, progress=shown, keep_files=request.keep_files)
+        outcome = run_compare(
+            plan, checked, spec, host, run_ctx, sandboxes=env, resume=request.resume,
+            meta_for=meta_for, command=scrub_argv(["pgdyno", *env.argv]), switcher=switcher,
+        )  # fmt: skip
+    with ResultsStore(env.results_path) as store:
+        runs = store.comparisons.runs(outcome.comparison_id)
+        info = store.comparisons.get(outcome.comparison_id)
+    if info is None:  # written by run_compare just before: the database changed under us
+        raise StoreError(
+            f"comparison {outcome.comparison_id} is missing from {env.results_path} right "
+            "after it was stored: check that no other program rewrites the results database."
+        )
+    judging = Judging(sequential=spec.adaptive is not None)
+    analysis = analyse(
+        runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode, judging
+    )
+    return Executed(plan, outcome, runs, info, analysis)
+
+
+def _prepared(
+    env: Environment, request: CompareRequest, stack: ExitStack, log: Callable[[str], None]
+) -> tuple[list[CheckedSet], MetaLoader, SetSwitcher | None]:
+    """The checked sets, the settings loader and the switcher (None: the sandbox's)."""
+    if request.server is None:
+        meta_for = settings_meta_loader(env, log)  # one loader: pg_settings read once per version
+        return checked_sets(env, request.plan, meta_for, request.allowed), meta_for, None
+    checked, switcher = stack.enter_context(
+        server_sets(request.plan, request.server, env, request.allowed, log)
+    )
+    return checked, switcher.server.meta_for, switcher
