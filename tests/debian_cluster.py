@@ -95,6 +95,17 @@ class DebianCluster:
     def stop(self) -> None:
         checked(run_root(["pg_ctlcluster", str(self.version), self.name, "stop", "-m", "fast"]))
 
+    def conninfo(self) -> str:
+        """As the sandbox's: how root reaches it (peer authentication on the socket)."""
+        return self.peer_dsn("root")
+
+    def postmaster_pid(self) -> int | None:
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if pid_alive(pid) else None
+
     def auto_conf(self) -> str:
         """The text of postgresql.auto.conf (ALTER SYSTEM's file) in the data directory."""
         return (self.data_dir / "postgresql.auto.conf").read_text()

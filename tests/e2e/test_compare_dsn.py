@@ -2,8 +2,10 @@
 effect during their runs, and the server left exactly as found (issue 14 item 5).
 
 The existing server is a sandbox this module starts, reached only through `--dsn` (with a
-password that must never be printed), as the other --dsn tests do. Each test compares in a work
-directory of its own, so its results database and journal hold only what it did.
+password that must never be printed), as the other --dsn tests do; the tests that change and
+restart it also run on Debian's packaged cluster as a user has it (tests/debian_cluster.py).
+Each test compares in a work directory of its own, so its results database and journal hold
+only what it did.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def write_plan(directory: Path, sets: str, name: str = "dsn") -> Path:
 FOUND_AT_START = {"huge_pages_status"}
 
 
-def server_state(box: Sandbox) -> State:
+def server_state(box: Any) -> State:
     """Every setting's value and source, and postgresql.auto.conf's text."""
     with connect(box.conninfo()) as client:
         rows = client.rows("SELECT name, setting, source FROM pg_settings")
@@ -122,8 +124,10 @@ def strict(text: str) -> Any:
 
 
 def test_sets_are_in_effect_during_their_runs_and_the_server_is_left_as_found(
-    cli: Cli, dsn: str, server: Sandbox, workdir: Path
+    cli: Cli, existing: Any, workdir: Path
 ):
+    server = existing
+    dsn = server.conninfo()
     before = server_state(server)
     result = cli("compare", str(write_plan(workdir, TUNED)), "--dsn", dsn, "--json")
     assert result.code == 0, result.stderr
@@ -205,11 +209,22 @@ def test_a_data_dir_of_another_cluster_is_refused(
     assert "is not the data directory of server " in one_clear_sentence(result.stderr)
 
 
+@pytest.fixture(params=["sandbox", "debian"])
+def existing(request: pytest.FixtureRequest, server: Sandbox) -> Any:
+    """The sandbox reached by --dsn, and Debian's packaged cluster as a user has it (peer
+    authentication, SSL through the ssl-cert group): the same tests run on both."""
+    if request.param == "sandbox":
+        return server
+    return request.getfixturevalue("debian_server")
+
+
 def test_a_restart_setting_restarts_with_pg_ctl_and_is_restored(
-    cli: Cli, dsn: str, server: Sandbox, workdir: Path
+    cli: Cli, existing: Any, workdir: Path
 ):
-    """With --yes and the data directory, pg_ctl (run as the directory's owner, the sandbox
-    user when root) restarts the server for the set and again to restore it."""
+    """With --yes and the data directory, pg_ctl (run as the directory's owner with its groups,
+    the sandbox user or postgres) restarts the server for the set and again to restore it."""
+    server = existing
+    dsn = server.conninfo()
     before = server_state(server)
     first_pid = server.postmaster_pid()
     plan = write_plan(workdir, BIG)

@@ -79,7 +79,8 @@ def sweep(workdir: Path, command: tuple[str, ...], state: Any) -> int:
             run = pgdyno(workdir, *command, crash_at=point)
             back = pgdyno(workdir, "rollback", "--yes")
             assert back.returncode == 0, (point, back.stdout, back.stderr)
-            assert state() == before, point
+            after = state()
+            assert after == before, (point, _diff(before, after), back.stdout, back.stderr)
             if run.returncode == 0:  # the command had fewer writes: the sweep is complete
                 assert points >= 2, run.stderr
                 return points
@@ -119,6 +120,15 @@ def test_compare_dsn_set_switch_killed_at_every_journal_write(
                str(server.data_dir))  # fmt: skip
     points = sweep(workdir, command, state)
     print(f"compare --dsn set switch: {points} crash points, each rolled back exactly")
+
+
+def _diff(a: Any, b: Any) -> Any:
+    """What differs between two states, for the failure message."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: _diff(a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return tuple(_diff(x, y) for x, y in zip(a, b, strict=True))
+    return (a, b)
 
 
 # What a start found rather than what was configured (huge pages free at that moment).
