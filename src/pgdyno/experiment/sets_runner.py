@@ -40,7 +40,7 @@ from pgdyno.experiment.bench import (
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, rotated
-from pgdyno.experiment.target import Target, open_sandbox, sandbox_as_target
+from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
 from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import Applied, HostChanges, ensure_clean
 from pgdyno.plan.check import CheckedSet, MetaLoader
@@ -121,8 +121,8 @@ class SandboxSwitcher:
         self.running[checked.binaries.major] = _Running(box, dict(checked.pg))
 
     def close(self) -> None:
-        for running in self.running.values():
-            running.box.stop()
+        for started in self.running.values():
+            started.box.stop()
         self.running.clear()
 
 
@@ -430,18 +430,8 @@ def settings_meta_loader(env: Environment, log: Callable[[str], None]) -> MetaLo
     def load(binaries: Binaries) -> Mapping[str, SettingMeta]:
         if binaries.version not in cache:
             box = open_sandbox(env, binaries, log)
-            started = box.postmaster_pid() is None
-            if started:
-                box.start(
-                    {}, owner_pid=os.getpid(), binaries=binaries,
-                    taken_ports=taken_ports(env.clusters_dir),
-                )  # fmt: skip
-            try:
-                with connect(box.conninfo()) as client:
-                    cache[binaries.version] = load_settings_meta(client)
-            finally:
-                if started:
-                    box.stop()
+            with running(env, box, binaries=binaries), connect(box.conninfo()) as client:
+                cache[binaries.version] = load_settings_meta(client)
         return cache[binaries.version]
 
     return load
