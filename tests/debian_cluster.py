@@ -28,6 +28,8 @@ from typing import ClassVar
 
 import pytest
 
+from pgdyno.process import pid_alive
+
 ADMIN_ROLE = "pgdyno_admin"
 # The password of ADMIN_ROLE, for the tests that connect over TCP (scram-sha-256 there).
 ADMIN_PASSWORD = "pgdyno-admin-pw"
@@ -208,16 +210,6 @@ def free_port() -> int:
                 continue
         return port
     raise RuntimeError(f"no free TCP port from {FIRST_PORT} on 127.0.0.1")
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def leftovers(name: str) -> list[tuple[int, str]]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -371,11 +371,64 @@ def fields_of(line: Line, ops: tuple[str, ...]) -> dict[str, Any]:
 
 
 def why_damaged(line: Line) -> str:
+    """
+    >>> why_damaged(Line(2, '{"op": "change", "id": 3, "na', None, False))
+    'it is cut short'
+    >>> why_damaged(Line(2, 'garbage', None, True))
+    'it is not a JSON record'
+    """
     if line.record is not None:
         return "it is not a record pgdyno knows"
-    if line.last:
+    if line.text.startswith("{"):  # began as a record: readable up to where it stops
         return "it is cut short"
     return "it is not a JSON record"
+
+
+@dataclass
+class Read[C]:
+    """A journal of changes read back: its changes in order, the ids restored, and the lines
+    it cannot act on."""
+
+    changes: list[C]
+    restored: set[int]
+    unreadable: list[Unreadable]
+
+
+def read_changes[C](
+    lines: list[Line],
+    path: Path,
+    build: Callable[[dict[str, Any], bool], C],
+    ident: Callable[[C], int],
+    known: Callable[[dict[str, Any]], str | None],
+) -> Read[C]:
+    """The "change" and "restored" records every kind of journal holds. `build(fields,
+    salvaged)` makes a change or raises ValueError naming what is missing; a damaged line is
+    salvaged, and one that cannot be built is unreadable, with what `known` says of it. A
+    damaged "restored" line leaves its change pending (restoring it again is harmless), and
+    one naming no change above is of no use either way."""
+    read: Read[C] = Read([], set(), [])
+    ids: set[int] = set()
+    for line in lines:
+        fields = fields_of(line, ("change", "restored"))
+        op = fields.get("op")
+        if op == "restored":
+            change_id = fields.get("id")
+            if line.record is not None and isinstance(change_id, int) and change_id in ids:
+                read.restored.add(change_id)
+            continue
+        try:
+            if op != "change":
+                raise ValueError(f"unknown op {op!r}")
+            change = build(fields, line.record is None)
+            if ident(change) in ids:
+                raise ValueError(f"change {ident(change)} is recorded twice")
+        except ValueError as error:
+            why = why_damaged(line) if line.record is None else str(error)
+            read.unreadable.append(Unreadable(path, line.number, why, known(fields)))
+            continue
+        ids.add(ident(change))
+        read.changes.append(change)
+    return read
 
 
 class JournalDamaged(PgdynoError):
@@ -385,8 +438,9 @@ class JournalDamaged(PgdynoError):
     def __init__(self, lines: list[Unreadable], restored_note: str = "") -> None:
         self.lines = lines
         named = "; ".join(line.describe() for line in lines)
+        which = "a damaged journal line" if len(lines) == 1 else f"{len(lines)} damaged lines"
         super().__init__(
-            f"{restored_note}pgdyno cannot tell what {named} changed, so it may still be in "
-            "effect: check that setting by hand (and set it back), then run `pgdyno rollback "
+            f"{restored_note}{which} may record a change pgdyno cannot restore ({named}): "
+            "check that setting by hand and set it back, then run `pgdyno rollback "
             "--confirm-damaged` to set the damaged journal aside."
         )

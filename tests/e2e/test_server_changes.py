@@ -8,7 +8,6 @@ tests/debian_cluster.py). The sandbox reached by --dsn serves where a start must
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import IS_ROOT, Result, make_env, new_workdir, one_clear_sentence, remove_workdir
+from conftest import IS_ROOT, Result, new_workdir, one_clear_sentence, remove_workdir
 from debian_cluster import ADMIN_PASSWORD, DebianCluster
 from pgdyno.changes.pg_journal import JOURNAL_NAME, contents
-from pgdyno.cli import main
 from pgdyno.postgres.cluster import Sandbox
 
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="restarts a server as its owner: needs root")
@@ -27,12 +25,11 @@ Cli = Callable[..., Result]
 
 
 @pytest.fixture
-def cli(cache_dir: Path) -> Cli:
+def cli(run_cli: Cli) -> Cli:
+    """`pgdyno ARGS` in-process; the password never shows."""
+
     def run(workdir: Path, *args: str) -> Result:
-        env = make_env(workdir, cache_dir)
-        code = main(list(args), env)
-        assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
-        result = Result(code, env.stdout.getvalue(), env.stderr.getvalue())
+        result = run_cli(workdir, *args)
         assert ADMIN_PASSWORD not in result.stdout + result.stderr
         return result
 

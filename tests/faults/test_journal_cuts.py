@@ -9,7 +9,6 @@ system or a person can do to a journal after the fact: the changes it records we
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import IS_ROOT, Result, make_env, one_clear_sentence
-from pgdyno.cli import main
+from conftest import IS_ROOT, Result, one_clear_sentence
 from pgdyno.host.journal import HostChanges
 from pgdyno.host.knobs import Knob
 from pgdyno.postgres.cluster import Sandbox
@@ -31,14 +29,8 @@ Cli = Callable[..., Result]
 
 
 @pytest.fixture
-def cli(cache_dir: Path) -> Cli:
-    def run(workdir: Path, *args: str) -> Result:
-        env = make_env(workdir, cache_dir)
-        code = main(list(args), env)
-        assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
-        return Result(code, env.stdout.getvalue(), env.stderr.getvalue())
-
-    return run
+def cli(run_cli: Cli) -> Cli:
+    return run_cli
 
 
 def pg_state(box: Sandbox) -> dict[str, Any]:

@@ -33,15 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgdyno.journal import (
-    JournalFile,
-    Line,
-    Unreadable,
-    fields_of,
-    now,
-    peek,
-    why_damaged,
-)
+from pgdyno.journal import JournalFile, Line, Unreadable, now, peek, read_changes
 
 JOURNAL_NAME = "pg-journal.jsonl"
 WHAT = "the PostgreSQL journal"
@@ -158,31 +150,12 @@ def _known(fields: Mapping[str, Any]) -> str | None:
 
 
 def read(lines: list[Line], path: Path) -> Contents:
-    contents = Contents()
-    ids: set[int] = set()
-    for line in lines:
-        fields = fields_of(line, ("change", "restored"))
-        op = fields.get("op")
-        if op == "restored":
-            change_id = fields.get("id")
-            if line.record is not None and isinstance(change_id, int) and change_id in ids:
-                contents.restored.add(change_id)
-            # A damaged "restored" line leaves its change pending: restoring it again is
-            # harmless. One naming no change above is of no use either way.
-            continue
-        try:
-            if op != "change":
-                raise ValueError(f"unknown op {op!r}")
-            change = _change(fields, salvaged=line.record is None)
-            if change.id in ids:
-                raise ValueError(f"change {change.id} is recorded twice")
-        except ValueError as error:
-            why = why_damaged(line) if line.record is None else str(error)
-            contents.unreadable.append(Unreadable(path, line.number, why, _known(fields)))
-            continue
-        ids.add(change.id)
-        contents.changes.append(change)
-    return contents
+    found = read_changes(lines, path, _build, lambda c: c.id, _known)
+    return Contents(found.changes, found.restored, found.unreadable)
+
+
+def _build(fields: dict[str, Any], salvaged: bool) -> PgChange:
+    return _change(fields, salvaged=salvaged)
 
 
 class PgJournal:

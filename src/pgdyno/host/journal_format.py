@@ -25,7 +25,7 @@ from typing import Any
 
 from pgdyno.errors import UsageError
 from pgdyno.host.knobs import KNOB_KINDS, Knob
-from pgdyno.journal import JournalError, Line, Unreadable, fields_of, now, why_damaged
+from pgdyno.journal import JournalError, Line, Unreadable, now, read_changes
 
 __all__ = ["Change", "Contents", "JournalError", "boot_id", "change_record", "now", "parse"]
 
@@ -186,30 +186,11 @@ def _salvaged(fields: dict[str, Any], proc_root: Path, sys_root: Path) -> Change
 def parse(lines: list[Line], path: Path, proc_root: Path, sys_root: Path) -> Contents:
     """Every record of a journal; damaged lines are salvaged where they still say what a
     restore needs, and kept as unreadable otherwise."""
-    contents = Contents()
-    ids: set[int] = set()
-    for line in lines:
-        fields = fields_of(line, ("change", "restored"))
-        op = fields.get("op")
-        if op == "restored":
-            change_id = fields.get("id")
-            if line.record is not None and isinstance(change_id, int) and change_id in ids:
-                contents.restored.add(change_id)
-            # A damaged "restored" line leaves its change pending: restoring again is harmless.
-            continue
-        try:
-            if op != "change":
-                raise _Damaged(f"unknown op {op!r}")
-            if line.record is not None:
-                change = _change(fields, proc_root, sys_root)
-            else:
-                change = _salvaged(fields, proc_root, sys_root)
-            if change.id in ids:
-                raise _Damaged(f"change {change.id} is recorded twice")
-        except _Damaged as error:
-            why = why_damaged(line) if line.record is None else str(error)
-            contents.unreadable.append(Unreadable(path, line.number, why, _known(fields)))
-            continue
-        ids.add(change.id)
-        contents.changes.append(change)
-    return contents
+
+    def build(fields: dict[str, Any], salvaged: bool) -> Change:
+        if salvaged:
+            return _salvaged(fields, proc_root, sys_root)
+        return _change(fields, proc_root, sys_root)
+
+    found = read_changes(lines, path, build, lambda c: c.id, _known)
+    return Contents(found.changes, found.restored, found.unreadable)
