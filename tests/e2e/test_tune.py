@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -346,6 +347,42 @@ def test_destroy_refuses_while_changes_are_pending(run_cli, workdir: Path, box: 
     destroyed = run_cli(workdir, "sandbox", "destroy", "--yes", "--pg-version", "18")
     assert destroyed.code == 0, destroyed.stderr
     assert not box.exists()
+
+
+def test_a_sandbox_compare_refuses_while_tune_settings_are_applied(
+    run_cli, workdir: Path, box: Sandbox
+) -> None:
+    """postgresql.auto.conf wins over every set's settings: the comparison would measure the
+    tuned configuration under every name."""
+    assert run_cli(workdir, "tune", *SANDBOX, "--apply", "--layers", "postgresql").code == 0
+    box.stop()
+    plan = workdir / "p.toml"
+    plan.write_text(
+        'name = "p"\n[matrix]\nworkloads = ["select-only"]\nscales = [1]\nclients = [1]\n'
+        'duration = 2\nrepeats = 1\n[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
+        '[set.pg]\nwork_mem = "8MB"\n'
+    )
+    refused = run_cli(workdir, "compare", str(plan))
+    assert refused.code == 2
+    assert "still has settings `pgdyno tune --apply` changed" in one_clear_sentence(refused.stderr)
+    assert run_cli(workdir, "rollback").code == 0
+
+
+@needs_root
+def test_rollback_after_the_sandbox_was_removed_restores_the_host(
+    run_cli, workdir: Path, box: Sandbox, host_guard: dict[str, str]
+) -> None:
+    """Its settings went with it; the host's did not, and must still come back."""
+    applied = run_cli(workdir, "tune", *SANDBOX, "--apply", "--yes", "--layers", "postgresql,host")
+    assert applied.code == 0, applied.stderr
+    assert host_state(workdir) != host_guard
+    box.stop()
+    shutil.rmtree(box.root)
+    restored = run_cli(workdir, "rollback")
+    assert restored.code == 0, restored.stderr
+    assert "sandbox pg18 no longer exists: nothing of it is left to restore" in restored.stdout
+    assert host_state(workdir) == host_guard
+    assert run_cli(workdir, "rollback").stdout.startswith("nothing to restore")
 
 
 # -- verify ----------------------------------------------------------------------------------------

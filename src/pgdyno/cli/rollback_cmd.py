@@ -98,7 +98,7 @@ def rollback(
         for kept in (servers.set_aside, host.set_aside):
             if kept:
                 console.print(f"set the damaged journal aside as {kept}")
-    _finish(env, servers, host)
+    _finish(servers, host, options)
 
 
 class _Options:
@@ -146,10 +146,16 @@ def _unfinished(servers: ServersRollback, host: HostRollback) -> bool:
                 or host.unreadable)  # fmt: skip
 
 
-def _finish(env: Environment, servers: ServersRollback, host: HostRollback) -> None:
+def _finish(servers: ServersRollback, host: HostRollback, o: _Options) -> None:
     """Exit non-zero, in one sentence, while anything is left to do."""
     damaged = [*servers.unreadable, *host.unreadable]
     problems = [*servers.failures]
+    if servers.failures and o.address is None:
+        problems.append(
+            "a server that needs a password is reached with `pgdyno rollback --dsn "
+            "CONNINFO` (the password is used for this rollback only); the journal keeps "
+            "what was not restored"
+        )
     if host.failed is not None:
         problems.append(str(host.failed).rstrip("."))
     for server in servers.restored:
