@@ -49,7 +49,8 @@ def changes(journal: Path) -> list[dict[str, object]]:
             record = json.loads(line)
         except ValueError:
             continue
-        if record.get("op") == "change":
+        # The owner marker (pgdyno.changed_by) is the first change: wait for a setting.
+        if record.get("op") == "change" and record.get("name") != "pgdyno.changed_by":
             records.append(record)
     return records
 
