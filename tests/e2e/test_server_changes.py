@@ -238,3 +238,26 @@ def test_a_damaged_journal_restores_the_rest_and_waits_for_confirmation(
     assert confirmed.code == 0, confirmed.stderr
     assert "set the damaged journal aside" in confirmed.stdout
     assert not journal.exists() and list(workdir.glob(f"{JOURNAL_NAME}.damaged-*"))
+
+
+def test_broken_configuration_files_are_refused_before_a_restart(
+    cli: Cli, workdir: Path, server: Sandbox
+) -> None:
+    """A line PostgreSQL refuses is already in postgresql.conf: a restart would not come back,
+    so nothing is changed and the line is named."""
+    conf = server.data_dir / "postgresql.conf"
+    original = conf.read_text()
+    conf.write_text(original + "\ncommit_delay = 'banana'\n")
+    try:
+        before = state(server.conninfo(), server.data_dir)
+        result = cli(workdir, *pg_only("--dsn", server.conninfo(), "--yes",
+                                       "--data-dir", str(server.data_dir)))  # fmt: skip
+        assert result.code == 2, result.stderr
+        sentence = one_clear_sentence(result.stderr)
+        assert (
+            "already hold a line PostgreSQL would refuse" in sentence and "commit_delay" in sentence
+        )
+        assert diff(before, state(server.conninfo(), server.data_dir)) == {}
+        assert contents(workdir).pending() == []
+    finally:
+        conf.write_text(original)

@@ -27,6 +27,8 @@ from pgdyno.postgres.client import Client, compose, identifier, literal
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import auto_conf_settings
 from pgdyno.postgres.queries import load
+from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings_meta import SettingMeta
 
 MARKER = "pgdyno.changed_by"
 
@@ -172,14 +174,42 @@ def put_back(client: Client, changes: list[PgChange]) -> None:
         _set(client, change.name, change.old_auto)
 
 
-def file_errors(client: Client) -> list[tuple[str, str]]:
-    """(name, error) of every line of the configuration files PostgreSQL would refuse; a
-    setting that only waits for a restart ("setting could not be applied") is not one."""
+NOT_APPLIED = "setting could not be applied"
+
+
+def file_errors(client: Client, meta: Mapping[str, SettingMeta]) -> list[tuple[str, str]]:
+    """(name, error) of every line of the configuration files PostgreSQL would refuse at the
+    next start. pg_file_settings says "setting could not be applied" both for a value the
+    server refuses and for a postmaster setting waiting for a restart: a value the running
+    server could have taken is refused; a postmaster one is refused when its value is not valid
+    for the setting (type, range, enum)."""
     try:
         rows = client.rows(
-            "SELECT coalesce(name, sourcefile), error FROM pg_file_settings"
-            " WHERE error IS NOT NULL AND error <> 'setting could not be applied' ORDER BY seqno"
+            "SELECT coalesce(name, sourcefile), setting, error FROM pg_file_settings"
+            " WHERE error IS NOT NULL ORDER BY seqno"
         )
     except InsufficientPrivilege:
         return []
-    return [(str(name), str(error)) for name, error in rows]
+    errors = []
+    for name, value, error in rows:
+        found = _refused(meta, str(name), None if value is None else str(value), str(error))
+        if found is not None:
+            errors.append((str(name), found))
+    return errors
+
+
+def _refused(
+    meta: Mapping[str, SettingMeta], name: str, value: str | None, error: str
+) -> str | None:
+    if error != NOT_APPLIED:
+        return error
+    setting = meta.get(name) or {m.lower(): v for m, v in meta.items()}.get(name.lower())
+    if setting is None or value is None:
+        return error
+    if not setting.needs_restart:
+        return f"{value!r} is not a value it takes"
+    try:
+        check_setting(meta, setting.name, value, "this server", source="the file")
+    except UsageError as refused:
+        return str(refused).rstrip(".")
+    return None  # waits for a restart

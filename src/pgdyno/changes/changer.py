@@ -96,10 +96,13 @@ class ServerChanger:
                 named = {n: v for n, v in named.items() if n not in restart_names}
             elif restart_names:
                 self._preflight(client, meta, named)
+            before = alter.file_errors(client, meta)
+            if before and restart_names:
+                self._refuse_broken_files(before)
             altered = alter.alter_system(
                 client, self.journal, handle, named, same=same, marker=self.marker
             )
-            self._refuse_file_errors(client, altered.changed)
+            self._refuse_file_errors(client, meta, altered.changed, before)
         result.changed, result.unchanged = altered.changed, altered.unchanged
         result.missing, result.old_rows = altered.missing, altered.old_rows
         needs_restart = sorted(c.name for c in altered.changed if c.restart)
@@ -120,8 +123,21 @@ class ServerChanger:
             host = start_facts(client, self.proc_root, now, then)
         preflight.check_start(self.handle.label, meta, values, host)
 
-    def _refuse_file_errors(self, client: Client, changed: list[PgChange]) -> None:
-        errors = alter.file_errors(client)
+    def _refuse_broken_files(self, errors: list[tuple[str, str]]) -> None:
+        name, error = errors[0]
+        raise UsageError(
+            f"the configuration files of {self.handle.label} already hold a line PostgreSQL "
+            f"would refuse at the restart ({name}: {error}): fix it first; nothing was changed."
+        )
+
+    def _refuse_file_errors(
+        self,
+        client: Client,
+        meta: Mapping[str, SettingMeta],
+        changed: list[PgChange],
+        before: list[tuple[str, str]],
+    ) -> None:
+        errors = [e for e in alter.file_errors(client, meta) if e not in before]
         if not errors or not changed:
             return
         name, error = errors[0]
