@@ -3,8 +3,8 @@ next compare refuses to start, `pgdyno rollback` puts the server back exactly as
 (pg_settings values and sources, postgresql.auto.conf), and no pgbench is left behind. A
 SIGTERM instead is handled by the command itself: it restores the server on its way out.
 
-pgdyno runs as a real process (`.venv/bin/pgdyno`); the existing server is a sandbox this
-module starts, reached only through --dsn.
+pgdyno runs as a real process (`.venv/bin/pgdyno`); the existing server is a sandbox reached
+only through --dsn, and Debian's packaged cluster as a user has it (tests/debian_cluster.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from conftest import one_clear_sentence, wait_for
-from e2e.test_compare_dsn import server_state
+from e2e.test_compare_dsn import existing, server_state
 from pgdyno.changes.pg_journal import JOURNAL_NAME, pending_changes
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import pid_cmdline
@@ -52,6 +52,9 @@ def pgbench_in(workdir: Path) -> list[int]:
     return found
 
 
+__all__ = ["existing"]  # the fixture: the sandbox by --dsn, then Debian's cluster
+
+
 def changed_by_journal(workdir: Path, box: Sandbox) -> bool:
     """The journal holds a change record and postgresql.auto.conf already holds the value."""
     journal = workdir / JOURNAL_NAME
@@ -63,8 +66,9 @@ def changed_by_journal(workdir: Path, box: Sandbox) -> bool:
 
 
 def test_sigkill_mid_compare_dsn_then_rollback_restores_the_server(
-    workdir: Path, server: Sandbox, run_cli
+    workdir: Path, existing: Sandbox, run_cli
 ):
+    server = existing
     before = server_state(server)
     plan = workdir / "kill.toml"
     plan.write_text(PLAN)
@@ -100,7 +104,10 @@ def test_sigkill_mid_compare_dsn_then_rollback_restores_the_server(
     assert again.code == 0 and "nothing to restore" in again.stdout
 
 
-def test_sigterm_mid_compare_dsn_restores_the_server_on_the_way_out(workdir: Path, server: Sandbox):
+def test_sigterm_mid_compare_dsn_restores_the_server_on_the_way_out(
+    workdir: Path, existing: Sandbox
+):
+    server = existing
     before = server_state(server)
     plan = workdir / "term.toml"
     plan.write_text(PLAN)
