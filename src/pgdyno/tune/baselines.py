@@ -3,9 +3,9 @@
 `pgdyno tune --baseline pgtune|timescaledb-tune` benchmarks these tools' advice beside pgdyno's
 own, so the numbers must be theirs, not an approximation: the formulas below restate pgtune's
 (le0pard/pgtune, `configurationSlice.js` and its configuration view) and timescaledb-tune's
-(timescale/timescaledb-tune, `pkg/pgtune`) for Linux, with the facts in
-../shared/reference/PGTUNE.md. pgtune's part is checked against pgtune's own code run over
-thousands of inputs (tests/data/pgtune/cases.json). timescaledb-tune's part follows PGTUNE.md's
+(timescale/timescaledb-tune, `pkg/pgtune`) for Linux, with the facts of the project's pgtune
+reference notes. pgtune's part is checked against pgtune's own code run over
+thousands of inputs (tests/data/pgtune/cases.json). timescaledb-tune's part follows those
 facts and the tool's printing code (`parse.BytesToPGFormat`); no run of the tool checked it.
 
 Pure functions of a `BaselineInputs`: nothing is read from the host or a server.
@@ -321,7 +321,7 @@ def _ts_wal(ram: int) -> list[tuple[str, Value]]:
 def timescaledb_tune(inputs: BaselineInputs) -> Settings:
     """The settings timescaledb-tune recommends for these inputs (Linux), group by group.
 
-    Built from PGTUNE.md's facts (not checked against the tool's code: see the module notes).
+    Built from the reference notes' facts (not checked against the tool's code: see above).
     timescaledb-tune always knows the CPU count (it reads the host), so it must be given.
 
     >>> timescaledb_tune(BaselineInputs(16, "web", 8 * 2**30, cpus=4))["work_mem"]

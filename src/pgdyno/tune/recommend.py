@@ -100,7 +100,7 @@ def baseline_configuration(
             name=name,
             value=str(raw),
             why=f"{source}'s formula",
-            evidence=("../shared/reference/PGTUNE.md: the baseline's formulas",),
+            evidence=(BASELINE_SOURCES.get(source, f"{source}'s own formulas"),),
             takes_effect="restart",  # until the target's pg_settings say otherwise
         )
         checked = _checked(setting, meta, facts, notes, source=source)
@@ -204,6 +204,14 @@ def _read(path: Path) -> str | None:
         return path.read_text()
     except OSError:
         return None
+
+
+# Where a user can read a baseline's formulas.
+BASELINE_SOURCES = {
+    "pgtune": "pgtune's formulas: https://github.com/le0pard/pgtune (configurationSlice.js)",
+    "timescaledb-tune": "timescaledb-tune's formulas: "
+    "https://github.com/timescale/timescaledb-tune (pkg/pgtune)",
+}
 
 
 def shown(row: Mapping[str, Any]) -> str:
