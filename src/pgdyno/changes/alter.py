@@ -129,6 +129,7 @@ def alter_system(
     before = auto_conf(client)
     state = settings_state(client, list(values))
     altered = Altered()
+    marked = bool(journal.pending(handle.identity))
     for name, value in values.items():
         row = state.get(name)
         if row is None:
@@ -136,8 +137,9 @@ def alter_system(
         elif same.get(name, False):
             altered.unchanged.append(name)
         else:
-            if not journal.pending(handle.identity):
+            if not marked:
                 _journalled(client, journal, handle, MARKER, marker, before, None)
+                marked = True
             altered.old_rows[name] = row
             altered.changed.append(_journalled(client, journal, handle, name, value, before, row))
     return altered

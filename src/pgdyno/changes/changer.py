@@ -36,14 +36,10 @@ from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 
 
 @dataclass
-class Applied:
-    """What `ServerChanger.apply` did."""
+class Applied(alter.Altered):
+    """What `ServerChanger.apply` did: what `alter_system` did, and more."""
 
-    changed: list[PgChange] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
     needs_consent: list[str] = field(default_factory=list)  # need a restart: not written
-    old_rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     restarted: bool = False
 
 
@@ -90,9 +86,9 @@ class ServerChanger:
             same = {n: n in meta and same_value(meta[n], v) for n, v in named.items()}
             restart_names = [n for n in named if n in meta and meta[n].needs_restart]
             restart_names = [n for n in restart_names if not same[n]]
-            result = Applied()
+            skipped: list[str] = []
             if restart_names and handle.restart is None:
-                result.needs_consent = restart_names
+                skipped = restart_names
                 named = {n: v for n, v in named.items() if n not in restart_names}
             elif restart_names:
                 self._preflight(client, meta, named)
@@ -103,8 +99,7 @@ class ServerChanger:
                 client, self.journal, handle, named, same=same, marker=self.marker
             )
             self._refuse_file_errors(client, meta, altered.changed, before)
-        result.changed, result.unchanged = altered.changed, altered.unchanged
-        result.missing, result.old_rows = altered.missing, altered.old_rows
+        result = Applied(**vars(altered), needs_consent=skipped)
         needs_restart = sorted(c.name for c in altered.changed if c.restart)
         if needs_restart:
             restart(handle, self.journal, needs_restart, self.log)

@@ -86,14 +86,22 @@ def restart(
     )
 
 
-def _start_as_before(handle: ServerHandle, pending: list[PgChange], said: str) -> None:
-    assert handle.data_dir is not None
-    rewrite(handle.data_dir, [(c.name, c.old_auto) for c in reversed(pending)])
+def start_as_before(handle: ServerHandle, pending: list[PgChange]) -> bool:
+    """A server on this host that is down: the old entries of `pending` written back into its
+    postgresql.auto.conf, then started. False when it is not on this host or cannot be started
+    from here; PgdynoError when the start fails."""
     again = handle.start or handle.restart
+    if handle.data_dir is None or again is None:
+        return False
+    rewrite(handle.data_dir, [(c.name, c.old_auto) for c in reversed(pending)])
+    again()
+    wait_for_server(handle.dsn, handle.password)
+    return True
+
+
+def _start_as_before(handle: ServerHandle, pending: list[PgChange], said: str) -> None:
     try:
-        assert again is not None
-        again()
-        wait_for_server(handle.dsn, handle.password)
+        start_as_before(handle, pending)
     except PgdynoError as second:
         raise ClusterError(
             f"{handle.label} did not start with pgdyno's settings ({said}), nor after pgdyno "

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgdyno.changes import alter
-from pgdyno.changes.auto_conf_file import rewrite
 from pgdyno.changes.handles import ServerHandle
 from pgdyno.changes.live import reloaded, wait_for_server, waiting_for_restart
 from pgdyno.changes.pg_journal import PgChange, PgJournal, open_journal, server_key
+from pgdyno.changes.restart import start_as_before
 from pgdyno.errors import ConnectionFailed, PgdynoError
 from pgdyno.journal import Unreadable
 from pgdyno.postgres.client import connect
@@ -64,24 +64,13 @@ def _statements_back(journal: PgJournal, handle: ServerHandle) -> tuple[list[PgC
         with connect(handle.dsn, handle.password) as client:
             alter.put_back(client, pending)
     except ConnectionFailed:
-        if handle.data_dir is None or not _started_as_before(handle, pending):
+        if not start_as_before(handle, pending):
             raise
     reloaded(handle.dsn, handle.password, handle.label)
     with connect(handle.dsn, handle.password) as client:
         waiting = waiting_for_restart(client, _names(pending))
     _mark(journal, pending, waiting)
     return pending, waiting
-
-
-def _started_as_before(handle: ServerHandle, pending: list[PgChange]) -> bool:
-    """A server on this host that is down: its file put back, then started."""
-    again = handle.start or handle.restart
-    if handle.data_dir is None or again is None:
-        return False
-    rewrite(handle.data_dir, [(c.name, c.old_auto) for c in reversed(pending)])
-    again()
-    wait_for_server(handle.dsn, handle.password)
-    return True
 
 
 def _restart(handle: ServerHandle, names: list[str], log: Callable[[str], None]) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -121,8 +121,7 @@ def _check_dsn(env: Environment, o: _Options) -> None:
         )
 
 
-def _print(say: object, servers: ServersRollback, host: HostRollback) -> None:
-    assert callable(say)
+def _print(say: Callable[[str], None], servers: ServersRollback, host: HostRollback) -> None:
     for server in servers.restored:
         if server.note:
             say(server.note)
