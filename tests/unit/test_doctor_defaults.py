@@ -13,9 +13,9 @@ import pytest
 
 from pgdyno.doctor.defaults import AssumedDefault, server_major, with_defaults
 from pgdyno.doctor.evaluate import Audit, audit
-from pgdyno.doctor.expr import Unknown
 from pgdyno.doctor.rules import load_rules
 from pgdyno.doctor.snapshot import load_snapshot, scope
+from pgdyno.knowledge.expr import Unknown
 from pgdyno.render.doctor import as_data
 from pgdyno.textsafe import strict_json
 

@@ -386,30 +386,77 @@ def test_every_knob_the_seeds_name_has_a_rule(knob: str) -> None:
     assert text in getattr(rule.spec, field)
 
 
+def broken_copy(tmp_path: Path, name: str, old: str, new: str) -> tuple[Path, int]:
+    """A rule file of the package with one piece of text replaced, and that text's line."""
+    original = (rules_dir() / name).read_text()
+    assert original.count(old) >= 1, old
+    line = original[: original.index(old)].count("\n") + 1
+    broken = tmp_path / name
+    broken.write_text(original.replace(old, new, 1))
+    return broken, line
+
+
+GUIDE = "; see docs/doctor.md (the rule format)."
+THP = "rule 'thp-always'"
+
+
 @pytest.mark.parametrize(
-    ("edit", "message"),
+    ("old", "new", "problem"),
     [
-        (('id = "thp-always"', 'id = "THP always"'), "should match pattern"),
-        (('severity = "warning"', 'severity = "severe"'), "severity"),
-        (('takes_effect = "now"', 'takes_effect = "later"'), "takes_effect"),
-        (("when = \"host.thp_enabled == 'always'\"", "when = \"open('x')\""), "unknown function"),
-        (('fix = "echo never', 'fix = "echo {nothing} never'), "{nothing} is neither"),
-        (("caveats = ", "caveat = "), "caveat"),
+        ('id = "thp-always"', 'id = "THP always"',
+         "rule 'THP always', id: string should match pattern '^[a-z0-9]+(-[a-z0-9]+)*$'"),
+        ('severity = "warning"', 'severity = "severe"',
+         f"{THP}, severity: input should be 'info', 'warning' or 'critical'"),
+        ('takes_effect = "now"', 'takes_effect = "later"',
+         f"{THP}, takes_effect: input should be 'now', 'reload', 'restart' or 'reboot'"),
+        ("when = \"host.thp_enabled == 'always'\"", "when = \"open('x')\"",
+         f"{THP}, when: unknown function 'open'"),
+        ("when = \"host.thp_enabled == 'always'\"", "when = \"host.thp_enabled == \"",
+         f"{THP}, when: not an expression (invalid syntax)"),
+        ("when = \"host.thp_enabled == 'always'\"", "when = \"hots.thp_enabled == 'always'\"",
+         f"{THP}, when: unknown name 'hots'"),
+        ('current = "host.thp_enabled"', 'current = "host.thp_enabeld"',
+         f"{THP}, current: no fact host.thp_enabeld is known"),
+        ('fix = "echo never', 'fix = "echo {nothing} never',
+         f"{THP}, fix: {{nothing}} is neither current, recommended nor one of the rule's values"),
+        ("caveats = ", "caveat = ", f"{THP}, caveat: extra inputs are not permitted"),
+        ('evidence = [\n  "seed 003', 'evidence = [\n  "seed 3",\n  "seed 003',
+         f"{THP}, evidence: evidence 'seed 3' does not say where it comes from"),
     ],
-)
-def test_a_malformed_rule_file_names_file_line_and_key(tmp_path: Path, edit, message) -> None:
-    original = (rules_dir() / "memory.toml").read_text()
-    assert edit[0] in original
-    broken = tmp_path / "memory.toml"
-    broken.write_text(original.replace(edit[0], edit[1], 1))
+)  # fmt: skip
+def test_a_malformed_rule_is_one_sentence_with_file_and_line(
+    tmp_path: Path, old: str, new: str, problem: str
+) -> None:
+    broken, line = broken_copy(tmp_path, "memory.toml", old, new)
     with pytest.raises(RuleError) as caught:
         load_rule_file(broken)
-    assert message in str(caught.value)
-    assert str(broken) in str(caught.value) and " line " in str(caught.value)
+    assert str(caught.value) == f"{broken} line {line}: {problem}{GUIDE}"
 
 
-def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
+def test_a_missing_key_is_reported_at_its_entry(tmp_path: Path) -> None:
+    broken, _ = broken_copy(tmp_path, "memory.toml", 'takes_effect = "now"\n', "")
+    with pytest.raises(RuleError) as caught:
+        load_rule_file(broken)  # the first [[rule]] header is line 5
+    assert str(caught.value) == f"{broken} line 5: {THP}, takes_effect: field required{GUIDE}"
+
+
+def test_a_file_that_is_not_toml_says_where(tmp_path: Path) -> None:
+    broken, _ = broken_copy(tmp_path, "memory.toml", 'severity = "warning"', "severity warning")
+    with pytest.raises(RuleError) as caught:
+        load_rule_file(broken)
+    assert str(caught.value) == (
+        f"{broken} is not valid TOML (Expected '=' after a key in a key/value pair (at line 8, "
+        "column 10)); fix the syntax there."
+    )
+
+
+def test_duplicate_ids_are_refused_at_the_second(tmp_path: Path) -> None:
     shutil.copy(rules_dir() / "cpu.toml", tmp_path / "a.toml")
     shutil.copy(rules_dir() / "cpu.toml", tmp_path / "b.toml")
-    with pytest.raises(RuleError, match="used twice"):
+    first = load_rule_file(tmp_path / "a.toml")[0].id
+    with pytest.raises(RuleError) as caught:
         load_rules(tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / 'b.toml'} line 5: rule {first!r}, id: rule id {first!r} is used twice, "
+        f"and rule ids must be unique{GUIDE}"
+    )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,8 @@ from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.tune.baselines import BaselineInputs, pgtune
-from pgdyno.tune.facts import PROFILES, Facts, Given, offline_facts, storage_of
-from pgdyno.tune.knowledge import KNOWLEDGE_FILE, KnowledgeError, load_knowledge
+from pgdyno.tune.facts import PROFILES, Facts, Given, offline_facts, snapshot_facts, storage_of
+from pgdyno.tune.knowledge import FACT_NAMES, KNOWLEDGE_FILE, KnowledgeError, load_knowledge
 from pgdyno.tune.model import Configuration
 from pgdyno.tune.recommend import baseline_configuration, pg_text, recommend, shown
 
@@ -261,30 +260,86 @@ def edited_copy(tmp_path: Path, old: str, new: str) -> tuple[Path, int]:
     return path, line
 
 
-def test_an_unknown_rule_is_refused_with_its_line(tmp_path: Path) -> None:
-    path, line = edited_copy(
-        tmp_path, 'rules = ["checkpoint-completion-target-low"]', 'rules = ["no-such-rule"]'
-    )
+# A knowledge file of two entries (headers on lines 1 and 9), edited one way at a time below.
+SMALL = """\
+[[setting]]
+key = "max_parallel_workers"
+layer = "postgresql"
+value = "t.cpus"
+format = "number"
+why = "every CPU may work on one parallel query"
+rules = ["connections-near-limit"]
+
+[[setting]]
+key = "max_worker_processes"
+layer = "postgresql"
+value = "max(8, max_parallel_workers)"
+format = "number"
+why = "the pool the parallel workers are taken from"
+evidence = ["PostgreSQL documentation, Resource Consumption: max_worker_processes"]
+"""
+KNOWLEDGE_GUIDE = "; see docs/tune.md (the knowledge format)."
+WORKERS = "setting 'max_parallel_workers'"
+POOL = "setting 'max_worker_processes'"
+
+
+def test_the_small_knowledge_file_loads(tmp_path: Path) -> None:
+    path = tmp_path / "tune.toml"
+    path.write_text(SMALL)
+    assert [entry.name for entry in load_knowledge(path)] == [
+        "max_parallel_workers", "max_worker_processes"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "problem"),
+    [
+        ('value = "t.cpus"', 'value = "t.cpus +"', 4,
+         f"{WORKERS}, value: not an expression (invalid syntax)"),
+        ('value = "t.cpus"', 'value = "t.cpu"', 4, f"{WORKERS}, value: no fact t.cpu is known"),
+        ('value = "t.cpus"', "value = \"__import__('os')\"", 4,
+         f"{WORKERS}, value: unknown function '__import__'"),
+        ('value = "t.cpus"', 'value = "t.cpus.__class__"', 4,
+         f"{WORKERS}, value: attribute '__class__' is not allowed"),
+        ('value = "t.cpus"', 'value = "max_worker_processes"', 4,
+         f"{WORKERS}, value: unknown name 'max_worker_processes'"),
+        ('value = "t.cpus"', 'value = "t.cpus"\nwhen = "device.disk"', 5,
+         f"{WORKERS}, when: no fact device.disk is known"),
+        ('rules = ["connections-near-limit"]', 'rules = ["no-such-rule"]', 7,
+         f"{WORKERS}, rules.0: no doctor rule 'no-such-rule' exists"),
+        ('format = "number"', 'format = "count"', 5,
+         f"{WORKERS}, format: input should be 'size', 'bytes', 'number' or 'text'"),
+        ('why = "every CPU', 'whyy = 1\nwhy = "every CPU', 6,
+         f"{WORKERS}, whyy: extra inputs are not permitted"),
+        ('evidence = ["PostgreSQL documentation, Resource Consumption: max_worker_processes"]',
+         "evidence = []", 9,
+         f"{POOL}: neither rules nor evidence say why"),
+    ],
+)  # fmt: skip
+def test_a_malformed_entry_is_one_sentence_with_file_and_line(
+    tmp_path: Path, old: str, new: str, line: int, problem: str
+) -> None:
+    assert old in SMALL, old
+    path = tmp_path / "tune.toml"
+    text = SMALL.replace(old, new, 1)
+    path.write_text(text)
     with pytest.raises(KnowledgeError) as caught:
         load_knowledge(path)
-    message = str(caught.value)
-    assert f"{path} line {line}" in message
-    assert "checkpoint_completion_target" in message and "no doctor rule 'no-such-rule'" in message
+    assert str(caught.value) == f"{path} line {line}: {problem}{KNOWLEDGE_GUIDE}"
 
 
-def test_a_bad_expression_is_refused_with_its_line(tmp_path: Path) -> None:
-    path, line = edited_copy(tmp_path, 'value = "t.cpus"', 'value = "t.cpus +"')
-    with pytest.raises(KnowledgeError, match=rf"{re.escape(str(path))} line {line} .*"
-                       r"\(max_parallel_workers\)"):  # fmt: skip
-        load_knowledge(path)
-
-
-def test_an_expression_may_not_name_a_later_entry(tmp_path: Path) -> None:
-    path, line = edited_copy(
-        tmp_path, 'value = "effective_io_concurrency"', 'value = "io_method_later"'
-    )
-    with pytest.raises(KnowledgeError, match=rf"line {line} .*maintenance_io_concurrency"):
-        load_knowledge(path)
+def test_the_shipped_knowledge_names_only_facts_the_facts_module_sets() -> None:
+    """FACT_NAMES is what a typo is checked against: every fact tune/facts.py sets is in it."""
+    given = Given(profile="oltp", ram_bytes=8 * GiB, cpus=4, pg_version=17, storage="ssd",
+                  data_size="mid_ram")  # fmt: skip
+    offline = offline_facts(given)
+    assert set(offline.values) | set(offline.unknown) <= FACT_NAMES["t"]
+    snapshot = load_snapshot(Path(__file__).parent.parent / "data" / "doctor" / "recorded-vm.json")
+    read = snapshot_facts(snapshot, Given(profile="oltp"), Path("/nonexistent"))
+    assert read.values and set(read.values) | set(read.unknown) <= FACT_NAMES["t"]
+    assert read.devices
+    for device in read.devices.values():
+        assert set(device) <= FACT_NAMES["device"]
 
 
 # -- one knowledge base: the doctor does not flag what tune recommends ----------------------------

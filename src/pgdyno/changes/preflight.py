@@ -17,9 +17,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from pgdyno.doctor import expr
 from pgdyno.doctor.snapshot import in_base_units, setting_value
 from pgdyno.errors import UsageError
+from pgdyno.knowledge import expr
 from pgdyno.postgres.setting_values import convert_to_setting_unit, parse_bool, read_number
 from pgdyno.postgres.settings_meta import SettingMeta
 

@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pgdyno.doctor import expr
 from pgdyno.doctor.defaults import AssumedDefault, note, with_defaults
 from pgdyno.doctor.rules import SEVERITIES, Rule
 from pgdyno.doctor.snapshot import scope
+from pgdyno.knowledge import expr
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,18 @@ fix, and when the fix takes effect. docs/doctor.md explains the format for revie
 from __future__ import annotations
 
 import ast
-import string
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pgdyno.doctor import expr
 from pgdyno.doctor.snapshot import NAMESPACES
-from pgdyno.errors import PgdynoError
-from pgdyno.plan.load import describe_location
+from pgdyno.doctor.snapshot_doc import gathered_fields
+from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, check_names, read
 
 LAYERS = ("cpu", "memory", "storage", "filesystem", "kernel", "postgresql")
 SEVERITIES = ("info", "warning", "critical")
@@ -30,7 +28,10 @@ Severity = Literal["info", "warning", "critical"]
 TakesEffect = Literal["now", "reload", "restart", "reboot"]
 
 
-class RuleError(PgdynoError):
+GUIDE = "docs/doctor.md (the rule format)"
+
+
+class RuleError(KnowledgeFileError):
     """A rule file is malformed: names the file, line and key."""
 
 
@@ -86,44 +87,58 @@ def rules_dir() -> Path:
     return Path(str(resources.files("pgdyno.doctor") / "rules"))
 
 
+@cache
+def fact_names() -> FactNames:
+    """The facts a rule may ask of each namespace: what the doctor gathers and
+    data/doctor_snapshot.toml describes; any setting of `pg` and `pg_source`."""
+    gathered = gathered_fields()
+    device = frozenset(gathered["devices"])
+    return {
+        "host": frozenset({*gathered["host"], "kernel_version"}),
+        "data": device,
+        "wal": device,
+        "devices": frozenset({"data", "wal", "wal_on_data_device"}),
+        "server": frozenset({*gathered["server"], "pending_restart"}),
+        "pg": None,
+        "pg_source": None,
+    }
+
+
 def load_rules(directory: Path | None = None) -> list[Rule]:
     """Every rule, in layer order then file order; RuleError on the first problem."""
     files = sorted((directory or rules_dir()).glob("*.toml"))
-    rules = [rule for file in files for rule in load_rule_file(file)]
     seen: set[str] = set()
-    for rule in rules:
-        if rule.id in seen:
-            raise RuleError(f"rule id {rule.id!r} is used twice; rule ids must be unique.")
-        seen.add(rule.id)
+    rules: list[Rule] = []
+    for file in files:
+        parsed, source = _read(file)
+        for index, spec in enumerate(parsed.rule):
+            if spec.id in seen:
+                source.fail(["rule", index, "id"], f"rule id {spec.id!r} is used twice, and "
+                            "rule ids must be unique")  # fmt: skip
+            seen.add(spec.id)
+            rules.append(_vet(source, index, spec))
     return sorted(rules, key=lambda rule: LAYERS.index(rule.spec.layer))
 
 
 def load_rule_file(file: Path) -> list[Rule]:
-    text = file.read_text(encoding="utf-8")
-    try:
-        parsed = RuleFile.model_validate(tomllib.loads(text))
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleError(f"{file} is not valid TOML: {exc}.") from None
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = describe_location(file, text, list(error["loc"]))
-        raise RuleError(f"{where}: {error['msg']}.") from None
-    return [_vet(file, text, index, spec) for index, spec in enumerate(parsed.rule)]
+    parsed, source = _read(file)
+    return [_vet(source, index, spec) for index, spec in enumerate(parsed.rule)]
 
 
-def _vet(file: Path, text: str, index: int, spec: RuleSpec) -> Rule:
+def _read(file: Path) -> tuple[RuleFile, Source]:
+    return read(file, RuleFile, guide=GUIDE, error=RuleError, entry_key="id")
+
+
+def _vet(source: Source, index: int, spec: RuleSpec) -> Rule:
     names = set(NAMESPACES)
+    facts = fact_names()
+
+    def parse(key: Sequence[str | int], text: str) -> ast.expr:
+        return source.expression(["rule", index, *key], text, names, facts)
+
     values: list[tuple[str, ast.expr]] = []
-
-    def parse(key: Sequence[str | int], source: str) -> ast.expr:
-        try:
-            return expr.parse(source, frozenset(names))
-        except expr.ExprError as exc:
-            where = describe_location(file, text, ["rule", index, *key])
-            raise RuleError(f"{where} (rule {spec.id}): {exc}.") from None
-
-    for name, source in spec.values.items():
-        values.append((name, parse(["values", name], source)))
+    for name, text in spec.values.items():
+        values.append((name, parse(["values", name], text)))
         names.add(name)  # a value may use the ones before it
     rule = Rule(
         spec,
@@ -132,13 +147,8 @@ def _vet(file: Path, text: str, index: int, spec: RuleSpec) -> Rule:
         recommended=parse(["recommended"], spec.recommended),
         values=tuple(values),
     )
-    known = {"current", "recommended", *spec.values}
+    known = ("current", "recommended", *spec.values)
     for key, template in (("fix", spec.fix), ("persist", spec.persist or "")):
-        for _, field, _, _ in string.Formatter().parse(template):
-            if field is not None and field not in known:
-                where = describe_location(file, text, ["rule", index, key])
-                raise RuleError(
-                    f"{where} (rule {spec.id}): {{{field}}} is neither current, recommended "
-                    "nor one of the rule's values."
-                )
+        check_names(source, ["rule", index, key], template, known,
+                    "current, recommended nor one of the rule's values")  # fmt: skip
     return rule

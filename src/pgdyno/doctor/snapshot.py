@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pgdyno.doctor.expr import Facts
 from pgdyno.errors import UsageError
+from pgdyno.knowledge.expr import Facts
 from pgdyno.postgres.setting_values import parse_bool, read_number, unit_kind, unit_size
 from pgdyno.textsafe import strict_json, strict_loads
 

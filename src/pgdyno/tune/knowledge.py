@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -18,19 +17,31 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from pgdyno.doctor import expr
-from pgdyno.doctor.rules import load_rules
-from pgdyno.errors import PgdynoError
-from pgdyno.plan.load import describe_location
+from pgdyno.doctor.rules import Rule, load_rules
+from pgdyno.knowledge import expr
+from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, read
 from pgdyno.tune.model import Layer, Status
 
 Format = Literal["size", "bytes", "number", "text"]
 KNOWLEDGE_FILE = Path(str(resources.files("pgdyno") / "data" / "tune.toml"))
 
 
-class KnowledgeError(PgdynoError):
+GUIDE = "docs/tune.md (the knowledge format)"
+# The facts an entry may ask of `t` (tune/facts.py sets them; the header of data/tune.toml
+# says what each is) and of `device` (each disk a device entry is computed for).
+FACT_NAMES: FactNames = {
+    "t": frozenset({
+        "ram", "cpus", "profile", "connections", "pg", "storage", "data_bytes", "data_ratio",
+        "wal_free", "hash_mem", "io_methods", "wal_compressions", "huge_page", "local",
+        "numa_nodes", "thp", "autogroup", "migration_cost", "swap_bytes",
+    }),
+    "device": frozenset({"role", "scheduler", "schedulers", "read_ahead_kb"}),
+}  # fmt: skip
+
+
+class KnowledgeError(KnowledgeFileError):
     """data/tune.toml is malformed: names the line and key."""
 
 
@@ -81,49 +92,35 @@ class Outcome:
 
 @cache
 def load_knowledge(path: Path = KNOWLEDGE_FILE) -> tuple[Entry, ...]:
-    text = path.read_text(encoding="utf-8")
-    try:
-        parsed = KnowledgeFile.model_validate(tomllib.loads(text))
-    except tomllib.TOMLDecodeError as exc:
-        raise KnowledgeError(f"{path} is not valid TOML: {exc}.") from None
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = describe_location(path, text, list(error["loc"]))
-        raise KnowledgeError(f"{where}: {error['msg']}.") from None
+    parsed, source = read(path, KnowledgeFile, guide=GUIDE, error=KnowledgeError, entry_key="key")
     rules = {rule.id: rule for rule in load_rules()}
     names = {"t", "device"}
     entries: list[Entry] = []
     for index, spec in enumerate(parsed.setting):
-        entries.append(_vet(path, text, index, spec, names, rules))
+        entries.append(_vet(source, index, spec, names, rules))
         names.add(spec.key)
     return tuple(entries)
 
 
 def _vet(
-    path: Path, text: str, index: int, spec: EntrySpec, names: set[str], rules: Mapping[str, Any]
+    source: Source, index: int, spec: EntrySpec, names: set[str], rules: Mapping[str, Rule]
 ) -> Entry:
     local = set(names)
 
-    def parse(key: Sequence[str | int], source: str) -> ast.expr:
-        try:
-            return expr.parse(source, frozenset(local))
-        except expr.ExprError as exc:
-            where = describe_location(path, text, ["setting", index, *key])
-            raise KnowledgeError(f"{where} ({spec.key}): {exc}.") from None
+    def parse(key: Sequence[str | int], text: str) -> ast.expr:
+        return source.expression(["setting", index, *key], text, local, FACT_NAMES)
 
     values = []
-    for name, source in spec.values.items():
-        values.append((name, parse(["values", name], source)))
+    for name, text in spec.values.items():
+        values.append((name, parse(["values", name], text)))
         local.add(name)
-    unknown = [rule for rule in spec.rules if rule not in rules]
-    if unknown:
-        where = describe_location(path, text, ["setting", index, "rules"])
-        raise KnowledgeError(f"{where} ({spec.key}): no doctor rule {unknown[0]!r}.")
+    for position, rule in enumerate(spec.rules):
+        if rule not in rules:
+            source.fail(["setting", index, "rules", position], f"no doctor rule {rule!r} exists")
     cited = [item for rule in spec.rules for item in rules[rule].spec.evidence]
     evidence = tuple(dict.fromkeys([*spec.evidence, *cited]))
     if not evidence:
-        where = describe_location(path, text, ["setting", index])
-        raise KnowledgeError(f"{where} ({spec.key}): neither rules nor evidence say why.")
+        source.fail(["setting", index], "neither rules nor evidence say why")
     return Entry(
         spec=spec,
         when=parse(["when"], spec.when) if spec.when else None,

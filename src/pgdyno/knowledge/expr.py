@@ -136,7 +136,7 @@ def parse(text: str, names: frozenset[str]) -> ast.expr:
     >>> parse("__import__('os')", frozenset())
     Traceback (most recent call last):
     ...
-    pgdyno.doctor.expr.ExprError: unknown function '__import__'
+    pgdyno.knowledge.expr.ExprError: unknown function '__import__'
     """
     try:
         tree = ast.parse(text.strip(), mode="eval").body
@@ -177,7 +177,7 @@ def evaluate(node: ast.expr, scope: Mapping[str, Any]) -> Any:
     >>> evaluate(parse("host.b > 1", frozenset({"host"})), {"host": host})
     Traceback (most recent call last):
     ...
-    pgdyno.doctor.expr.Unknown: host.b
+    pgdyno.knowledge.expr.Unknown: host.b
     """
     evaluator = _EVALUATORS.get(type(node))
     if evaluator is None:
