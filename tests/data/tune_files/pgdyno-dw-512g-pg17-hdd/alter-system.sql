@@ -1,0 +1,89 @@
+-- pgdyno-generated: pgdyno tune 0.1.0, 2026-05-01. Review before deploying.
+-- PostgreSQL settings as ALTER SYSTEM statements (the same as postgresql.pgdyno.conf).
+-- Advice of pgdyno for the profile dw.
+-- Install:
+--   psql -v ON_ERROR_STOP=1 -f alter-system.sql  (as a superuser; writes postgresql.auto.conf)
+
+SET standard_conforming_strings = on;
+
+-- the connections the server must accept (--connections, else what the server allows now, else
+-- the profile's usual number); every memory budget below counts them
+ALTER SYSTEM SET max_connections = '300';  -- takes effect: restart
+
+-- a quarter of the memory PostgreSQL may use (a sixteenth on a desktop), raised up to 2/5 when
+-- that holds the whole database: hits in shared buffers avoid copying from the page cache (in
+-- effect now: 128MB)
+ALTER SYSTEM SET shared_buffers = '128GB';  -- takes effect: restart
+
+-- with pages reserved (vm.nr_hugepages below) `on` makes sure the shared memory really gets
+-- them: `try` silently falls back to 4 kB pages
+ALTER SYSTEM SET huge_pages = 'on';  -- takes effect: restart
+
+-- the planner's estimate of the cache (shared buffers plus page cache): three quarters of the
+-- memory
+ALTER SYSTEM SET effective_cache_size = '384GB';  -- takes effect: reload
+
+-- VACUUM and CREATE INDEX memory: a sixteenth of RAM (an eighth for analytics), capped because
+-- autovacuum workers use it each
+ALTER SYSTEM SET maintenance_work_mem = '4GB';  -- takes effect: reload
+
+-- one autovacuum worker per four CPUs, at least PostgreSQL's 3: each counts
+-- maintenance_work_mem in the worst case below
+ALTER SYSTEM SET autovacuum_max_workers = '8';  -- takes effect: restart
+
+-- room for one parallel worker per CPU
+ALTER SYSTEM SET max_worker_processes = '64';  -- takes effect: restart
+
+-- parallel workers across all queries: one per CPU
+ALTER SYSTEM SET max_parallel_workers = '64';  -- takes effect: reload
+
+-- analytics may use half the CPUs per query; under many short transactions more than two per
+-- query only competes with other sessions
+ALTER SYSTEM SET max_parallel_workers_per_gather = '8';  -- takes effect: reload
+
+-- parallel CREATE INDEX and VACUUM: up to half the CPUs, at most 4
+ALTER SYSTEM SET max_parallel_maintenance_workers = '4';  -- takes effect: reload
+
+-- the largest value for which every connection and parallel worker sorting at once (times
+-- hash_mem_multiplier), with autovacuum at maintenance_work_mem, stays within 3/4 of the
+-- memory; capped by profile; never below PostgreSQL's 64kB minimum
+ALTER SYSTEM SET work_mem = '315MB';  -- takes effect: reload
+
+-- WAL segments kept for reuse instead of being created again after each checkpoint
+ALTER SYSTEM SET min_wal_size = '4GB';  -- takes effect: reload
+
+-- checkpoints driven by time, not by WAL volume: fewer checkpoints, fewer full-page images;
+-- kept within a quarter of the WAL file system's free space
+ALTER SYSTEM SET max_wal_size = '16GB';  -- takes effect: reload
+
+-- a checkpoint every 15 minutes instead of 5: each page's first change after a checkpoint
+-- writes a full-page image to WAL, so fewer checkpoints mean less WAL; crash recovery takes
+-- longer
+ALTER SYSTEM SET checkpoint_timeout = '15min';  -- takes effect: reload
+
+-- spread each checkpoint's writes over 90% of the interval
+ALTER SYSTEM SET checkpoint_completion_target = '0.9';  -- takes effect: reload
+
+-- compress the full-page images written after each checkpoint: a write-heavy load right after a
+-- checkpoint writes mostly page images, and lz4 roughly halves that WAL for little CPU
+ALTER SYSTEM SET wal_compression = 'lz4';  -- takes effect: reload
+
+-- automatic: 1/32 of shared_buffers, 16MB at these sizes
+ALTER SYSTEM SET wal_buffers = '-1';  -- takes effect: restart
+
+-- random reads cost nearly what sequential ones do on flash (and when the data sits in memory);
+-- 4 only for spinning disks
+ALTER SYSTEM SET random_page_cost = '4';  -- takes effect: reload
+
+-- read-ahead requests in flight for bitmap scans: flash and arrays serve many at once
+ALTER SYSTEM SET effective_io_concurrency = '2';  -- takes effect: reload
+
+-- the same for VACUUM and other maintenance
+ALTER SYSTEM SET maintenance_io_concurrency = '2';  -- takes effect: reload
+
+-- finer statistics for the complex plans of analytic queries
+ALTER SYSTEM SET default_statistics_target = '500';  -- takes effect: reload
+
+SELECT pg_reload_conf();
+-- Restart PostgreSQL for these to take effect: max_connections, shared_buffers, huge_pages,
+-- autovacuum_max_workers, max_worker_processes, wal_buffers.
