@@ -82,8 +82,9 @@ def computed() -> dict[str, Configuration]:
             facts.values.update(local=True, huge_page=2 * MiB, numa_nodes=2, autogroup=True,
                                 migration_cost=True, swap_bytes=4 * GiB)  # fmt: skip
             facts.set("wal_free", 900 * GiB, "recorded")
+            offered = ("mq-deadline", "kyber", "bfq", "none")
             facts.devices["sdb"] = {"role": "data", "scheduler": "bfq", "read_ahead_kb": 128,
-                                    "schedulers": ("mq-deadline", "kyber", "bfq", "none")}  # fmt: skip
+                                    "schedulers": offered}  # fmt: skip
         major = int(facts.values["pg"])
         current = {"shared_buffers": "128MB", "vm.swappiness": "60", "read_ahead_kb@sdb": "128"}
         found[name] = recommend(facts, recorded_settings(major), current)
