@@ -45,7 +45,8 @@ def test_the_wheel_carries_its_data_files(installed: Path, tmp_path: Path) -> No
     assert ROOT not in package.parents  # the installed copy, not the source tree
     for data in ("data/host_settings.toml", "data/start_constraints.toml", "data/tune.toml",
                  "data/pg_settings/pg18.json", "doctor/rules/kernel.toml",
-                 "postgres/queries/server_info.sql", "store/migrations"):  # fmt: skip
+                 "postgres/queries/server_info.sql", "store/migrations",
+                 "tune/templates/README.txt.j2"):  # fmt: skip
         assert (package / data).exists(), data
 
 
@@ -57,3 +58,8 @@ def test_commands_run_from_the_installed_wheel(installed: Path, tmp_path: Path) 
     tuned = run([pgdyno, "tune", "--ram", "16GB", "--cpus", "4", "--pg-version", "18",
                  "--profile", "oltp", "--json"], cwd=tmp_path)  # fmt: skip
     assert '"shared_buffers"' in tuned.stdout
+    out = tmp_path / "out"
+    run([pgdyno, "tune", "--ram", "16GB", "--cpus", "4", "--pg-version", "18", "--profile",
+         "oltp", "--out", str(out)], cwd=tmp_path)  # fmt: skip
+    assert "shared_buffers = " in (out / "postgresql.pgdyno.conf").read_text()
+    assert "Roll back:" in (out / "README.txt").read_text()  # rendered from packaged templates

@@ -329,3 +329,36 @@ def test_a_name_with_a_final_line_break_is_refused() -> None:
     files = render(config(host("vm.swappiness\n", "1")))  # not a sysctl name: README only
     assert list(files) == [README]
     assert "  vm.swappiness = 1: why vm.swappiness" in lines(files[README])
+
+
+# -- no value starts a line of its own, whatever the template shows ------------------------------
+
+INJECTED = "INJECTED = 1"
+
+
+@pytest.mark.parametrize("field", ["name", "value", "why", "current", "device", "takes_effect"])
+@pytest.mark.parametrize("break_", ["\n", "\r", "\r\n", "\x0b", "\x1b"])
+@pytest.mark.parametrize("layer", ["postgresql", "host", "device"])
+def test_a_line_break_in_any_field_never_starts_a_line(field: str, break_: str, layer: str) -> None:
+    """Each field of each layer's setting, with a line break and a line after it: the files are
+    refused, or that text stays inside the line it was in."""
+    name = {"postgresql": "work_mem", "host": "vm.swappiness", "device": "scheduler"}[layer]
+    fields: dict[str, str] = {"name": name, "value": "4", "why": "a reason", "current": "1",
+                              "device": "vda", "takes_effect": "reload"}  # fmt: skip
+    fields[field] += break_ + INJECTED
+    setting = Setting(layer, fields["name"], fields["value"], fields["why"],  # type: ignore[arg-type]
+                      current=fields["current"], device=fields["device"],
+                      takes_effect=fields["takes_effect"])  # type: ignore[arg-type]  # fmt: skip
+    try:
+        files = render(config(setting))
+    except UsageError:
+        return
+    for text in files.values():
+        assert not any(line.startswith(INJECTED) for line in text.splitlines()), text
+
+
+def test_takes_effect_with_a_line_break_is_refused_in_the_alter_system_script() -> None:
+    """Before the templates, ALTER SYSTEM's trailing comment wrote takes_effect unchecked."""
+    setting = pg("work_mem", "4MB", takes_effect="reload\nALTER SYSTEM SET fsync = off;")
+    with pytest.raises(UsageError, match="would start a line of its own in a configuration file"):
+        render(config(setting))

@@ -6,10 +6,13 @@ entry for transparent huge pages, and a README saying in which order to install 
 to roll each back. Only files with settings are written; each starts with a header line
 carrying `MARKER`, so a later run overwrites its own files and never a user's.
 
-Rendering is pure (`render_files`); writing them is pgdyno.tune.out_dir's. Every value is
-written exactly as `Setting.value` holds it, after checks that no value or name can break out
-of its syntax (a line break, a quote in a udev value, a glob in a disk name): values come from
-data/tune.toml or computed numbers, so a refusal means the knowledge base is wrong.
+Rendering is pure (`render_files`); writing them is pgdyno.tune.out_dir's. The text of each
+file is a Jinja2 template (templates/<file name>.j2, autoescaping off: these are not HTML);
+this module computes what they show. Every value is written exactly as `Setting.value` holds
+it, after checks that no value or name can break out of its syntax (a quote in a udev value, a
+glob in a disk name), and every value a template shows passes `_one_line`, so none can end its
+line and start one of its own: values come from data/tune.toml or computed numbers, so a
+refusal means the knowledge base is wrong.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from __future__ import annotations
 import datetime
 import re
 import textwrap
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any
+
+import jinja2
 
 from pgdyno.errors import UsageError
 from pgdyno.postgres.conf import check_name, quote_value
@@ -42,27 +48,9 @@ _QUEUE = re.compile(r"[a-z][a-z0-9_]*")
 _PLAIN = re.compile(r"[A-Za-z0-9_.+-]+")  # what a udev or tmpfiles value may hold
 _PREFIX = {"apply": "", "measure": "measure first: ", "review": "review first: "}
 
-Renderer = Callable[["_Header", list[Setting]], str]
-
-
-@dataclass(frozen=True, slots=True)
-class _Header:
-    generated_by: str
-    date: str
-    source: str
-    profile: str
-
-    def lines(self, comment: str, what: str, install: Iterable[str]) -> list[str]:
-        """The header: MARKER on the first line, then what the file is and how to install it."""
-        first = f"{MARKER} {self.generated_by}, {self.date}. Review before deploying."
-        lines = [
-            first,
-            what,
-            f"Advice of {self.source} for the profile {self.profile}.",
-            "Install:",
-        ]
-        lines += [f"  {line}" for line in install]
-        return [f"{comment} {line}" if comment else line for line in lines] + [""]
+# How the templates (templates/<file name>.j2) name each file: files.sysctl, groups.udev ...
+_KEYS = {PG_CONF: "pg_conf", ALTER_SQL: "alter_sql", SYSCTL: "sysctl", UDEV: "udev", THP: "thp",
+         README: "readme"}  # fmt: skip
 
 
 def render_files(
@@ -71,23 +59,73 @@ def render_files(
     """File name -> text for every file that has settings, and the README.
 
     `generated_by` names the program in each header ("pgdyno tune 0.1.0"); `generated_on`
-    defaults to today.
+    defaults to today. The text is in templates/<file name>.j2; what they show is checked here.
     """
-    date = (generated_on or datetime.date.today()).isoformat()
-    header = _Header(_words(generated_by), date, _words(config.source), _words(config.profile))
+    common = {
+        "marker": MARKER,
+        "generated_by": _words(generated_by),
+        "date": (generated_on or datetime.date.today()).isoformat(),
+        "source": _words(config.source),
+        "profile": _words(config.profile),
+        "files": {key: name for name, key in _KEYS.items()},
+        "thp_dir": THP_DIR,
+    }
     groups = _groups(config)
-    renderers: dict[str, Renderer] = {
-        PG_CONF: _pg_conf,
-        ALTER_SQL: _alter_sql,
-        SYSCTL: _sysctl,
-        UDEV: _udev,
-        THP: _thp,
-    }
-    files = {
-        name: render(header, groups[name]) for name, render in renderers.items() if groups[name]
-    }
-    files[README] = _readme(header, config, groups)
+    disks = _disks(groups[UDEV])  # checked before any file is rendered
+    files = {}
+    for name in (PG_CONF, ALTER_SQL, SYSCTL, UDEV, THP):
+        if groups[name]:
+            restart = _restart_names(groups[name])
+            files[name] = _render(name, common, settings=groups[name], disks=disks, restart=restart)
+    files[README] = _render(README, common, **_readme(config, groups))
     return files
+
+
+def _render(name: str, common: Mapping[str, Any], **context: Any) -> str:
+    text = _environment().get_template(f"{name}.j2").render(**common, **context)
+    return text.rstrip("\n") + "\n"
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    """Config files, not HTML: no autoescaping. Every value a template shows goes through
+    `_one_line`, so none can end a line and start one of its own, whatever the template."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("pgdyno.tune", "templates"),
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        finalize=_one_line,
+    )
+    env.filters.update(
+        why=_why, comment=lambda text, mark: _comment(mark, text), prefix=_prefix,
+        pg_name=_pg_name, conf_value=_conf_value, sql_value=_sql_value, plain=_plain,
+        checked=lambda s: _checked(s, s.value), words=_words, sysctl_back=_sysctl_back,
+        echo_back=_echo_back,
+    )  # fmt: skip
+    return env
+
+
+def _one_line(value: object) -> object:
+    """The last guard of every value shown: no line break or other control character.
+
+    >>> _one_line("4GB")
+    '4GB'
+    >>> _one_line("4GB\\nshared_buffers = 1TB")
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: '4GB\\nshared_buffers = 1TB' holds a control character (such as a \
+line break) that would start a line of its own in a configuration file: fix it in the tune \
+knowledge.
+    """
+    if _has_control(str(value)):
+        raise UsageError(
+            f"{str(value)!r} holds a control character (such as a line break) that would start "
+            "a line of its own in a configuration file: fix it in the tune knowledge."
+        )
+    return value
 
 
 def _groups(config: Configuration) -> dict[str, list[Setting]]:
@@ -104,51 +142,6 @@ def _groups(config: Configuration) -> dict[str, list[Setting]]:
     }
 
 
-# -- PostgreSQL ------------------------------------------------------------------------------
-
-
-def _pg_conf(header: _Header, settings: list[Setting]) -> str:
-    lines = header.lines(
-        "#",
-        "PostgreSQL settings: an include file for postgresql.conf.",
-        [
-            "copy this file into the directory of postgresql.conf, add at its end",
-            f"  include_if_exists = '{PG_CONF}'",
-            "then reload (SELECT pg_reload_conf();), or restart where a setting says so.",
-            "postgresql.auto.conf (ALTER SYSTEM) overrides include files; what it sets:",
-            "  SELECT name, setting FROM pg_settings WHERE sourcefile LIKE '%auto.conf';",
-        ],
-    )
-    for s in settings:
-        lines += _comment("#", _why(s))
-        lines += _comment("#", _takes_effect(s))
-        value = quote_value(_checked(s, s.value))
-        lines.append(_prefixed("#", s, f"{_pg_name(s.name)} = {value}"))
-        lines.append("")
-    return _text(lines)
-
-
-def _alter_sql(header: _Header, settings: list[Setting]) -> str:
-    lines = header.lines(
-        "--",
-        "PostgreSQL settings as ALTER SYSTEM statements (the same as postgresql.pgdyno.conf).",
-        [f"psql -v ON_ERROR_STOP=1 -f {ALTER_SQL}  (as a superuser; writes postgresql.auto.conf)"],
-    )
-    # The quoting below doubles quotes and leaves backslashes alone, as standard strings do.
-    lines += ["SET standard_conforming_strings = on;", ""]
-    for s in settings:
-        lines += _comment("--", _why(s))
-        value = "'" + _checked(s, s.value).replace("'", "''") + "'"
-        statement = f"ALTER SYSTEM SET {_pg_name(s.name)} = {value};"
-        lines.append(_prefixed("--", s, f"{statement}  -- takes effect: {s.takes_effect}"))
-        lines.append("")
-    lines.append("SELECT pg_reload_conf();")
-    restart = _restart_names(settings)
-    if restart:
-        lines += _comment("--", f"Restart PostgreSQL for these to take effect: {restart}.")
-    return _text(lines)
-
-
 def _restart_names(settings: Iterable[Setting]) -> str:
     names = dict.fromkeys(
         s.name for s in settings if s.status == "apply" and s.takes_effect == "restart"
@@ -156,46 +149,13 @@ def _restart_names(settings: Iterable[Setting]) -> str:
     return ", ".join(names)
 
 
-# -- Host and devices ---------------------------------------------------------------------------
-
-
-def _sysctl(header: _Header, settings: list[Setting]) -> str:
-    lines = header.lines(
-        "#",
-        "Kernel settings for /etc/sysctl.d/.",
-        [f"install -m 644 {SYSCTL} /etc/sysctl.d/ && sysctl --system"],
-    )
-    for s in settings:
-        lines += _comment("#", _why(s))
-        lines.append(_prefixed("#", s, f"{s.name} = {_checked(s, s.value)}"))
-        lines.append("")
-    return _text(lines)
-
-
-def _udev(header: _Header, settings: list[Setting]) -> str:
-    lines = header.lines(
-        "#",
-        "Block queue settings of the disks under the data and WAL directories.",
-        [
-            f"install -m 644 {UDEV} /etc/udev/rules.d/ && udevadm control --reload &&",
-            "  udevadm trigger --subsystem-match=block",
-        ],
-    )
-    lines += _comment(
-        "#", "Kernel names such as sda can change between boots: check them before installing."
-    )
-    lines.append("")
+def _disks(settings: list[Setting]) -> list[tuple[str, list[list[Setting]]]]:
+    """Each disk with its settings in groups of one status: one udev rule per group."""
+    found: list[tuple[str, list[list[Setting]]]] = []
     for disk, on_disk in _by_disk(settings).items():
-        for status in ("apply", "measure", "review"):
-            chosen = [s for s in on_disk if s.status == status]
-            if not chosen:
-                continue
-            for s in chosen:
-                lines += _comment("#", f"{s.name}: {_why(s)}")
-            attrs = ", ".join(f'ATTR{{queue/{s.name}}}="{_plain(s)}"' for s in chosen)
-            rule = f'ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="{disk}", {attrs}'
-            lines += [_prefixed("#", chosen[0], rule), ""]
-    return _text(lines)
+        by_status = [[s for s in on_disk if s.status == status] for status in _PREFIX]
+        found.append((disk, [chosen for chosen in by_status if chosen]))
+    return found
 
 
 def _by_disk(settings: list[Setting]) -> dict[str, list[Setting]]:
@@ -213,44 +173,24 @@ def _by_disk(settings: list[Setting]) -> dict[str, list[Setting]]:
     return disks
 
 
-def _thp(header: _Header, settings: list[Setting]) -> str:
-    lines = header.lines(
-        "#",
-        "Transparent huge pages, set at every boot by systemd-tmpfiles.",
-        [
-            f"install -m 644 {THP} /etc/tmpfiles.d/ && systemd-tmpfiles --create {THP}",
-            "or instead: transparent_hugepage=never on the kernel command line (GRUB_CMDLINE_LINUX",
-            "in /etc/default/grub, then update-grub and reboot).",
-        ],
-    )
-    for s in settings:
-        lines += _comment("#", _why(s))
-        path = f"{THP_DIR}/{s.name.removeprefix('transparent_hugepage/')}"
-        lines += [_prefixed("#", s, f"w {path} - - - - {_plain(s)}"), ""]
-    return _text(lines)
-
-
 # -- README -------------------------------------------------------------------------------------
 
 
-def _readme(header: _Header, config: Configuration, groups: Mapping[str, list[Setting]]) -> str:
-    lines = header.lines("", "Files to review, install and roll back by hand.", _install(groups))
-    lines += ["Files:"] + [f"  {name:24} {_ABOUT[name]}" for name in FILE_NAMES if groups[name]]
-    lines += ["", "Roll back:", *(f"  {line}" for line in _rollback(groups))]
-    unwritten = groups[README]
-    if unwritten:
-        lines += ["", "Host settings no file here can carry (set them by hand):"]
-        lines += [f"  {_words(s.name)} = {_checked(s, s.value)}: {_why(s)}" for s in unwritten]
-    left_out = [*config.notes, *(f"{k}: {v}" for k, v in config.unknown.items())]
-    if left_out:
-        lines += ["", "Left out:"] + [f"  {_words(item)}" for item in left_out]
-    lines += [
-        "",
-        "Settings commented out with 'measure first' are offered for pgdyno tune --verify; those",
-        "with 'review first' are right only on a dedicated database host.",
-        "pgdyno tune --apply does all of this with a journal; pgdyno rollback undoes it exactly.",
-    ]
-    return _text(lines)
+def _readme(config: Configuration, groups: Mapping[str, list[Setting]]) -> dict[str, Any]:
+    """What README.txt.j2 shows: the install steps' conditions, the files, the rollback."""
+    pg_applied = _applied(groups[PG_CONF])
+    return {
+        "groups": {_KEYS[name]: bool(settings) for name, settings in groups.items()},
+        "reserves_huge_pages": any(s.name == "vm.nr_hugepages" for s in groups[SYSCTL]),
+        "restart": _restart_names(groups[PG_CONF]),
+        # README.txt is listed when groups[README] (host settings no file carries) is not
+        # empty: kept as it was, although the file is always written.
+        "listed": [(n, _ABOUT[n]) for n in FILE_NAMES if groups[n]],
+        "pg_reset": list(dict.fromkeys(_pg_name(s.name) for s in pg_applied)),
+        "applied": {_KEYS[n]: _applied(groups[n]) for n in (SYSCTL, THP, UDEV)},
+        "unwritten": groups[README],
+        "left_out": [*config.notes, *(f"{k}: {v}" for k, v in config.unknown.items())],
+    }
 
 
 _ABOUT = {
@@ -261,67 +201,6 @@ _ABOUT = {
     THP: "transparent huge pages off, for /etc/tmpfiles.d/",
     README: "this file",
 }
-
-
-def _install(groups: Mapping[str, list[Setting]]) -> list[str]:
-    """The order matters: huge pages must be reserved before PostgreSQL restarts with
-    huge_pages = on, and settings that need a restart come last."""
-    steps: list[list[str]] = []
-    if groups[SYSCTL]:
-        steps.append([f"install -m 644 {SYSCTL} /etc/sysctl.d/ && sysctl --system"])
-        if any(s.name == "vm.nr_hugepages" for s in groups[SYSCTL]):
-            steps[-1].append("(first: huge pages must be reserved before PostgreSQL restarts)")
-    if groups[THP]:
-        steps.append([f"install -m 644 {THP} /etc/tmpfiles.d/ && systemd-tmpfiles --create {THP}"])
-    if groups[UDEV]:
-        steps.append(
-            [
-                f"install -m 644 {UDEV} /etc/udev/rules.d/ && udevadm control --reload &&",
-                "  udevadm trigger --subsystem-match=block",
-            ]
-        )
-    if groups[PG_CONF]:
-        steps.append(
-            [
-                f"PostgreSQL, one of: include_if_exists = '{PG_CONF}' at the end of",
-                f"postgresql.conf and a reload, or psql -v ON_ERROR_STOP=1 -f {ALTER_SQL}",
-            ]
-        )
-        restart = _restart_names(groups[PG_CONF])
-        if restart:
-            steps.append([f"restart PostgreSQL (needed by {restart})"])
-    lines: list[str] = []
-    for n, (first, *more) in enumerate(steps, start=1):
-        lines += [f"{n}. {first}", *(f"   {line}" for line in more)]
-    return lines
-
-
-def _rollback(groups: Mapping[str, list[Setting]]) -> list[str]:
-    """Removing a file does not put a kernel value back until the next boot, so each layer
-    says how to write the previous value (when it is known) now."""
-    lines: list[str] = []
-    pg = [s for s in groups[PG_CONF] if s.status == "apply"]
-    if pg:
-        lines.append(f"include file: remove the include_if_exists line (or {PG_CONF}), reload.")
-        lines.append("ALTER SYSTEM: run these, then SELECT pg_reload_conf(); and restart as above")
-        lines.append(
-            "  (RESET falls back to postgresql.conf, not to an earlier ALTER SYSTEM value)"
-        )
-        names = dict.fromkeys(_pg_name(s.name) for s in pg)
-        lines += [f"  ALTER SYSTEM RESET {name};" for name in names]
-    sysctls = _applied(groups[SYSCTL])
-    if sysctls:
-        lines.append(f"sysctl: rm /etc/sysctl.d/{SYSCTL}, then put the previous values back:")
-        lines += [f"  {_sysctl_back(s)}" for s in sysctls]
-    thp = _applied(groups[THP])
-    if thp:
-        lines.append(f"THP: rm /etc/tmpfiles.d/{THP}, then put the previous values back:")
-        lines += [_echo_back(s, f"{THP_DIR}/{s.name.split('/')[-1]}") for s in thp]
-    queues = _applied(groups[UDEV])
-    if queues:
-        lines.append(f"udev: rm /etc/udev/rules.d/{UDEV}; udevadm control --reload; then:")
-        lines += [_echo_back(s, f"/sys/block/{s.device}/queue/{s.name}") for s in queues]
-    return lines
 
 
 def _applied(settings: Iterable[Setting]) -> list[Setting]:
@@ -345,8 +224,8 @@ def _sysctl_back(s: Setting) -> str:
 def _echo_back(s: Setting, path: str) -> str:
     previous = _previous(s)
     if previous is None:
-        return f"  echo PREVIOUS > {path}  (previous value unknown)"
-    return f"  echo {previous} > {path}"
+        return f"echo PREVIOUS > {path}  (previous value unknown)"
+    return f"echo {previous} > {path}"
 
 
 def _previous(s: Setting) -> str | None:
@@ -362,13 +241,19 @@ def _why(s: Setting) -> str:
     return _words(s.why) + current
 
 
-def _takes_effect(s: Setting) -> str:
-    return f"takes effect: {s.takes_effect}"
-
-
-def _prefixed(comment: str, s: Setting, line: str) -> str:
+def _prefix(s: Setting, comment: str) -> str:
+    """What starts a setting's line: nothing when applied, else a comment saying why not."""
     prefix = _PREFIX[s.status]
-    return f"{comment} {prefix}{line}" if prefix else line
+    return f"{comment} {prefix}" if prefix else ""
+
+
+def _conf_value(s: Setting) -> str:
+    return quote_value(_checked(s, s.value))
+
+
+def _sql_value(s: Setting) -> str:
+    """A standard string (standard_conforming_strings = on): quotes doubled, backslashes kept."""
+    return "'" + _checked(s, s.value).replace("'", "''") + "'"
 
 
 def _comment(comment: str, text: str) -> list[str]:
@@ -422,9 +307,3 @@ def _plain(s: Setting) -> str:
 
 def _has_control(text: str) -> bool:
     return any(ord(c) < 32 or c == "\x7f" for c in text)
-
-
-def _text(lines: list[str]) -> str:
-    while lines and not lines[-1]:
-        lines.pop()
-    return "\n".join(lines) + "\n"
