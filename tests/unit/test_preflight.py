@@ -3,12 +3,14 @@ each constraint fires on the combination PostgreSQL refuses and lets a sound one
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pgdyno.changes.preflight import check_start, constraints, future_settings, refusals
 from pgdyno.errors import UsageError
+from pgdyno.knowledge.load import KnowledgeFileError
 from pgdyno.postgres.settings_meta import SettingMeta
 
 Row = tuple[str, str, str | None, str]  # name, vartype, unit, value
@@ -84,4 +86,26 @@ def test_the_refusal_is_one_sentence_with_the_values() -> None:
         "sandbox pg18 would not start with max_connections = 1: PostgreSQL refuses it at start "
         "(superuser_reserved_connections (3) plus reserved_connections (0) must be less than "
         "max_connections (1)); change the values, nothing was changed."
+    )
+
+
+@pytest.mark.parametrize(
+    ("require", "problem"),
+    [
+        ("pg.max_connections >", "not an expression (invalid syntax)"),
+        ("open('x')", "unknown function 'open'"),
+        ("pg.max_connections < limit", "unknown name 'limit'"),
+    ],
+)
+def test_a_broken_constraint_names_its_line(tmp_path: Path, require: str, problem: str) -> None:
+    path = tmp_path / "start_constraints.toml"
+    path.write_text(
+        '[[constraint]]\nname = "broken"\nrequire = "' + require + '"\n'
+        'message = "the server refuses it"\nevidence = "https://www.postgresql.org/docs/"\n'
+    )
+    with pytest.raises(KnowledgeFileError) as caught:
+        constraints(path)
+    assert str(caught.value) == (
+        f"{path} line 3: constraint 'broken', require: {problem}; see the comment at the top of "
+        "that file."
     )

@@ -10,16 +10,19 @@ the ones in effect now with the new values over them.
 from __future__ import annotations
 
 import ast
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from pgdyno.doctor.snapshot import in_base_units, setting_value
 from pgdyno.errors import UsageError
 from pgdyno.knowledge import expr
+from pgdyno.knowledge.load import FactNames, read
 from pgdyno.postgres.setting_values import convert_to_setting_unit, parse_bool, read_number
 from pgdyno.postgres.settings_meta import SettingMeta
 
@@ -32,13 +35,35 @@ class Constraint:
     evidence: str
 
 
+class ConstraintSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
+    require: str
+    message: str = Field(min_length=10)
+    evidence: str = Field(min_length=10)
+
+
+class ConstraintFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    constraint: list[ConstraintSpec]
+
+
+CONSTRAINTS_FILE = Path(str(resources.files("pgdyno") / "data" / "start_constraints.toml"))
+
+
 @cache
-def constraints() -> tuple[Constraint, ...]:
-    text = resources.files("pgdyno.data").joinpath("start_constraints.toml").read_text()
+def constraints(path: Path = CONSTRAINTS_FILE) -> tuple[Constraint, ...]:
+    """The constraints, vetted when read (pgdyno.knowledge.load: errors name file and line)."""
+    parsed, source = read(path, ConstraintFile, guide="the comment at the top of that file",
+                          entry_key="name")  # fmt: skip
+    facts: FactNames = {"pg": None, "host": None}  # any setting, any host fact
     found = []
-    for entry in tomllib.loads(text)["constraint"]:
-        require = expr.parse(entry["require"], frozenset({"pg", "host"}))
-        found.append(Constraint(entry["name"], require, entry["message"], entry["evidence"]))
+    for index, spec in enumerate(parsed.constraint):
+        key: list[str | int] = ["constraint", index, "require"]
+        require = source.expression(key, spec.require, facts, facts)
+        found.append(Constraint(spec.name, require, spec.message, spec.evidence))
     return tuple(found)
 
 
