@@ -114,6 +114,16 @@ def _server_changes_reach_up(imp: Import) -> bool:
     return within(imp.importer, "pgdyno.experiment") and within(imp.target, "pgdyno.tune")
 
 
+def _knowledge_reaches_up(imp: Import) -> bool:
+    """knowledge/ (the expression language, the locator, the loader) sits below doctor/, tune/,
+    changes/ and plan/, which all read knowledge files through it."""
+    return (
+        within(imp.importer, "pgdyno.knowledge")
+        and within(imp.target, "pgdyno")
+        and not within(imp.target, "pgdyno.knowledge", "pgdyno.errors")
+    )
+
+
 RULES = (
     Rule(
         "records", "records are the bottom layer and import nothing from pgdyno", _records_reach_up
@@ -138,6 +148,11 @@ RULES = (
         "changes/, journal.py and host/ are below tune/ and experiment/, and experiment/ does "
         "not import tune/",
         _server_changes_reach_up,
+    ),
+    Rule(
+        "knowledge",
+        "knowledge/ imports nothing of pgdyno but itself and errors.py",
+        _knowledge_reaches_up,
     ),
     Rule(
         "stats",
@@ -247,6 +262,10 @@ BREAKS = {
         ("pgdyno.changes.restore", "from pgdyno.tune.apply import ServerHandle"),
         ("pgdyno.journal", "from pgdyno.experiment import target"),
     ],
+    "knowledge": [
+        ("pgdyno.knowledge.load", "from pgdyno.doctor.snapshot import NAMESPACES"),
+        ("pgdyno.knowledge.expr", "from ..tune import model"),
+    ],
     "stats": [
         ("pgdyno.stats.steady", "import subprocess"),
         ("pgdyno.stats.steady", "from pathlib import Path"),
@@ -274,6 +293,7 @@ KEEPS = {
         ("pgdyno.tune.apply", "from pgdyno.changes.changer import ServerChanger"),
         ("pgdyno.experiment.server_sets", "from pgdyno.changes.handles import ServerHandle"),
     ],
+    "knowledge": [("pgdyno.knowledge.load", "from pgdyno.errors import PgdynoError\nimport ast")],
     "stats": [("pgdyno.stats.steady", "import math\nfrom pgdyno.records import Sample")],
 }
 RULE = {rule.name: rule for rule in RULES}
