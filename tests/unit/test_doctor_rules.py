@@ -419,6 +419,9 @@ THP = "rule 'thp-always'"
          f"{THP}, current: no fact host.thp_enabeld is known"),
         ('fix = "echo never', 'fix = "echo {nothing} never',
          f"{THP}, fix: {{nothing}} is neither current, recommended nor one of the rule's values"),
+        ('fix = "echo never', 'fix = "echo { never',
+         f"{THP}, fix: not a text template (expected '}}' before end of string; write {{{{ for "
+         "a brace)"),
         ("caveats = ", "caveat = ", f"{THP}, caveat: extra inputs are not permitted"),
         ('evidence = [\n  "seed 003', 'evidence = [\n  "seed 3",\n  "seed 003',
          f"{THP}, evidence: evidence 'seed 3' does not say where it comes from"),

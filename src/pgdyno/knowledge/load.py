@@ -120,7 +120,11 @@ def check_names(
 ) -> None:
     """Every `{name}` in a text template is one of `known` (fix lines, persist lines)."""
     allowed = set(known)
-    for _, field, _, _ in string.Formatter().parse(template):
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(template)]
+    except ValueError as exc:  # a lone brace
+        source.fail(key, f"not a text template ({exc}; write {{{{ for a brace)")
+    for field in fields:
         if field is not None and field not in allowed:
             source.fail(key, f"{{{field}}} is neither {what}")
 
