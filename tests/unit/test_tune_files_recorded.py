@@ -29,20 +29,27 @@ def configuration(data: dict[str, Any]) -> Configuration:
                          unknown=data["unknown"], notes=tuple(data["notes"]))  # fmt: skip
 
 
+def recorded(case: str) -> Configuration:
+    return configuration(json.loads((RECORDED / case / "configuration.json").read_text()))
+
+
 def test_the_cases_cover_every_file_and_status() -> None:
     assert len(CASES) >= 6
     written = {path.name for case in CASES for path in (RECORDED / case).iterdir()}
     assert {"postgresql.pgdyno.conf", "alter-system.sql", "99-pgdyno.conf",
             "60-pgdyno-block.rules", "pgdyno-thp.conf", "README.txt"} <= written  # fmt: skip
+    shown = {(s.layer, s.status) for case in CASES for s in recorded(case).settings}
+    statuses = ("apply", "measure", "review")
+    assert {(layer, status) for layer in ("postgresql", "host") for status in statuses} <= shown
+    assert {("device", "apply"), ("device", "measure")} <= shown
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_files_are_what_was_recorded(case: str) -> None:
-    folder = RECORDED / case
-    config = configuration(json.loads((folder / "configuration.json").read_text()))
-    files = render_files(config, generated_by="pgdyno tune 0.1.0",
+    files = render_files(recorded(case), generated_by="pgdyno tune 0.1.0",
                          generated_on=datetime.date(2026, 5, 1))  # fmt: skip
-    recorded = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != "configuration.json"}
-    assert sorted(files) == sorted(recorded)
+    folder = RECORDED / case
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != "configuration.json"}
+    assert sorted(files) == sorted(before)
     for name, text in files.items():
-        assert text.encode() == recorded[name], name
+        assert text.encode() == before[name], name
