@@ -10,12 +10,13 @@ demo:
 	$(BIN)/pgdyno bench --pg-version 18 --workload tpcb-like,select-only --scale small -c 1,2 -T 10
 	$(BIN)/pgdyno runs list --limit 4
 
-## test: lint, type-check and run the whole test suite (real PostgreSQL, real pgbench)
+## test: lint, type-check, check the import layers and run the whole test suite (real PostgreSQL, real pgbench)
 test:
 	@scripts/bootstrap dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest
 
 ## bench-datasets: the dataset preparation benchmark (naive pgbench -i x3 vs template copies)
@@ -24,4 +25,4 @@ bench-datasets:
 	$(BIN)/python benchmarks/dataset_prep.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -57,10 +57,10 @@ from throwaway import throwaway_sandbox
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.procfs import ProcReader, os_sample
 from pgdyno.collect.sampler import process_cpu_ticks
-from pgdyno.pgbench.dataset import BENCH_DB
 from pgdyno.pgbench.output import parse_summary
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.postgres.footprint import BENCH_DB
 
 PROC = Path("/proc")
 CPUS = len(os.sched_getaffinity(0))

@@ -33,8 +33,8 @@ from typing import Any
 
 from throwaway import throwaway_sandbox
 
-from pgdyno.pgbench.dataset import BENCH_DB
 from pgdyno.pgbench.output import parse_summary
+from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.stats.student_t import t_quantile
 
 # Every order of the three arms: each arm in each position, and right after each other arm,

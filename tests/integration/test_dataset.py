@@ -8,7 +8,6 @@ from conftest import plain_role
 from pgdyno import process
 from pgdyno.errors import DatasetError
 from pgdyno.pgbench.dataset import (
-    BENCH_DB,
     ensure_dataset,
     is_pristine,
     mark_in_use,
@@ -19,6 +18,7 @@ from pgdyno.pgbench.dataset import (
 )
 from pgdyno.postgres.client import compose, connect, identifier, with_dbname
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.postgres.footprint import BENCH_DB
 
 
 def test_generate_once_reuse_and_reset(box: Sandbox, binaries):

@@ -28,9 +28,9 @@ from pgdyno.experiment.rounds import DEFAULT_PRECISION_PCT
 from pgdyno.experiment.target import Target, bench_target, check_target_settings
 from pgdyno.host.facts import read_host
 from pgdyno.pgbench.command import PROTOCOLS, parse_int_list
-from pgdyno.pgbench.dataset import BENCH_DB
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.footprint import (
+    BENCH_DB,
     Leftover,
     PgdynoObject,
     bench_leftovers,

@@ -30,7 +30,6 @@ from pgdyno.host.layout import device_names, locate_devices
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, Workload, run_argv
 from pgdyno.pgbench.dataset import (
-    BENCH_DB,
     Dataset,
     ensure_dataset,
     is_pristine,
@@ -40,6 +39,7 @@ from pgdyno.pgbench.dataset import (
 )
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
 from pgdyno.postgres.client import Client, ServerInfo, connect, with_dbname
+from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.postgres.serverlog import log_end
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.steady import default_trim

@@ -17,17 +17,12 @@ from pgdyno import process
 from pgdyno.errors import DatasetError, InsufficientPrivilege, ProcessError, QueryRefused
 from pgdyno.pgbench.command import INIT_STEPS, init_argv
 from pgdyno.postgres.client import Client, compose, connect, identifier, literal, with_dbname
+from pgdyno.postgres.footprint import BENCH_DB, EXTENSION_NOTE, MARKER_PREFIX, PRISTINE
 from pgdyno.postgres.queries import load
 
-BENCH_DB = "pgdyno_bench"
-MARKER_PREFIX = "pgdyno dataset v1"
-# The bench database's comment says whether it is still an untouched copy of a template, so
-# read-only runs (also in later sessions) can reuse it, warm, instead of copying again.
-PRISTINE = "pgdyno bench: pristine copy of {template}"
+# The bench copy's comment once a writing run changed it (PRISTINE, in postgres/footprint.py, is
+# the other one).
 IN_USE = "pgdyno bench: changed by a writing run"
-# The comment on an extension pgdyno created (pg_prewarm), so `pgdyno datasets list` can tell
-# it from one that was there before.
-EXTENSION_NOTE = "pgdyno: created for --prewarm"
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,19 @@ from pgdyno.errors import (
     QueryRefused,
     UsageError,
 )
-from pgdyno.pgbench.dataset import BENCH_DB, EXTENSION_NOTE, MARKER_PREFIX, PRISTINE
 from pgdyno.postgres.client import Client, compose, connect, identifier, with_dbname
 from pgdyno.postgres.queries import load
 
+# The names and comments that make an object pgdyno's. They are defined here, below pgbench/
+# (whose dataset.py creates the objects), so that listing them needs nothing above postgres/.
+BENCH_DB = "pgdyno_bench"
+MARKER_PREFIX = "pgdyno dataset v1"  # a template's comment starts so once it is complete
+# The bench database's comment says whether it is still an untouched copy of a template, so
+# read-only runs (also in later sessions) can reuse it, warm, instead of copying again.
+PRISTINE = "pgdyno bench: pristine copy of {template}"
+# The comment on an extension pgdyno created (pg_prewarm), so `pgdyno datasets list` can tell
+# it from one that was there before.
+EXTENSION_NOTE = "pgdyno: created for --prewarm"
 TEMPLATE_RE = re.compile(r"pgdyno_tpl_s(\d+)")
 _PRISTINE_RE = re.compile(re.escape(PRISTINE).replace(r"\{template\}", r"pgdyno_tpl_s(\d+)"))
 OBJECT_IN_USE = "55006"

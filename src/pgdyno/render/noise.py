@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pgdyno.render.terminal import fmt
+from pgdyno.formatting import fmt
 from pgdyno.stats.noise import NoiseReport, Resolution, about
 
 

@@ -7,19 +7,12 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 
+from pgdyno.formatting import fmt
 from pgdyno.records import Available, RunRecord, Status
 from pgdyno.records.stored import Device, RunHealth, RunListing, StoredRun
 
 # The tail of pgbench's stderr that `runs show` prints for a run that did not finish.
 STDERR_TAIL_LINES = 20
-
-
-def fmt(value: float | None, digits: int = 1) -> str:
-    """
-    >>> fmt(1234.567), fmt(None), fmt(0.01234, 3)
-    ('1,234.6', '-', '0.012')
-    """
-    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def results_table(records: Sequence[tuple[int, RunRecord]]) -> Table:

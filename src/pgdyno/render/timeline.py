@@ -8,9 +8,9 @@ from collections.abc import Mapping
 
 from rich.table import Table
 
+from pgdyno.formatting import fmt
 from pgdyno.metrics import compact_columns, with_derived
 from pgdyno.records.stored import StoredRun, second_values
-from pgdyno.render.terminal import fmt
 
 
 def data_device(run: StoredRun) -> str | None:

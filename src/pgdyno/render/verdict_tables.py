@@ -5,26 +5,11 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from pgdyno.render.terminal import fmt
+from pgdyno.formatting import change_text, fmt
 from pgdyno.stats.analysis import Analysis
 from pgdyno.stats.verdict import BETTER, SAME, WORSE, Comparison
 
 _COLOUR = {BETTER: "green", WORSE: "red"}
-
-
-def change_text(change: Comparison | None) -> str:
-    """
-    >>> from pgdyno.stats.verdict import Comparison
-    >>> change_text(Comparison(4.2, 1.05, 7.49, "better", False, None))
-    '+4.2% [+1.1, +7.5]'
-    >>> change_text(None)
-    '-'
-    """
-    if change is None:
-        return "-"
-    if change.ci_low_pct is None or change.ci_high_pct is None:
-        return f"{change.change_pct:+.1f}%"
-    return f"{change.change_pct:+.1f}% [{change.ci_low_pct:+.1f}, {change.ci_high_pct:+.1f}]"
 
 
 def _p99_text(change: Comparison | None) -> str:

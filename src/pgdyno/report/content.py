@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pgdyno.formatting import change_text
 from pgdyno.records.stored import StoredRun
-from pgdyno.render.verdict_tables import change_text
 from pgdyno.report import charts
 from pgdyno.report.charts import Point, Step
 from pgdyno.report.drilldown import run_entry

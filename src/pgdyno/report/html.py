@@ -16,8 +16,8 @@ from typing import Any
 
 import jinja2
 
+from pgdyno.formatting import fmt
 from pgdyno.records.stored import ComparisonSet
-from pgdyno.render.terminal import fmt
 from pgdyno.textsafe import strict_json
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from pgdyno.render.terminal import fmt
+from pgdyno.formatting import fmt
 
 _COLUMNS = (
     "cell", "group", "runs", "TPS median", "CV %", "TPS change [CI]", "p99 ms", "p99 change",

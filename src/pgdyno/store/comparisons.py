@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from pgdyno.records.stored import Comparison, RunOutcome
 from pgdyno.store.decode import OUTCOME_SQL, comparison, run_outcome
 from pgdyno.store.encode import dumps, now_iso
 from pgdyno.store.owners import Owner
 
-if TYPE_CHECKING:
-    from pgdyno.store.results import ResultsStore
+
+class Database(Protocol):
+    """What the comparison tables need of the results database that holds them (ResultsStore,
+    which keeps a Comparisons: typed against this, not against it, so the two files do not
+    import each other)."""
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def _query(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]: ...
 
 
 class Comparisons:
     """Reads and writes the comparison tables of one results database."""
 
-    def __init__(self, store: ResultsStore) -> None:
+    def __init__(self, store: Database) -> None:
         self.store = store
 
     def create(
