@@ -1,9 +1,9 @@
 """Frozen records that flow from collectors to compute, the store and the renderers.
 
 The bottom layer: these modules import nothing from pgdyno (the `records` contract in
-pyproject.toml keeps it so), so any layer may take them and a renderer needs nothing else. Import from here:
-``from pgdyno.records import RunRecord``. Add a record to the module named after what
-produces it (run.py, pgbench.py, postgres.py) and list it below.
+pyproject.toml keeps it so), so any layer may take them and a renderer needs nothing else.
+Import from here: ``from pgdyno.records import RunRecord``. Add a record to the module named
+after what produces it (run.py, pgbench.py, postgres.py) and list it below.
 """
 
 from pgdyno.records.pgbench import ScriptSummary, StatementLatency, Summary
