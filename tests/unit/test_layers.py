@@ -22,7 +22,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # (new file under src/pgdyno, its text, the contracts it alone breaks besides `layers`)
 PROBES = [
     ("records/_probe.py", "import pgdyno.cli\n", {"records", "cli"}),
-    ("experiment/_probe.py", "from pgdyno.cli import app\n", {"cli"}),
+    ("experiment/_probe.py", "from pgdyno import cli\n", {"cli"}),
     ("stats/_probe.py", "def f() -> None:\n    import subprocess\n", {"stats"}),
     (
         "collect/_probe.py",
