@@ -45,6 +45,7 @@ from pgdyno.tune.request_checks import (
     parse_ram,
 )
 from pgdyno.tune.session import Target, baseline, gather, pgdyno_configuration
+from pgdyno.tune.startable import for_files
 
 BASELINE_NAMES = ("pgtune", "timescaledb-tune")
 
@@ -197,7 +198,7 @@ def tune(ctx: click.Context, /, **options: object) -> None:
         if o.baseline_name and not o.verify:
             values, config = baseline(gathered, o.baseline_name)
             if o.as_json and not o.out_dir and not o.do_apply:
-                print_json(env, baseline_data(o.baseline_name, values, config if target else None))
+                print_json(env, baseline_data(o.baseline_name, values, config))
                 return
         else:
             config = ours
@@ -303,7 +304,7 @@ def _connect(env: Environment, o: _Options, stack: ExitStack) -> tuple[Target, S
 def _write_files(env: Environment, o: _Options, config: Configuration) -> None:
     if o.out_dir is None:
         return
-    files = render_files(config, generated_by=f"pgdyno tune {__version__}")
+    files = render_files(for_files(config), generated_by=f"pgdyno tune {__version__}")
     written = write_files(o.out_dir, files)
     err(env).print(f"wrote {len(written)} file(s) to {o.out_dir}: "
                    + ", ".join(p.name for p in written))  # fmt: skip
