@@ -31,7 +31,6 @@ VERIFY_ONLY = {
 }  # fmt: skip
 SERVER_ONLY = {
     "restart_command": "--restart-command", "data_dir": "--data-dir", "pg_bin": "--pg-bin",
-    "do_apply": "--apply",
 }  # fmt: skip
 
 # The server refuses to start unless max_connections exceeds superuser_reserved_connections
@@ -52,9 +51,7 @@ def parse_ram(text: str) -> int:
     """
     match = _RAM.fullmatch(text.strip())
     if match is None:
-        raise UsageError(
-            f"--ram {text!r} is not a size: give a number with a unit, e.g. 64GB or 512MB."
-        )
+        raise UsageError(f"--ram {text!r} is not a size: give it with a unit, e.g. 64GB or 512MB.")
     number = float(match.group(1)) * _UNIT[match.group(2)]
     if not math.isfinite(number) or number > RAM_MAX:
         raise UsageError(f"--ram {text!r} is more than any machine has: give at most 1024TB.")
