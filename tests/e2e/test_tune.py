@@ -227,6 +227,21 @@ BAD_INPUT = [
     (["--ram", "64GB", "--data-dir", "/tmp"], "--data-dir does nothing offline"),
     (["--ram", "64GB", "--out", ""], "--out needs a directory"),
     (["--ram", "64GB", "--connections", "2"], "give at least 4"),
+    (["--sandbox", "--connections", "3"], "give at least 4"),  # before a sandbox is made
+    (
+        [
+            "--baseline",
+            "pgtune",
+            "--ram",
+            "8GB",
+            "--pg-version",
+            "17",
+            "--connections",
+            "1",
+            "--json",
+        ],
+        "give at least 4",
+    ),
     (["--ram", "64GB", "--connections", "262143", "--pg-version", "18"], "give at most 262107"),
     (["--sandbox", "--verify", "--scale", "huge"], "--scale 'huge' is not valid"),
     (["--sandbox", "--verify", "--budget", "soon"], "--budget 'soon' is not a duration"),

@@ -195,6 +195,7 @@ def tune(ctx: click.Context, /, **options: object) -> None:
         gathered = gather(env, given, target)
         label = target.label if target else "the machine described on the command line"
         ours = pgdyno_configuration(gathered)
+        check_connections(given.connections, _workers(ours), _major(ours))
         if o.baseline_name and not o.verify:
             values, config = baseline(gathered, o.baseline_name)
             if o.as_json and not o.out_dir and not o.do_apply:
@@ -202,7 +203,6 @@ def tune(ctx: click.Context, /, **options: object) -> None:
                 return
         else:
             config = ours
-        check_connections(given.connections, _workers(config), _major(config))
         _write_files(env, o, config)
         if o.do_apply:
             if handle is None:
@@ -260,6 +260,9 @@ class _Options:
             raise UsageError("give --dsn or --sandbox, not both.")
         self.verify = bool(options.get("verify"))
         check_pg_version(options.get("pg_version"))
+        connections, major = options.get("connections"), options.get("pg_version")
+        if isinstance(connections, int):  # again with the configuration's workers, below
+            check_connections(connections, {}, major if isinstance(major, int) else None)
         check_options(typed, offline=self.ram is not None, verify=self.verify)
         if self.verify:  # before a sandbox is started or a plan written
             check_verify(options)
