@@ -216,6 +216,51 @@ BAD_INPUT = [
     (["--ram", "64GB", "--sandbox"], "--ram tunes offline: leave out --dsn and --sandbox"),
     (["--layers", "foo"], "--layers 'foo': each layer is one of postgresql, host, device"),
     (["--apply", "--ram", "64GB", "--pg-version", "17"], "--apply needs a server"),
+    # what no server takes, and options that would do nothing, refused before anything is made
+    (["--ram", "64GB", "--pg-version", "13"], "--pg-version 13 is not a version pgdyno knows"),
+    (["--ram", "64GB", "--pg-version", "-1"], "--pg-version -1 is not a version pgdyno knows"),
+    (["--ram", "infGB"], "--ram 'infGB' is not a size"),
+    (["--ram", "0x10GB"], "--ram '0x10GB' is not a size"),
+    (["--ram", "1e-9GB"], "--ram '1e-9GB' is not a size"),
+    (["--ram", "64GB", "--ladder"], "--ladder does nothing offline"),
+    (["--ram", "64GB", "--workload", "select-only"], "--workload does nothing offline"),
+    (["--ram", "64GB", "--data-dir", "/tmp"], "--data-dir does nothing offline"),
+    (["--ram", "64GB", "--out", ""], "--out needs a directory"),
+    (["--ram", "64GB", "--connections", "2"], "give at least 4"),
+    (["--sandbox", "--connections", "3"], "give at least 4"),  # before a sandbox is made
+    (
+        [
+            "--baseline",
+            "pgtune",
+            "--ram",
+            "8GB",
+            "--pg-version",
+            "17",
+            "--connections",
+            "1",
+            "--json",
+        ],
+        "give at least 4",
+    ),
+    (["--ram", "64GB", "--connections", "262143", "--pg-version", "18"], "give at most 262107"),
+    (["--sandbox", "--verify", "--scale", "huge"], "--scale 'huge' is not valid"),
+    (["--sandbox", "--verify", "--budget", "soon"], "--budget 'soon' is not a duration"),
+    (["--sandbox", "--budget", "5m"], "--budget only acts with --verify"),
+    (
+        [
+            "--baseline",
+            "timescaledb-tune",
+            "--ram",
+            "8GB",
+            "--cpus",
+            "4",
+            "--pg-version",
+            "16",
+            "--connections",
+            "20",
+        ],
+        "timescaledb-tune refuses fewer than 25 connections",
+    ),
 ]
 
 
@@ -225,6 +270,20 @@ def test_bad_input_is_one_sentence(run_cli, workdir: Path, args: list[str], mess
     assert result.code == 2, result.stderr
     assert message in one_clear_sentence(result.stderr)
     assert result.stdout == ""
+    assert list(workdir.iterdir()) == []  # no sandbox, no plan, no file
+
+
+def test_pgtune_baseline_json_and_table_leave_out_the_same(run_cli, workdir: Path) -> None:
+    """pgtune's io_method = io_uring on 18: the recorded build has no io_uring, so both the
+    table and the JSON name it as left out, with the same reason."""
+    args = ["tune", "--baseline", "pgtune", "--pg-version", "18", "--ram", "16GB", "--cpus", "8"]
+    data = strict_loads(run_cli(workdir, *args, "--json").stdout)
+    assert data["settings"]["io_method"] == "io_uring"  # what pgtune prints, exactly
+    reason = data["left_out"]["io_method"]
+    assert reason.startswith("pgtune's io_method = io_uring left out:")
+    table = run_cli(workdir, *args).stdout
+    assert reason in " ".join(table.split())
+    assert not re.search(r"│ io_method\s", table)
 
 
 # -- the sandbox -----------------------------------------------------------------------------------

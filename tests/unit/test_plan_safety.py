@@ -187,6 +187,9 @@ def test_integer_too_long_for_python_is_refused(places, tmp_path: Path):
         ("vm.min_free_kbytes", "4294967296", "from 0 to 2147483647 (int)"),
         ("kernel.numa_balancing", "4", "from 0 to 3 (int)"),
         ("vm.dirty_ratio", '"20 banana"', "takes whole numbers (int)"),
+        # TOML booleans are no sysctl values (they once went to the kernel as 1 and 0)
+        ("vm.swappiness", "true", "vm.swappiness = true is not a sysctl value"),
+        ("kernel.numa_balancing", "false", "write the number the kernel takes"),
     ],
 )
 def test_sysctl_values_outside_the_kernel_range_are_refused(

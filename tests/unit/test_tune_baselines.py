@@ -275,3 +275,51 @@ def test_timescaledb_needs_the_cpu_count() -> None:
 def test_format_bytes_follows_timescaledb_tune() -> None:
     assert [format_bytes(n) for n in (2**40, 1536 * 2**30, 1025, 1, 3 * 2**20 + 1)] == [
         "1TB", "1536GB", "1kB", "1kB", "3MB"]  # fmt: skip
+
+
+# timescaledb-tune's own unit-test tables (pkg/pgtune/misc_test.go, parallel_test.go,
+# tune_test.go of timescale/timescaledb-tune), recorded as cases: the figures its tests expect.
+TS_MAX_LOCKS = [  # totalMemory -> max_locks_per_transaction (misc_test.go)
+    (7 * GB, 128), (8 * GB, 256), (15 * GB, 256), (16 * GB, 512), (24 * GB, 512),
+    (32 * GB, 1024), (80 * GB, 1024),
+]  # fmt: skip
+TS_PARALLEL = {  # CPUs -> (background workers, worker processes, per gather, parallel workers)
+    2: (16, 2 + 3 + 16, 1, 2),
+    4: (16, 4 + 3 + 16, 2, 4),
+    5: (16, 5 + 3 + 16, 3, 5),
+}
+
+
+@pytest.mark.parametrize(("ram", "locks"), TS_MAX_LOCKS)
+def test_timescaledb_max_locks_by_ram(ram: int, locks: int) -> None:
+    assert _ts(ram)["max_locks_per_transaction"] == locks
+
+
+@pytest.mark.parametrize("cpus", sorted(TS_PARALLEL))
+def test_timescaledb_parallel_table(cpus: int) -> None:
+    got = _ts(8 * GB, cpus=cpus)
+    names = ("timescaledb.max_background_workers", "max_worker_processes",
+             "max_parallel_workers_per_gather", "max_parallel_workers")  # fmt: skip
+    assert tuple(got[n] for n in names) == TS_PARALLEL[cpus]
+
+
+def test_timescaledb_miscellaneous_group() -> None:
+    got = _ts(8 * GB)
+    assert (got["default_statistics_target"], got["random_page_cost"]) == (100, 1.1)
+    misc = ["default_statistics_target", "random_page_cost", "checkpoint_completion_target",
+            "max_connections", "max_locks_per_transaction", "autovacuum_max_workers",
+            "autovacuum_naptime", "effective_io_concurrency"]  # fmt: skip
+    assert [name for name in got if name in misc] == misc  # the tool's order
+
+    def version(v: int) -> dict[str, object]:
+        return timescaledb_tune(BaselineInputs(v, "web", 8 * GB, cpus=4))
+
+    assert "default_toast_compression" not in version(13)
+    assert [version(v)["default_toast_compression"] for v in (14, 18)] == ["lz4", "lz4"]
+
+
+@pytest.mark.parametrize("connections", [1, 24])
+def test_timescaledb_refuses_fewer_than_25_connections(connections: int) -> None:
+    with pytest.raises(UsageError, match="fewer than 25 connections"):
+        _ts(8 * GB, connections=connections)
+    assert _ts(8 * GB, connections=25)["max_connections"] == 25

@@ -413,11 +413,19 @@ def test_worst_case_memory_stays_within_three_quarters(machine: Machine, profile
 
 
 def test_work_mem_never_goes_below_postgresql_minimum() -> None:
-    """A tiny machine with many connections: the budget is negative, work_mem stays 64kB."""
+    """A tiny machine with many connections: the budget is negative, work_mem stays 64kB, and
+    max_connections is lowered to what fits at that floor, saying so (tune/startable.py)."""
     facts = offline_facts(Given("oltp", ram_bytes=1 * GiB, cpus=2, connections=5000, pg_version=17))
     config = recommend(facts, recorded_settings(17), {})
-    assert config.pg_values()["work_mem"] == "64kB"
-    assert not config.notes
+    values = config.pg_values()
+    assert values["work_mem"] == "64kB"
+    # 3/4 of 1GB less 256MB shared_buffers and 3 x 64MB maintenance_work_mem, at 64kB x 2.0
+    # (hash_mem_multiplier) per session, less the 8 parallel workers.
+    assert values["max_connections"] == str((768 - 256 - 192) * 1024 // 128 - 8) == "2552"
+    assert len(config.notes) == 1 and "max_connections lowered from 5000" in config.notes[0]
+    sessions = (int(values["max_connections"]) + 8) * size(values, "work_mem") * 2.0
+    fixed = size(values, "shared_buffers") + 3 * size(values, "maintenance_work_mem")
+    assert fixed + sessions <= GiB * 3 / 4
 
 
 # -- every value against the catalog of its version ----------------------------------------------
@@ -437,7 +445,11 @@ def test_every_value_passes_its_version_catalog(major: int) -> None:
                 expected = "restart" if meta[setting.name].needs_restart else "reload"
                 assert setting.takes_effect == expected, setting.name
             names = {s.name for s in config.layer("postgresql")}
-            assert ("io_method" in names) == (major >= 18)
+            # io_method stays worker, 18's default, so it is not written; io_workers is, on
+            # flash (hundreds of requests in flight), from 18 on.
+            assert "io_method" not in names
+            flash = int(config.pg_values()["effective_io_concurrency"]) >= 32
+            assert ("io_workers" in names) == (major >= 18 and flash), machine.name
 
 
 def with_io_uring(meta: dict[str, SettingMeta]) -> dict[str, SettingMeta]:
@@ -453,9 +465,7 @@ def test_io_uring_is_a_measure_step_only_where_the_build_offers_it() -> None:
 
     # Facts read from this catalog: no io_uring entry at all, and nothing refused.
     plain = recommend(machine_facts(machine, "oltp"), meta, {})
-    assert [(s.value, s.status) for s in plain.settings if s.name == "io_method"] == [
-        ("worker", "apply")
-    ]
+    assert [(s.value, s.status) for s in plain.settings if s.name == "io_method"] == []
     assert not plain.notes
 
     # A build that offers it: offered as a measurement, never applied unmeasured.
@@ -464,14 +474,13 @@ def test_io_uring_is_a_measure_step_only_where_the_build_offers_it() -> None:
     facts.set("io_methods", io_methods(offering), "pg_settings")
     measured = recommend(facts, offering, {})
     assert [(s.value, s.status) for s in measured.settings if s.name == "io_method"] == [
-        ("worker", "apply"),
         ("io_uring", "measure"),
     ]
-    assert measured.pg_values()["io_method"] == "worker"
+    assert "io_method" not in measured.pg_values()
 
     # Facts that say io_uring but a target that refuses it: left out with a note.
     refused = recommend(facts, meta, {})
-    assert [s.value for s in refused.settings if s.name == "io_method"] == ["worker"]
+    assert [s.value for s in refused.settings if s.name == "io_method"] == []
     assert len(refused.notes) == 1 and "io_method = io_uring left out" in refused.notes[0]
 
 

@@ -138,12 +138,16 @@ class SafeConsole(Console):
         return super().render_str(safe_text(text, multiline=True), **kwargs)
 
 
+# Not on a terminal (a pipe, a file, a test), text is never wrapped: what a user copies from
+# it (a connection string, a path, a command) stays on one line. Tables still fit their width.
 def out(env: Environment) -> Console:
-    return SafeConsole(file=env.stdout, soft_wrap=False, width=None if env.stdout.isatty() else 160)
+    tty = env.stdout.isatty()
+    return SafeConsole(file=env.stdout, soft_wrap=not tty, width=None if tty else 160)
 
 
 def err(env: Environment) -> Console:
-    return SafeConsole(file=env.stderr, stderr=True, highlight=False)
+    tty = env.stderr.isatty()
+    return SafeConsole(file=env.stderr, stderr=True, highlight=False, soft_wrap=not tty)
 
 
 def print_json(env: Environment, data: object) -> None:

@@ -24,7 +24,6 @@ from pgdyno.cli.tune_verify import run_verify, verify_plans
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import sandbox_session, server_address
-from pgdyno.postgres.setting_values import read_number, unit_size
 from pgdyno.render.tune import (
     apply_data,
     baseline_data,
@@ -37,24 +36,18 @@ from pgdyno.tune.facts import DATA_SIZES, PROFILES, STORAGES, Given
 from pgdyno.tune.files import render_files
 from pgdyno.tune.model import LAYERS, Configuration, Layer
 from pgdyno.tune.out_dir import write_files
+from pgdyno.tune.request_checks import (
+    check_connections,
+    check_options,
+    check_pg_version,
+    check_verify,
+    out_dir,
+    parse_ram,
+)
 from pgdyno.tune.session import Target, baseline, gather, pgdyno_configuration
+from pgdyno.tune.startable import for_files
 
 BASELINE_NAMES = ("pgtune", "timescaledb-tune")
-
-
-def parse_ram(text: str) -> int:
-    """--ram: a size with a unit as PostgreSQL writes it (64GB, 512MB, 1TB), in bytes.
-
-    >>> parse_ram("64GB"), parse_ram("512MB")
-    (68719476736, 536870912)
-    """
-    read = read_number(text.strip(), integer=False)
-    if read is None or not read[1] or read[1] not in ("kB", "MB", "GB", "TB"):
-        raise UsageError(f"--ram {text!r} is not a size: give it with a unit, e.g. 64GB or 512MB.")
-    number, unit = read
-    if number <= 0:
-        raise UsageError(f"--ram {text!r} must be more than zero.")
-    return int(number * unit_size(unit))
 
 
 def parse_layers(text: str) -> tuple[Layer, ...]:
@@ -104,7 +97,7 @@ def parse_layers(text: str) -> tuple[Layer, ...]:
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
     help="Write the configuration as files to deploy (postgresql.conf include, "
     "ALTER SYSTEM script, sysctl.d, udev rule, tmpfiles.d) into DIR.",
 )
@@ -195,17 +188,18 @@ def tune(ctx: click.Context, /, **options: object) -> None:
       pgdyno tune --sandbox --apply --yes      # then: pgdyno rollback
     """
     env = environment(ctx)
-    o = _Options(options)
+    o = _Options(options, _typed(ctx))
     given = o.given()
     with ExitStack() as stack:
         target, handle = _connect(env, o, stack) if not given.offline else (None, None)
         gathered = gather(env, given, target)
         label = target.label if target else "the machine described on the command line"
         ours = pgdyno_configuration(gathered)
+        check_connections(given.connections, _workers(ours), _major(ours))
         if o.baseline_name and not o.verify:
             values, config = baseline(gathered, o.baseline_name)
             if o.as_json and not o.out_dir and not o.do_apply:
-                print_json(env, baseline_data(o.baseline_name, values, config if target else None))
+                print_json(env, baseline_data(o.baseline_name, values, config))
                 return
         else:
             config = ours
@@ -228,14 +222,31 @@ def tune(ctx: click.Context, /, **options: object) -> None:
         run_verify(env, plans, as_json=o.as_json)
 
 
+def _typed(ctx: click.Context) -> set[str]:
+    """The options given on the command line (or in the environment), not left at a default."""
+    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return {name for name in ctx.params if ctx.get_parameter_source(name) in sources}
+
+
+def _workers(config: Configuration) -> dict[str, int]:
+    values = config.pg_values()
+    names = ("autovacuum_max_workers", "max_worker_processes")
+    return {name: int(values[name]) for name in names if values.get(name, "").isdigit()}
+
+
+def _major(config: Configuration) -> int | None:
+    major = config.facts.get("pg")
+    return major if isinstance(major, int) else None
+
+
 class _Options:
-    def __init__(self, options: dict[str, object]) -> None:
+    def __init__(self, options: dict[str, object], typed: set[str]) -> None:
         self.raw = options
         self.profile = str(options["profile"])
         baseline_name = options.get("baseline_name")
         self.baseline_name = str(baseline_name) if baseline_name else None
         self.as_json = bool(options.get("as_json"))
-        self.out_dir = options.get("out_dir")
+        self.out_dir = out_dir(options.get("out_dir"))
         self.do_apply = bool(options.get("do_apply"))
         self.yes = bool(options.get("yes"))
         self.dsn = options.get("dsn")
@@ -248,6 +259,13 @@ class _Options:
         if self.dsn is not None and self.sandbox:
             raise UsageError("give --dsn or --sandbox, not both.")
         self.verify = bool(options.get("verify"))
+        check_pg_version(options.get("pg_version"))
+        connections, major = options.get("connections"), options.get("pg_version")
+        if isinstance(connections, int):  # again with the configuration's workers, below
+            check_connections(connections, {}, major if isinstance(major, int) else None)
+        check_options(typed, offline=self.ram is not None, verify=self.verify)
+        if self.verify:  # before a sandbox is started or a plan written
+            check_verify(options)
         if self.verify and (self.do_apply or self.dsn is not None):
             raise UsageError("--verify runs on the sandbox, without --apply or --dsn.")
 
@@ -289,8 +307,8 @@ def _connect(env: Environment, o: _Options, stack: ExitStack) -> tuple[Target, S
 def _write_files(env: Environment, o: _Options, config: Configuration) -> None:
     if o.out_dir is None:
         return
-    files = render_files(config, generated_by=f"pgdyno tune {__version__}")
-    written = write_files(Path(str(o.out_dir)), files)
+    files = render_files(for_files(config), generated_by=f"pgdyno tune {__version__}")
+    written = write_files(o.out_dir, files)
     err(env).print(f"wrote {len(written)} file(s) to {o.out_dir}: "
                    + ", ".join(p.name for p in written))  # fmt: skip
 

@@ -180,6 +180,11 @@ def check_policy(plan: Plan, allowed: Allowed) -> None:
         for name, value in own.sysctl.items():
             try:
                 rule = check_sysctl_name(name, allowed)
+                if isinstance(value, bool):  # TOML true is no sysctl value (the kernel reads 1?)
+                    raise UsageError(
+                        f"sysctl {name} = {str(value).lower()} is not a sysctl value: write the "
+                        "number the kernel takes (e.g. 0 or 1) in the plan."
+                    )
                 if (text := as_text(value)) is not None:
                     check_sysctl_value(name, rule, normalize_sysctl(text))
             except PgdynoError as exc:

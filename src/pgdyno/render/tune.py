@@ -54,7 +54,8 @@ def baseline_data(
     name: str, values: Mapping[str, str | int | float], config: Configuration | None
 ) -> dict[str, Any]:
     """`{"baseline": ..., "settings": {name: value}}` with each value as the tool writes it;
-    online, the values this server refuses are named under `left_out` with the reason."""
+    the values the target refuses (the server's pg_settings, or offline the recorded ones of
+    its version) are named under `left_out` with the reason, as the table's notes name them."""
     data: dict[str, Any] = {"baseline": name, "settings": dict(values)}
     if config is not None:
         kept = {s.name for s in config.settings}

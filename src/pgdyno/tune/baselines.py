@@ -6,7 +6,8 @@ own, so the numbers must be theirs, not an approximation: the formulas below res
 (timescale/timescaledb-tune, `pkg/pgtune`) for Linux, with the facts of the project's pgtune
 reference notes. pgtune's part is checked against pgtune's own code run over
 thousands of inputs (tests/data/pgtune/cases.json). timescaledb-tune's part follows those
-facts and the tool's printing code (`parse.BytesToPGFormat`); no run of the tool checked it.
+facts, the tool's printing code (`parse.BytesToPGFormat`) and the expected values of its own
+unit tests (recorded in tests/unit/test_tune_baselines.py); no run of the tool checked it.
 
 Pure functions of a `BaselineInputs`: nothing is read from the host or a server.
 
@@ -246,6 +247,11 @@ _TS_WAL_BUFFERS = 16 * _TS_MB
 _TS_MAX_WAL = 1 * _TS_GB  # no WAL disk size given; min_wal_size is half
 _TS_BUILTIN_PROCESSES = 3  # checkpointer, WAL writer, autovacuum launcher
 _TS_BACKGROUND_WORKERS = 16  # timescaledb.max_background_workers, counted in worker processes
+_TS_MIN_CONNECTIONS = 25  # below it the tool refuses (Patroni replaces less with 100)
+_TS_STATISTICS_TARGET = 100
+# max_locks_per_transaction by RAM: 128 below 8GB, doubled at 8, 16 and 32GB (then 1024)
+_TS_LOCKS_BY_RAM = ((32 * _TS_GB, 1024), (16 * _TS_GB, 512), (8 * _TS_GB, 256))
+_TS_LOCKS_DEFAULT = 128
 
 
 def format_bytes(n: int) -> str:
@@ -277,6 +283,11 @@ def _round_half_away(x: float) -> int:
 
 def _ts_connections(inputs: BaselineInputs) -> int:
     if inputs.connections:
+        if inputs.connections < _TS_MIN_CONNECTIONS:
+            raise UsageError(
+                f"timescaledb-tune refuses fewer than {_TS_MIN_CONNECTIONS} connections: give "
+                f"--connections {_TS_MIN_CONNECTIONS} or more."
+            )
         return inputs.connections
     for limit, connections in _TS_CONNECTIONS_BY_RAM:
         if inputs.ram_bytes <= limit:
@@ -298,10 +309,19 @@ def _ts_memory(inputs: BaselineInputs, cpus: int, connections: int) -> list[tupl
     ]
 
 
+def _ts_locks(ram: int) -> int:
+    """
+    >>> [_ts_locks(g * _TS_GB) for g in (7, 8, 15, 16, 24, 32, 80)]
+    [128, 256, 256, 512, 512, 1024, 1024]
+    """
+    return next((locks for limit, locks in _TS_LOCKS_BY_RAM if ram >= limit), _TS_LOCKS_DEFAULT)
+
+
 def _ts_parallel(cpus: int) -> list[tuple[str, Value]]:
     if cpus <= 1:  # the tool leaves parallelism alone on one CPU
         return []
     return [
+        ("timescaledb.max_background_workers", _TS_BACKGROUND_WORKERS),
         ("max_worker_processes", _TS_BUILTIN_PROCESSES + _TS_BACKGROUND_WORKERS + cpus),
         ("max_parallel_workers_per_gather", _round_half_away(cpus / 2)),
         ("max_parallel_workers", cpus),
@@ -321,8 +341,12 @@ def _ts_wal(ram: int) -> list[tuple[str, Value]]:
 def timescaledb_tune(inputs: BaselineInputs) -> Settings:
     """The settings timescaledb-tune recommends for these inputs (Linux), group by group.
 
-    Built from the reference notes' facts (not checked against the tool's code: see above).
-    timescaledb-tune always knows the CPU count (it reads the host), so it must be given.
+    Groups as the tool prints them: memory, parallelism (with its own
+    timescaledb.max_background_workers, a setting of the TimescaleDB extension), WAL, then the
+    miscellaneous group (statistics target, costs, connections, locks by RAM, autovacuum,
+    I/O concurrency, jit, and lz4 TOAST compression from PostgreSQL 14). timescaledb-tune
+    always knows the CPU count (it reads the host), so it must be given; it refuses fewer than
+    25 connections.
 
     >>> timescaledb_tune(BaselineInputs(16, "web", 8 * 2**30, cpus=4))["work_mem"]
     '16MB'
@@ -335,15 +359,19 @@ def timescaledb_tune(inputs: BaselineInputs) -> Settings:
         *_ts_memory(inputs, inputs.cpus, connections),
         *_ts_parallel(inputs.cpus),
         *_ts_wal(inputs.ram_bytes),
-        ("checkpoint_completion_target", 0.9),
+        ("default_statistics_target", _TS_STATISTICS_TARGET),
         ("random_page_cost", 1.1),
-        ("effective_io_concurrency", 200 if inputs.pg_version <= 12 else 256),
+        ("checkpoint_completion_target", 0.9),
         ("max_connections", connections),
+        ("max_locks_per_transaction", _ts_locks(inputs.ram_bytes)),
         ("autovacuum_max_workers", 10),
         ("autovacuum_naptime", 10),
+        ("effective_io_concurrency", 200 if inputs.pg_version <= 12 else 256),
     ]
     if inputs.pg_version >= 12:
         rows.append(("jit", "off"))
+    if inputs.pg_version >= 14:
+        rows.append(("default_toast_compression", "lz4"))
     return dict(rows)
 
 

@@ -21,6 +21,7 @@ from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.tune.facts import Facts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
 from pgdyno.tune.model import Configuration, Setting, TakesEffect
+from pgdyno.tune.startable import fit_connections
 
 THP_ROOT = "kernel/mm/transparent_hugepage"
 
@@ -65,13 +66,15 @@ def recommend(
         checked = _checked(setting, meta, facts, notes)
         if checked is not None:
             settings.append(_with_current(checked, current))
-    return Configuration(
-        source="pgdyno",
-        profile=str(facts.values.get("profile")),
-        settings=tuple(settings),
-        facts={**facts.values, "devices": facts.devices, "sources": facts.sources},
-        unknown=unknown,
-        notes=tuple(notes),
+    return fit_connections(
+        Configuration(
+            source="pgdyno",
+            profile=str(facts.values.get("profile")),
+            settings=tuple(settings),
+            facts={**facts.values, "devices": facts.devices, "sources": facts.sources},
+            unknown=unknown,
+            notes=tuple(notes),
+        )
     )
 
 
@@ -145,6 +148,15 @@ def _checked_pg(
     major = facts.values.get("pg")
     if not meta:
         return setting
+    if "." in setting.name and setting.name not in meta:
+        # An extension's setting (timescaledb.*): the target does not load the extension.
+        extension = setting.name.partition(".")[0]
+        notes.append(
+            f"{source}'s {setting.name} = {setting.value} left out: a setting of the "
+            f"{extension} extension, absent from the target's pg_settings (PostgreSQL {major} "
+            "without it loaded)."
+        )
+        return None
     try:
         check_setting(meta, setting.name, setting.value, str(major), source=source)
     except UsageError as exc:
