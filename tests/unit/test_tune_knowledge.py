@@ -386,8 +386,8 @@ def test_the_agreement_test_fails_when_tune_toml_changes(tmp_path: Path) -> None
     """Half of RAM as shared buffers: the doctor's shared-buffers-large must catch it."""
     path, _ = edited_copy(
         tmp_path,
-        "(t.ram // 16 if t.profile == 'desktop' else \\",
-        "(t.ram // 2 if t.profile != 'desktop' else \\",
+        "raw = \"t.ram // 16 if t.profile == 'desktop' else max(t.ram // 4,",
+        "raw = \"t.ram // 16 if t.profile == 'desktop' else max(t.ram // 2,",
     )
     machine = MACHINES[1]
     found = disagreements(machine, "oltp", configure(machine, "oltp", path))
