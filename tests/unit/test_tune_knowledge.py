@@ -29,16 +29,13 @@ from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.tune.baselines import BaselineInputs, pgtune
 from pgdyno.tune.choices import PROFILES
 from pgdyno.tune.facts import (
-    DEVICE_FACTS,
-    FACT_FIELDS,
     Disk,
     Given,
     TuneFacts,
     offline_facts,
-    snapshot_facts,
     storage_of,
 )
-from pgdyno.tune.knowledge import FACT_NAMES, KNOWLEDGE_FILE, KnowledgeError, load_knowledge
+from pgdyno.tune.knowledge import KNOWLEDGE_FILE, KnowledgeError, load_knowledge
 from pgdyno.tune.model import Configuration
 from pgdyno.tune.recommend import baseline_configuration, pg_text, recommend, shown
 
@@ -330,45 +327,6 @@ def test_a_malformed_entry_is_one_sentence_with_file_and_line(
     with pytest.raises(KnowledgeError) as caught:
         load_knowledge(path)
     assert str(caught.value) == f"{path} line {line}: {problem}{KNOWLEDGE_GUIDE}"
-
-
-def test_the_fact_names_are_the_fields_of_the_facts_record() -> None:
-    """FACT_NAMES is what a typo is checked against: the fields of TuneFacts and Disk."""
-    assert FACT_NAMES["t"] == set(FACT_FIELDS) and FACT_NAMES["device"] == set(DEVICE_FACTS)
-    assert {"ram", "cpus", "pg", "data_bytes", "wal_free", "huge_page"} <= FACT_NAMES["t"]
-    assert not {"devices", "sources", "unknown"} & FACT_NAMES["t"]
-    assert FACT_NAMES["device"] == {"role", "scheduler", "schedulers", "read_ahead_kb"}
-    given = Given(profile="oltp", ram_bytes=8 * GiB, cpus=4, pg_version=17, storage="ssd",
-                  data_size="mid_ram")  # fmt: skip
-    offline = offline_facts(given)
-    assert set(offline.known()) | set(offline.unknown) <= FACT_NAMES["t"]
-
-
-def test_a_fact_that_is_not_a_field_is_refused_with_its_line(tmp_path: Path) -> None:
-    """t.data_size is not a field (data_bytes and data_ratio are): refused when read."""
-    path, line = edited_copy(tmp_path, 'value = "t.connections"', 'value = "t.data_size"')
-    with pytest.raises(KnowledgeError) as caught:
-        load_knowledge(path)
-    assert str(caught.value) == (
-        f"{path} line {line}: setting 'max_connections', value: no fact t.data_size is known"
-        f"{KNOWLEDGE_GUIDE}"
-    )
-
-
-def test_an_older_snapshot_gives_unknown_facts_with_reasons() -> None:
-    """recorded-vm.json predates the schedulers, the WAL free space and the cluster size."""
-    snapshot = load_snapshot(DATA / "doctor" / "recorded-vm.json")
-    read = snapshot_facts(snapshot, Given(profile="oltp"))
-    assert read.ram == 25276502016 and read.pg == 18 and read.storage == "ssd"
-    assert (read.wal_free, read.data_bytes, read.data_ratio) == (None, None, None)
-    assert "taken by an older pgdyno" in read.unknown["wal_free"]
-    assert "server.data_bytes" in read.unknown["data_bytes"]
-    assert [(d.name, d.role, d.schedulers) for d in read.devices] == [("vda", "data", None)]
-    assert "the schedulers of vda" in read.unknown["device.schedulers"]
-    config = recommend(read, recorded_settings(18), {})
-    assert config.unknown["device:scheduler@vda"].startswith("needs device.schedulers (")
-    assert "device:read_ahead_kb@vda" not in config.unknown
-    assert config.pg_values()["max_wal_size"] == "16GB"  # no WAL space known: not capped
 
 
 # -- one knowledge base: the doctor does not flag what tune recommends ----------------------------
