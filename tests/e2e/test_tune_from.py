@@ -76,7 +76,7 @@ def test_an_older_snapshot_gives_unknown_facts_with_reasons(run_cli, workdir: Pa
     assert result.code == 0, result.stderr
     data = strict_loads(result.stdout)
     unknown = data["unknown"]
-    assert "taken by an older pgdyno" in unknown["wal_free"]
+    assert "an older pgdyno's snapshot" in unknown["wal_free"]
     assert "server.data_bytes" in unknown["data_bytes"]
     assert "the snapshot has no ranges of the settings" in unknown["pg_settings"]
     assert unknown["device:scheduler@vda"].startswith("needs device.schedulers (")

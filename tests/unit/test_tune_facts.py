@@ -51,7 +51,7 @@ def test_an_older_snapshot_gives_unknown_facts_with_reasons() -> None:
     read = snapshot_facts(snapshot, Given(profile="oltp"))
     assert read.ram == 25276502016 and read.pg == 18 and read.storage == "ssd"
     assert (read.wal_free, read.data_bytes, read.data_ratio) == (None, None, None)
-    assert "taken by an older pgdyno" in read.unknown["wal_free"]
+    assert "an older pgdyno's snapshot" in read.unknown["wal_free"]
     assert "server.data_bytes" in read.unknown["data_bytes"]
     assert [(d.name, d.role, d.schedulers) for d in read.devices] == [("vda", "data", None)]
     assert "the schedulers of vda" in read.unknown["device.schedulers"]

@@ -14,6 +14,7 @@ origin of each known fact in `sources`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -27,7 +28,9 @@ from pgdyno.tune.choices import (
 )
 
 Snapshot = Mapping[str, Any]
-NEW_SNAPSHOT = "taken by an older pgdyno: take a new one with `pgdyno doctor --snapshot`"
+NEW_SNAPSHOT = (
+    "an older pgdyno's snapshot, or one written by hand: `pgdyno doctor --snapshot` takes a new one"
+)
 
 
 @dataclass(frozen=True)
@@ -189,8 +192,18 @@ def snapshot_facts(snapshot: Snapshot, given: Given) -> TuneFacts:
 
 
 def server_major(snapshot: Snapshot) -> int | None:
-    version_num = (snapshot.get("server") or {}).get("version_num")
-    return int(version_num) // 10000 if version_num else None
+    """The server's major version: from `version_num`, else from `version` ("16.4").
+
+    >>> server_major({"server": {"version_num": 180001}})
+    18
+    >>> server_major({"server": {"version": "16.4"}}), server_major({})
+    (16, None)
+    """
+    server = snapshot.get("server") or {}
+    if server.get("version_num"):
+        return int(server["version_num"]) // 10000
+    match = re.match(r"\s*(\d+)", str(server.get("version") or ""))
+    return int(match.group(1)) if match else None
 
 
 def _ram_source(given: Given, host: Mapping[str, Any]) -> str:
@@ -208,7 +221,7 @@ def _unread(snapshot: Snapshot, *keys: str) -> str | None:
 
 def _why_unread(snapshot: Snapshot, name: str) -> str:
     key = {"ram": "host", "cpus": "host", "pg": "server", "storage": "devices"}[name]
-    return _unread(snapshot, key, f"{key}.data") or "unknown"
+    return _unread(snapshot, key, f"{key}.data") or "the snapshot does not give it"
 
 
 def _connections(facts: _Collected, given: Given, server: Mapping[str, Any] | None) -> None:

@@ -95,7 +95,8 @@ def snapshot_meta(
     else:
         why = f"the snapshot has no ranges of the settings ({NEW_SNAPSHOT})"
     if not meta:
-        return {}, f"{why}; none is recorded for this version, so values are not checked"
+        which = f"none is recorded for PostgreSQL {major}" if major else "its version is unknown"
+        return {}, f"{why}; {which}, so values are not checked"
     return meta, f"{why}: values are checked against the recorded catalog of PostgreSQL {major}"
 
 
