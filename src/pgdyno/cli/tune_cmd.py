@@ -211,9 +211,10 @@ def tune(
     PostgreSQL settings (memory within a worst-case budget, WAL and checkpoints, planner and
     I/O costs by disk type, parallelism, autovacuum), host settings (dirty-page writeback,
     swappiness, huge pages, THP, NUMA, scheduler) and the block devices under the data and WAL
-    directories, from the facts the doctor reads (or those given offline with --ram) and a
-    profile. Values come from data/tune.toml and name the doctor rules and published
-    benchmarks behind them; each PostgreSQL value is checked against the target's pg_settings.
+    directories, from the facts the doctor reads (live, or from a snapshot file with --from;
+    or those given offline with --ram) and a profile. Values come from data/tune.toml and name
+    the doctor rules and published benchmarks behind them; each PostgreSQL value is checked
+    against the target's pg_settings.
 
     \b
     Examples:
