@@ -39,6 +39,7 @@ def test_recorded_vm_root_filesystem_is_the_virtio_disk(path):
         rotational=True,  # virtio-blk reports 1
         scheduler="mq-deadline",
         read_ahead_kb=8192,
+        schedulers=("none", "mq-deadline", "kyber", "bfq"),
     )
 
 

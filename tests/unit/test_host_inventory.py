@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from pgdyno.host.device_inventory import read_devices
 from pgdyno.host.devices import parse_mountinfo
-from pgdyno.host.inventory import HOST_FIELDS, read_devices, read_inventory
+from pgdyno.host.inventory import HOST_FIELDS, read_inventory
 from pgdyno.host.parsers import detect_container, hypervisor_from_dmi, parse_cpu_list, parse_swaps
 from pgdyno.render.doctor import headline
 
@@ -440,7 +441,13 @@ def test_devices_on_the_recorded_vm():
         RECORDED / "proc",
         RECORDED / "sys",
     )
-    assert unread == {}
+    # The free space is read on the machine itself only: a recorded path is another machine's.
+    assert unread == {
+        f"devices.{role}.free_bytes": f"the free space at {path} is read on the machine itself "
+        "(statvfs), not from a recorded /proc."
+        for role, path in (("data", "/var/lib/postgresql/18/main"),
+                           ("wal", "/var/lib/postgresql/18/main/pg_wal"))
+    }  # fmt: skip
     assert devices["data"] == {
         "path": "/var/lib/postgresql/18/main",
         "name": "vda",
@@ -454,7 +461,9 @@ def test_devices_on_the_recorded_vm():
         "nvme": False,
         "virtual": True,  # a virtio disk: its rotational flag says nothing
         "scheduler": "mq-deadline",
+        "schedulers": ["none", "mq-deadline", "kyber", "bfq"],
         "read_ahead_kb": 8192,
+        "free_bytes": None,
     }
     assert devices["wal"]["path"] == "/var/lib/postgresql/18/main/pg_wal"
     assert devices["wal_on_data_device"] is True
@@ -476,11 +485,20 @@ def test_devices_in_a_container(tmp_path: Path):
 def test_devices_on_nvme_and_sata():
     proc, sys = REPO / "tests/data/proc/edited-nvme-sdb", REPO / "tests/data/sys/edited-nvme-sdb"
     devices, unread = read_devices(Path("/var/lib/postgresql/18/main"), Path("/pg_wal"), proc, sys)
-    assert unread == {}
+    assert set(unread) == {"devices.data.free_bytes", "devices.wal.free_bytes"}
     assert (devices["data"]["disk"], devices["data"]["nvme"]) == ("sdb", False)
     assert devices["data"]["rotational"] is True
     assert (devices["wal"]["name"], devices["wal"]["nvme"]) == ("nvme0n1p2", True)
+    assert devices["wal"]["schedulers"] == ["none", "mq-deadline"]
     assert devices["wal_on_data_device"] is False
+
+
+def test_free_space_is_read_on_the_live_machine(tmp_path: Path):
+    """statvfs of the directory itself, on this machine's /proc (no recorded tree)."""
+    devices, unread = read_devices(tmp_path, None, Path("/proc"), Path("/sys"))
+    assert "devices.data.free_bytes" not in unread
+    free = devices["data"]["free_bytes"]
+    assert isinstance(free, int) and free > 0
 
 
 def test_unknown_directories():
@@ -495,7 +513,9 @@ def test_unknown_directories():
     assert devices["wal_on_data_device"] is None
     assert unread == {
         "devices.data": "the device under var/lib/postgresql is unknown: "
-        "var/lib/postgresql is not an absolute path."
+        "var/lib/postgresql is not an absolute path.",
+        "devices.wal.free_bytes": "the free space at /pg_wal is read on the machine itself "
+        "(statvfs), not from a recorded /proc.",
     }
 
 

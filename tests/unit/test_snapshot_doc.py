@@ -17,7 +17,8 @@ from pgdyno.doctor.snapshot_doc import (
     gathered_fields,
     render,
 )
-from pgdyno.host.inventory import read_devices, read_inventory
+from pgdyno.host.device_inventory import read_devices
+from pgdyno.host.inventory import read_inventory
 
 REPO = Path(__file__).parents[2]
 DOC = REPO / "docs" / "doctor-snapshot.md"

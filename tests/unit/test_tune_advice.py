@@ -3,8 +3,11 @@ version it targets (cited in data/tune.toml), on the recorded pg_settings of 14 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from pgdyno.cli.tune_request import VerifyOptions, check_verify, parse_workloads
 from pgdyno.errors import UsageError
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import recorded_defaults, recorded_settings
@@ -15,7 +18,6 @@ from pgdyno.tune.request_checks import (
     check_connections,
     check_options,
     check_pg_version,
-    check_verify,
     most_connections,
     out_dir,
     parse_ram,
@@ -117,7 +119,7 @@ def megabytes(text: str) -> int:
 def test_min_wal_size_stays_below_max_wal_size(profile: str, free: int | None):
     facts = offline_facts(Given(profile, ram_bytes=16 * GiB, cpus=4, pg_version=17, storage="ssd"))  # type: ignore[arg-type]
     if free is not None:
-        facts.set("wal_free", free, "test")
+        facts = replace(facts, wal_free=free, sources={**facts.sources, "wal_free": "test"})
     config = recommend(facts, recorded_settings(17), {})
     values = config.pg_values()
     sizes = {n: megabytes(values[n]) for n in ("min_wal_size", "max_wal_size")}
@@ -216,13 +218,17 @@ def test_verify_options_without_verify_are_refused_online():
     check_options({"restart_command", "data_dir"}, offline=False, verify=False)
 
 
-@pytest.mark.parametrize(("raw", "words"), [
-    ({"workloads": ",", "scale": "small"}, "names no workload"),
-    ({"workloads": "tpcc", "scale": "small"}, "tpcc"),
-    ({"workloads": "tpcb-like", "scale": "huge"}, "--scale 'huge'"),
-    ({"workloads": "tpcb-like", "scale": "small", "budget": "soon"}, "--budget 'soon'"),
+def _verify(workloads: str, scale: str, budget: str | None = None) -> VerifyOptions:
+    return VerifyOptions(parse_workloads(workloads), scale, None, 30, None, budget, False)
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    (_verify(",", "small"), "names no workload"),
+    (_verify("tpcc", "small"), "tpcc"),
+    (_verify("tpcb-like", "huge"), "--scale 'huge'"),
+    (_verify("tpcb-like", "small", "soon"), "--budget 'soon'"),
 ])  # fmt: skip
-def test_bad_verify_options_are_refused(raw: dict[str, object], words: str):
+def test_bad_verify_options_are_refused(options: VerifyOptions, words: str):
     with pytest.raises(UsageError, match=words):
-        check_verify(raw)
-    check_verify({"workloads": "tpcb-like,select-only", "scale": "small", "budget": "30m"})
+        check_verify(options)
+    check_verify(_verify("tpcb-like,select-only", "small", "30m"))

@@ -20,7 +20,16 @@ from pgdyno.cli.common import (
     print_json,
     workdir_options,
 )
+from pgdyno.cli.tune_request import (
+    ServerOptions,
+    TuneRequest,
+    VerifyOptions,
+    check_verify,
+    parse_layers,
+    parse_workloads,
+)
 from pgdyno.cli.tune_verify import run_verify, verify_plans
+from pgdyno.doctor.snapshot import load_snapshot
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import sandbox_session, server_address
@@ -32,32 +41,29 @@ from pgdyno.render.tune import (
     render_configuration,
 )
 from pgdyno.tune.apply import apply_configuration
-from pgdyno.tune.facts import DATA_SIZES, PROFILES, STORAGES, Given
+from pgdyno.tune.choices import DATA_SIZES, PROFILES, STORAGES, DataSize, Profile, Storage
+from pgdyno.tune.facts import Given
 from pgdyno.tune.files import render_files
-from pgdyno.tune.model import LAYERS, Configuration, Layer
+from pgdyno.tune.model import LAYERS, Configuration
 from pgdyno.tune.out_dir import write_files
 from pgdyno.tune.request_checks import (
     check_connections,
     check_options,
     check_pg_version,
-    check_verify,
     out_dir,
     parse_ram,
 )
-from pgdyno.tune.session import Target, baseline, gather, pgdyno_configuration
+from pgdyno.tune.session import (
+    Gathered,
+    TuneTarget,
+    baseline,
+    from_snapshot,
+    gather,
+    pgdyno_configuration,
+)
 from pgdyno.tune.startable import for_files
 
 BASELINE_NAMES = ("pgtune", "timescaledb-tune")
-
-
-def parse_layers(text: str) -> tuple[Layer, ...]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [name for name in names if name not in LAYERS]
-    if unknown or not names:
-        raise UsageError(
-            f"--layers {text!r}: each layer is one of {', '.join(LAYERS)} (comma-separated)."
-        )
-    return tuple(name for name in LAYERS if name in names)
 
 
 @click.command()
@@ -95,8 +101,15 @@ def parse_layers(text: str) -> tuple[Layer, ...]:
 @click.option("--dsn", metavar="CONNINFO", help="Tune an existing server ('' for PG* variables).")
 @click.option("--sandbox", is_flag=True, help="Tune pgdyno's sandbox (the default online).")
 @click.option(
+    "--from",
+    "from_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Tune from a snapshot written by `pgdyno doctor --snapshot FILE`, offline, exactly "
+    "as on the machine it was taken on.",
+)
+@click.option(
     "--out",
-    "out_dir",
+    "out_text",
     metavar="DIR",
     help="Write the configuration as files to deploy (postgresql.conf include, "
     "ALTER SYSTEM script, sysctl.d, udev rule, tmpfiles.d) into DIR.",
@@ -169,15 +182,47 @@ def parse_layers(text: str) -> tuple[Layer, ...]:
 @binaries_options
 @workdir_options
 @click.pass_context
-def tune(ctx: click.Context, /, **options: object) -> None:
+def tune(
+    ctx: click.Context,
+    /,
+    profile: Profile,
+    connections: int | None,
+    baseline_name: str | None,
+    ram_text: str | None,
+    cpus: int | None,
+    storage: Storage | None,
+    data_size: DataSize | None,
+    dsn: str | None,
+    sandbox: bool,
+    from_path: Path | None,
+    out_text: str | None,
+    do_apply: bool,
+    layers_text: str,
+    yes: bool,
+    restart_command: str | None,
+    data_dir: Path | None,
+    verify: bool,
+    ladder: bool,
+    workloads: str,
+    scale: str,
+    clients: int | None,
+    duration: int,
+    budget: str | None,
+    precision: float | None,
+    as_json: bool,
+    pg_bin: Path | None,
+    pg_version: int | None,
+    **_: object,
+) -> None:
     """Compute a configuration for every layer, with the reason for each value.
 
     PostgreSQL settings (memory within a worst-case budget, WAL and checkpoints, planner and
     I/O costs by disk type, parallelism, autovacuum), host settings (dirty-page writeback,
     swappiness, huge pages, THP, NUMA, scheduler) and the block devices under the data and WAL
-    directories, from the facts the doctor reads (or those given offline with --ram) and a
-    profile. Values come from data/tune.toml and name the doctor rules and published
-    benchmarks behind them; each PostgreSQL value is checked against the target's pg_settings.
+    directories, from the facts the doctor reads (live, or from a snapshot file with --from;
+    or those given offline with --ram) and a profile. Values come from data/tune.toml and name
+    the doctor rules and published benchmarks behind them; each PostgreSQL value is checked
+    against the target's pg_settings.
 
     \b
     Examples:
@@ -185,41 +230,69 @@ def tune(ctx: click.Context, /, **options: object) -> None:
       pgdyno tune --baseline pgtune --pg-version 16 --profile oltp --ram 64GB --cpus 16 \\
           --connections 500 --storage nvme --data-size greater_ram --json
       pgdyno tune --sandbox --out tuned/
+      pgdyno tune --from prod.json --profile oltp   # prod.json: pgdyno doctor --snapshot
       pgdyno tune --sandbox --apply --yes      # then: pgdyno rollback
     """
     env = environment(ctx)
-    o = _Options(options, _typed(ctx))
-    given = o.given()
+    ram = parse_ram(ram_text) if ram_text is not None else None
+    check_pg_version(pg_version)
+    check_connections(connections, {}, pg_version)  # again with the configuration's workers
+    measure = VerifyOptions(
+        parse_workloads(workloads), scale, clients, duration, precision, budget, ladder
+    )
+    request = TuneRequest(
+        given=Given(profile, ram, cpus, connections, pg_version, storage, data_size),
+        server=ServerOptions(dsn, sandbox, restart_command, data_dir, pg_bin, pg_version),
+        from_path=from_path,
+        baseline_name=baseline_name,
+        out_dir=out_dir(out_text),
+        apply=do_apply,
+        layers=parse_layers(layers_text),
+        yes=yes,
+        verify=measure if verify else None,
+        as_json=as_json,
+    ).check()
+    check_options(_typed(ctx), offline=not request.online, verify=verify)
+    if verify:  # before a sandbox is started or a plan written
+        check_verify(measure)
+    run_tune(env, request)
+
+
+def run_tune(env: Environment, request: TuneRequest) -> None:
+    """Gather (a server, a snapshot file or the options), compute, then print, write, apply or
+    verify."""
+    plans: list[Path] = []
     with ExitStack() as stack:
-        target, handle = _connect(env, o, stack) if not given.offline else (None, None)
-        gathered = gather(env, given, target)
-        label = target.label if target else "the machine described on the command line"
-        ours = pgdyno_configuration(gathered)
-        check_connections(given.connections, _workers(ours), _major(ours))
-        if o.baseline_name and not o.verify:
-            values, config = baseline(gathered, o.baseline_name)
-            if o.as_json and not o.out_dir and not o.do_apply:
-                print_json(env, baseline_data(o.baseline_name, values, config))
-                return
+        handle: ServerHandle | None = None
+        if request.online:
+            target, handle = _connect(env, request, stack)
+            gathered = gather(env, request.given, target)
+        elif request.from_path is not None:
+            gathered = from_snapshot(load_snapshot(request.from_path), request.given)
         else:
-            config = ours
-        _write_files(env, o, config)
-        if o.do_apply:
+            gathered = gather(env, request.given, None)
+        ours = pgdyno_configuration(gathered)
+        check_connections(request.given.connections, _workers(ours), _major(ours))
+        config = ours
+        if request.baseline_name and request.verify is None:
+            values, config = baseline(gathered, request.baseline_name)
+            if request.as_json and not request.out_dir and not request.apply:
+                # The configuration as checked, so the JSON leaves out what the table does.
+                print_json(env, baseline_data(request.baseline_name, values, config))
+                return
+        _write_files(env, request, config)
+        if request.apply:
             if handle is None:
                 raise UsageError("--apply needs a server: give --sandbox or --dsn (not --ram).")
-            _apply(env, o, config, handle, label)
+            _apply(env, request, config, handle, gathered.label)
             return
-        if o.verify:
-            if target is None:
-                raise UsageError("--verify measures a server: give --sandbox (not --ram).")
-            plans = verify_plans(env, o.raw, ours, baseline(gathered, "pgtune")[1])
-        elif o.as_json:
-            print_json(env, configuration_data(config, label))
+        if request.verify is not None:
+            pgtune = baseline(gathered, "pgtune")[1]
+            plans = verify_plans(env, request.verify, ours, pgtune)
         else:
-            for item in render_configuration(config, label):
-                out(env).print(item)
-    if o.verify:  # the sandbox is free again: the comparison takes the work directory's lock
-        run_verify(env, plans, as_json=o.as_json)
+            _show(env, request, config, gathered)
+    if request.verify is not None:  # the sandbox is free: the comparison takes the lock
+        run_verify(env, plans, as_json=request.as_json)
 
 
 def _typed(ctx: click.Context) -> set[str]:
@@ -239,92 +312,57 @@ def _major(config: Configuration) -> int | None:
     return major if isinstance(major, int) else None
 
 
-class _Options:
-    def __init__(self, options: dict[str, object], typed: set[str]) -> None:
-        self.raw = options
-        self.profile = str(options["profile"])
-        baseline_name = options.get("baseline_name")
-        self.baseline_name = str(baseline_name) if baseline_name else None
-        self.as_json = bool(options.get("as_json"))
-        self.out_dir = out_dir(options.get("out_dir"))
-        self.do_apply = bool(options.get("do_apply"))
-        self.yes = bool(options.get("yes"))
-        self.dsn = options.get("dsn")
-        self.sandbox = bool(options.get("sandbox"))
-        self.layers = parse_layers(str(options["layers_text"]))
-        ram = options.get("ram_text")
-        self.ram = parse_ram(str(ram)) if ram is not None else None
-        if self.ram is not None and (self.dsn is not None or self.sandbox):
-            raise UsageError("--ram tunes offline: leave out --dsn and --sandbox, or --ram.")
-        if self.dsn is not None and self.sandbox:
-            raise UsageError("give --dsn or --sandbox, not both.")
-        self.verify = bool(options.get("verify"))
-        check_pg_version(options.get("pg_version"))
-        connections, major = options.get("connections"), options.get("pg_version")
-        if isinstance(connections, int):  # again with the configuration's workers, below
-            check_connections(connections, {}, major if isinstance(major, int) else None)
-        check_options(typed, offline=self.ram is not None, verify=self.verify)
-        if self.verify:  # before a sandbox is started or a plan written
-            check_verify(options)
-        if self.verify and (self.do_apply or self.dsn is not None):
-            raise UsageError("--verify runs on the sandbox, without --apply or --dsn.")
-
-    def given(self) -> Given:
-        o = self.raw
-        return Given(
-            profile=self.profile,  # type: ignore[arg-type]
-            ram_bytes=self.ram,
-            cpus=o.get("cpus"),  # type: ignore[arg-type]
-            connections=o.get("connections"),  # type: ignore[arg-type]
-            pg_version=o.get("pg_version"),  # type: ignore[arg-type]
-            storage=o.get("storage"),  # type: ignore[arg-type]
-            data_size=o.get("data_size"),  # type: ignore[arg-type]
-        )
+def _show(env: Environment, request: TuneRequest, config: Configuration, g: Gathered) -> None:
+    if request.as_json:
+        print_json(env, configuration_data(config, g.label))
+        return
+    for item in render_configuration(config, g.label):
+        out(env).print(item)
 
 
-def _connect(env: Environment, o: _Options, stack: ExitStack) -> tuple[Target, ServerHandle]:
-    consent = o.yes
-    if o.dsn is not None:
-        address = server_address(str(o.dsn))
-        data_dir = o.raw.get("data_dir")
-        assert data_dir is None or isinstance(data_dir, Path)
+def _connect(
+    env: Environment, request: TuneRequest, stack: ExitStack
+) -> tuple[TuneTarget, ServerHandle]:
+    server, consent = request.server, request.yes
+    if server.dsn is not None:
+        address = server_address(server.dsn)
         handle = server_handle(
             address.dsn, address.password, address.label,
-            restart_command=o.raw.get("restart_command"),  # type: ignore[arg-type]
-            consent=consent, data_dir=data_dir, cache_dir=env.cache_dir,
-            log_dir=env.data_dir / "logs",
+            restart_command=server.restart_command, consent=consent, data_dir=server.data_dir,
+            cache_dir=env.cache_dir, log_dir=env.data_dir / "logs",
         )  # fmt: skip
-        return Target(address.label, address.dsn, address.password), handle
-    pg_bin, pg_version = o.raw.get("pg_bin"), o.raw.get("pg_version")
-    assert pg_bin is None or isinstance(pg_bin, Path)
-    assert pg_version is None or isinstance(pg_version, int)
-    binaries = pick_binaries(env, pg_bin, pg_version)
+        return TuneTarget(address.label, address.dsn, address.password), handle
+    binaries = pick_binaries(env, server.pg_bin, server.pg_version)
     box = stack.enter_context(sandbox_session(env, binaries, err(env).print))
     handle = sandbox_handle(box, consent=consent, owner_pid=box.state().owner_pid)
-    return Target(handle.label, handle.dsn, None), handle
+    return TuneTarget(handle.label, handle.dsn, None), handle
 
 
-def _write_files(env: Environment, o: _Options, config: Configuration) -> None:
-    if o.out_dir is None:
+def _write_files(env: Environment, request: TuneRequest, config: Configuration) -> None:
+    if request.out_dir is None:
         return
     files = render_files(for_files(config), generated_by=f"pgdyno tune {__version__}")
-    written = write_files(o.out_dir, files)
-    err(env).print(f"wrote {len(written)} file(s) to {o.out_dir}: "
+    written = write_files(request.out_dir, files)
+    err(env).print(f"wrote {len(written)} file(s) to {request.out_dir}: "
                    + ", ".join(p.name for p in written))  # fmt: skip
 
 
 def _apply(
-    env: Environment, o: _Options, config: Configuration, handle: ServerHandle, label: str
+    env: Environment,
+    request: TuneRequest,
+    config: Configuration,
+    handle: ServerHandle,
+    label: str,
 ) -> None:
     touches_host = bool(config.facts.get("local")) and any(
-        s.layer != "postgresql" for s in config.to_apply(o.layers)
+        s.layer != "postgresql" for s in config.to_apply(request.layers)
     )
-    if touches_host and not o.yes:
+    if touches_host and not request.yes:
         raise UsageError(
             "--apply changes host settings too: add --yes to consent (or --layers postgresql)."
         )
-    report = apply_configuration(env, config, handle, layers=o.layers, log=err(env).print)
-    if o.as_json:
+    report = apply_configuration(env, config, handle, layers=request.layers, log=err(env).print)
+    if request.as_json:
         print_json(env, {"target": label, **apply_data(report)})
         return
     console = out(env)

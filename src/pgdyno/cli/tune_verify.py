@@ -3,7 +3,6 @@ the measurement supports (see pgdyno.tune.verify)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from pgdyno import __version__
 from pgdyno.changes.pg_journal import pending_changes
 from pgdyno.cli.common import err, out, print_json
 from pgdyno.cli.progress import MatrixProgress
+from pgdyno.cli.tune_request import VerifyOptions
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.compare import CompareRequest, execute_compare
@@ -26,7 +26,7 @@ from pgdyno.tune.verify import Matrix, ladder_plan, plan_text, sets_plan, verdic
 
 
 def verify_plans(
-    env: Environment, raw: Mapping[str, object], ours: Configuration, pgtune: Configuration
+    env: Environment, options: VerifyOptions, ours: Configuration, pgtune: Configuration
 ) -> list[Path]:
     """The plan files of the verification, written under <workdir>/tune/."""
     if pending_changes(env.data_dir):
@@ -35,23 +35,20 @@ def verify_plans(
             "would run with them: run `pgdyno rollback` first."
         )
     cpus = ours.facts.get("cpus")
-    clients = raw.get("clients") or 2 * (cpus if isinstance(cpus, int) else 2)
-    precision = raw.get("precision")
-    budget = raw.get("budget")
     matrix = Matrix(
-        workloads=tuple(w.strip() for w in str(raw["workloads"]).split(",") if w.strip()),
-        scale=str(raw["scale"]),
-        clients=int(str(clients)),
-        duration=int(str(raw["duration"])),
-        precision=float(str(precision)) if precision is not None else 3.0,
-        budget=str(budget) if budget is not None else "30m",
+        workloads=options.workloads,
+        scale=options.scale,
+        clients=options.clients or 2 * (cpus if isinstance(cpus, int) else 2),
+        duration=options.duration,
+        precision=options.precision if options.precision is not None else 3.0,
+        budget=options.budget if options.budget is not None else "30m",
     )
     major = int(str(ours.facts["pg"]))
     folder = env.data_dir / "tune"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     plans = [("verify", sets_plan(ours, pgtune, matrix, major))]
-    if raw.get("ladder"):
+    if options.ladder:
         plans.append(("ladder", ladder_plan(ours, matrix, major)))
     paths = []
     for kind, plan in plans:

@@ -16,8 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pgdyno.host.device_inventory import device_fields
 from pgdyno.host.devices import BlockDevice
-from pgdyno.host.inventory import HOST_FIELDS, device_fields
+from pgdyno.host.inventory import HOST_FIELDS
 from pgdyno.postgres.inventory import queries_for
 
 DESCRIPTIONS = Path(str(resources.files("pgdyno") / "data" / "doctor_snapshot.toml"))
@@ -31,7 +32,9 @@ class SnapshotDocError(ValueError):
 def gathered_fields() -> dict[str, tuple[str, ...]]:
     """Section -> the fields the doctor writes into it, in the order it writes them."""
     device = BlockDevice("vda", "vda", "254:0", "/", "ext4", "rw", "/dev/vda")
-    server = ("version_num", "version", "is_superuser", "local", *queries_for(180000))
+    server = (
+        "version_num", "version", "is_superuser", "local", *queries_for(180000), "data_bytes"
+    )  # fmt: skip
     return {
         "host": HOST_FIELDS,
         "devices": tuple(device_fields(Path("/"), device)),

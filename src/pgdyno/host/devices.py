@@ -47,6 +47,7 @@ class BlockDevice:
     rotational: bool | None = None
     scheduler: str | None = None  # the active one, shown in [brackets] by the kernel
     read_ahead_kb: int | None = None
+    schedulers: tuple[str, ...] | None = None  # every scheduler the disk offers
 
 
 def unescape(field: str) -> str:
@@ -124,6 +125,15 @@ def parse_scheduler(text: str) -> str | None:
         return match.group(1)
     words = text.split()
     return words[0] if len(words) == 1 else None
+
+
+def parse_schedulers(text: str) -> tuple[str, ...]:
+    """queue/scheduler -> every scheduler the disk offers, the active one included.
+
+    >>> parse_schedulers("none [mq-deadline] kyber bfq\\n")
+    ('none', 'mq-deadline', 'kyber', 'bfq')
+    """
+    return tuple(word.strip("[]") for word in text.split())
 
 
 def _read(path: Path) -> str | None:
@@ -207,4 +217,5 @@ def device_for_path(path: Path, proc_root: Path, sys_root: Path) -> BlockDevice 
         rotational=None if rotational is None else rotational != 0,
         scheduler=parse_scheduler(scheduler) if scheduler is not None else None,
         read_ahead_kb=_read_int(queue / "read_ahead_kb"),
+        schedulers=parse_schedulers(scheduler) if scheduler is not None else None,
     )

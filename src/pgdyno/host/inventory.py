@@ -1,4 +1,5 @@
-"""The `host` and `devices` sections of a doctor snapshot (docs/doctor-snapshot.md).
+"""The `host` section of a doctor snapshot (docs/doctor-snapshot.md); host/device_inventory.py
+reads the `devices` section.
 
 Each fact comes from one file under /proc or /sys, read under injectable roots so tests run on
 recorded hosts (tests/data/hosts/); the parsers (host/parsers.py) are pure functions of file
@@ -17,11 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import ParseError
-from pgdyno.host.devices import (
-    BlockDevice,
-    device_for_path,
-    parse_mountinfo,
-)
+from pgdyno.host.devices import parse_mountinfo
 from pgdyno.host.devices import parse_scheduler as parse_bracketed
 from pgdyno.host.facts import (
     LIVE_PROC,
@@ -40,8 +37,8 @@ from pgdyno.host.parsers import (
 )
 
 __all__ = [
-    "HOST_FIELDS", "PREEMPT_MODELS", "device_fields", "parse_preempt_debugfs",
-    "preempt_from_version", "read_devices", "read_inventory",
+    "HOST_FIELDS", "PREEMPT_MODELS", "parse_preempt_debugfs", "preempt_from_version",
+    "read_inventory",
 ]  # fmt: skip
 
 HOST_FIELDS = (
@@ -92,19 +89,6 @@ _UTS_VERSION = "/proc/sys/kernel/version"
 PREEMPT_MODELS = ("none", "voluntary", "full", "lazy", "rt")
 _CPU = "/sys/devices/system/cpu"
 _NO_CPUFREQ = f"no cpufreq in {_CPU}/cpu0 (usual in virtual machines)"
-
-
-def device_fields(path: Path, device: BlockDevice) -> dict[str, Any]:
-    """One entry of the `devices` section."""
-    disk = device.disk or ""
-    return {
-        "path": str(path), "name": device.name, "disk": device.disk,
-        "major_minor": device.major_minor, "mount_point": device.mount_point,
-        "source": device.source, "fstype": device.fstype, "mount_options": device.mount_options,
-        "rotational": device.rotational, "nvme": disk.startswith("nvme"),
-        "virtual": disk.startswith(("vd", "xvd")), "scheduler": device.scheduler,
-        "read_ahead_kb": device.read_ahead_kb,
-    }  # fmt: skip
 
 
 def _stripped(text: str) -> str | None:
@@ -401,49 +385,3 @@ def _cpufreq(r: _Reader) -> tuple[str | None, str | None, dict[str, int]]:
     if not counts:
         r.miss("cpu_governor", f"no {_CPU}/cpu*/cpufreq/scaling_governor could be read")
     return driver, counts.most_common(1)[0][0] if counts else None, dict(counts.most_common())
-
-
-def read_devices(
-    data_dir: Path | None,
-    wal_dir: Path | None,
-    proc_root: Path,
-    sys_root: Path,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """The `devices` section: {"data": {...}|None, "wal": {...}|None, "wal_on_data_device":
-    bool|None}, and unread entries ("devices.data": reason). A directory given as None is null
-    without a word (the caller says why); one that cannot be looked up is null with a reason.
-    """
-    unread: dict[str, str] = {}
-    data = _device("data", data_dir, proc_root, sys_root, unread)
-    wal = _device("wal", wal_dir, proc_root, sys_root, unread)
-    # One physical disk under both (two partitions of it share its queue); without a block
-    # device, the same filesystem.
-    key = "disk" if data and wal and data["disk"] and wal["disk"] else "major_minor"
-    same = None if data is None or wal is None else data[key] == wal[key]
-    return {"data": data, "wal": wal, "wal_on_data_device": same}, unread
-
-
-def _device(
-    role: str, path: Path | None, proc_root: Path, sys_root: Path, unread: dict[str, str]
-) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    key = f"devices.{role}"
-    try:
-        if proc_root == LIVE_PROC:
-            path.resolve(strict=True)
-        elif not path.is_absolute():
-            raise _Unreadable(f"{path} is not an absolute path")
-        device = device_for_path(path, proc_root, sys_root)
-        if device is None:
-            _read_text(proc_root / "self/mountinfo", "/proc/self/mountinfo")
-            raise _Unreadable(f"no mount in /proc/self/mountinfo holds {path}")
-    except FileNotFoundError:
-        unread[key] = f"{path} does not exist on this machine."
-    except PermissionError:
-        unread[key] = f"{path} cannot be looked up (permission denied): run as its owner or root."
-    except (_Unreadable, OSError, RuntimeError, ParseError) as error:
-        unread[key] = f"the device under {path} is unknown: {str(error).rstrip('.')}."
-    else:
-        return device_fields(path, device)
-    return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pgdyno.host.inventory import read_devices
+from pgdyno.host.device_inventory import read_devices
 
 
 def wal_directory(data_dir: Path) -> Path:

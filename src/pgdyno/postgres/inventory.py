@@ -16,6 +16,7 @@ failed query leaves no aborted transaction behind. A role with LOGIN only (14 to
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
@@ -28,14 +29,17 @@ from pgdyno.errors import InsufficientPrivilege, QueryRefused
 from pgdyno.postgres.client import Client, ServerInfo
 from pgdyno.postgres.queries import load
 
-__all__ = ["connects_here", "is_local", "queries_for", "read_server"]
+__all__ = ["cluster_data_bytes", "connects_here", "is_local", "queries_for", "read_server"]
 
 Rows = list[tuple[Any, ...]]
 Unread = dict[str, str]
 
 _SETTING_COLUMNS = ("setting", "unit", "vartype", "source", "sourcefile", "sourceline",
-                    "pending_restart", "context", "boot_val")  # fmt: skip
+                    "pending_restart", "context", "boot_val", "min_val", "max_val",
+                    "enumvals")  # fmt: skip
 _CACHE_COLUMNS = ("blks_hit", "blks_read", "temp_files", "temp_bytes", "deadlocks")
+# pgdyno's dataset templates (pgbench/dataset.py `template_name`), as queries/*.sql match them.
+_TEMPLATE_RE = re.compile(r"pgdyno_tpl_s[0-9]+")
 _READ_ALL_SETTINGS = "superusers and members of pg_read_all_settings (or pg_monitor)"
 
 
@@ -84,10 +88,24 @@ def read_server(client: Client, dsn: str) -> tuple[dict[str, Any], dict[str, str
             unread[f"server.{field}"] = f"{_SOURCES[field]} could not be read: {_failure(exc)}."
             continue
         server[field] = _SHAPES[field](rows, unread)
+    server["data_bytes"] = cluster_data_bytes(server["databases"])
     data_directory = ((server["settings"] or {}).get("data_directory") or {}).get("setting")
     here = pg_conninfo.make_conninfo(dsn, host=client.host)
     server["local"] = is_local(here, data_directory)
     return server, unread
+
+
+def cluster_data_bytes(databases: list[dict[str, Any]] | None) -> int | None:
+    """The cluster's data: every database whose size was read, pgdyno's dataset templates left
+    out (copied from, never read by a workload); None when the sizes could not be read.
+
+    >>> cluster_data_bytes([{"name": "app", "bytes": 5}, {"name": "pgdyno_tpl_s10", "bytes": 9},
+    ...                     {"name": "pgdyno_bench", "bytes": 3}])
+    8
+    """
+    if databases is None:
+        return None
+    return sum(int(db["bytes"]) for db in databases if not _TEMPLATE_RE.fullmatch(db["name"]))
 
 
 def is_local(dsn: str, data_directory: str | None) -> bool:

@@ -26,13 +26,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from pgdyno.errors import UsageError
+from pgdyno.tune.choices import DataSize, Profile, Storage
 
-Profile = Literal["web", "oltp", "dw", "desktop", "mixed"]
-Storage = Literal["hdd", "ssd", "san", "nvme"]
-DataSize = Literal["less_ram", "mid_ram", "greater_ram"]
 Value = str | int | float
 Settings = dict[str, Value]
 

@@ -2,34 +2,35 @@
 
 Offline (`--ram` given) nothing is read from this host or any server: what the user does not
 give is unknown, as in pgtune's form, and the entries that need it are left out and named.
-Online the facts come from a doctor snapshot (cgroup-aware RAM and CPUs, the disks under the
-data and WAL directories, the server's version, settings and data size); options override them.
+Online, and with `tune --from`, the facts come from a doctor snapshot only (cgroup-aware RAM and
+CPUs, the disks under the data and WAL directories with the schedulers they offer and the WAL
+file system's free space, the server's version, settings and data size): nothing here reads a
+machine, so a snapshot taken on a server tunes the same on a laptop. Options override facts.
+
+`TuneFacts` is one frozen record: each field is a name data/tune.toml may ask of `t`
+(knowledge/load.py refuses any other), None when unknown, with the reason in `unknown` and the
+origin of each known fact in `sources`.
 """
 
 from __future__ import annotations
 
-import shutil
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from pgdyno.host.knobs import offered_schedulers
+from pgdyno.tune.choices import (
+    DATA_RATIOS,
+    PROFILE_CONNECTIONS,
+    DataSize,
+    Profile,
+    Storage,
+)
 
-Profile = Literal["web", "oltp", "dw", "mixed", "desktop"]
-PROFILES: tuple[Profile, ...] = ("web", "oltp", "dw", "mixed", "desktop")
-Storage = Literal["hdd", "ssd", "san", "nvme"]
-STORAGES: tuple[Storage, ...] = ("hdd", "ssd", "san", "nvme")
-DataSize = Literal["less_ram", "mid_ram", "greater_ram"]
-DATA_SIZES: tuple[DataSize, ...] = ("less_ram", "mid_ram", "greater_ram")
-
-# The connections a profile plans for when neither the user nor the server says (pgtune's too).
-PROFILE_CONNECTIONS: Mapping[str, int] = {
-    "web": 200, "oltp": 300, "dw": 40, "desktop": 20, "mixed": 100,
-}  # fmt: skip
-# What a data-size class means as data / RAM, for rules that need a ratio.
-DATA_RATIOS: Mapping[str, float] = {"less_ram": 0.3, "mid_ram": 1.0, "greater_ram": 2.0}
-TEMPLATE_PREFIX = "pgdyno_tpl_"  # pgdyno's dataset templates: never read by a workload
+Snapshot = Mapping[str, Any]
+NEW_SNAPSHOT = (
+    "an older pgdyno's snapshot, or one written by hand: `pgdyno doctor --snapshot` takes a new one"
+)
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,98 @@ class Given:
         return self.ram_bytes is not None
 
 
-@dataclass
-class Facts:
-    """The `t` names of data/tune.toml, the disks, and where each fact came from."""
+@dataclass(frozen=True, slots=True)
+class Disk:
+    """A disk under the data or WAL directory: the `device` facts of data/tune.toml."""
 
-    values: dict[str, Any] = field(default_factory=dict)
-    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    unknown: dict[str, str] = field(default_factory=dict)
+    name: str  # the whole disk: "nvme0n1", "vda"
+    role: str  # "data" or "wal"
+    scheduler: str | None  # the active I/O scheduler
+    schedulers: tuple[str, ...] | None  # what the disk offers; None: unknown
+    read_ahead_kb: int | None
 
-    def set(self, name: str, value: Any, source: str) -> None:
+    def scope(self) -> dict[str, Any]:
+        """The names a device entry sees (`device.<name>`); None is unknown."""
+        return {name: getattr(self, name) for name in DEVICE_FACTS}
+
+
+DEVICE_FACTS = tuple(f.name for f in fields(Disk) if f.name != "name")
+
+
+@dataclass(frozen=True)
+class TuneFacts:
+    """The machine and server a configuration is for: one field per `t.<name>` of
+    data/tune.toml (None: unknown, and `unknown` says why), then the disks, and where each
+    known fact came from."""
+
+    profile: Profile
+    connections: int  # max_connections to plan for (given, the server's, else the profile's)
+    ram: int | None = None  # bytes PostgreSQL may use (the cgroup limit when lower)
+    cpus: int | None = None  # usable CPUs (affinity and cgroup quota applied)
+    pg: int | None = None  # PostgreSQL major version
+    storage: Storage | None = None  # the disk under the data directory
+    data_bytes: int | None = None  # the whole cluster's data, pgdyno's templates left out
+    data_ratio: float | None = None  # data_bytes / ram, or --data-size's class
+    wal_free: int | None = None  # free bytes of the WAL file system
+    hash_mem: float | None = None  # hash_mem_multiplier: the server's, else the default
+    io_methods: tuple[str, ...] | None = None  # io_method values the target's build offers
+    wal_compressions: tuple[str, ...] | None = None  # wal_compression values it offers
+    huge_page: int = 0  # huge page size in bytes; 0: not known here
+    local: bool = False  # the host is the server's host
+    numa_nodes: int = 1
+    thp: bool = False  # transparent huge pages exist
+    autogroup: bool = False  # kernel.sched_autogroup_enabled exists
+    migration_cost: bool = False  # kernel.sched_migration_cost_ns exists in /proc/sys
+    swap_bytes: int = 0
+    devices: tuple[Disk, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict)
+    unknown: Mapping[str, str] = field(default_factory=dict)
+
+    def scope(self) -> dict[str, Any]:
+        """The names an entry sees as `t.<name>`; None is unknown."""
+        return {name: getattr(self, name) for name in FACT_FIELDS}
+
+    def known(self) -> dict[str, Any]:
+        return {name: value for name, value in self.scope().items() if value is not None}
+
+    def disk(self, name: str | None) -> Disk | None:
+        return next((disk for disk in self.devices if disk.name == name), None)
+
+
+# The facts data/tune.toml may ask of `t`: every field but the disks and the bookkeeping.
+FACT_FIELDS = tuple(
+    f.name for f in fields(TuneFacts) if f.name not in ("devices", "sources", "unknown")
+)
+
+
+class _Collected:
+    """Facts as they are found, then frozen into a TuneFacts."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.values: dict[str, Any] = {"profile": profile}
+        self.sources: dict[str, str] = {"profile": "--profile"}
+        self.unknown: dict[str, str] = {}
+        self.devices: list[Disk] = []
+
+    def set(self, name: str, value: Any, source: str | None = None) -> None:
+        assert name in FACT_FIELDS, name  # a typo here is a bug, not an unknown fact
         if value is None:
             return
         self.values[name] = value
-        self.sources[name] = source
+        if source is not None:
+            self.sources[name] = source
+
+    def missing(self, name: str, why: str) -> None:
+        if name not in self.values:
+            self.unknown.setdefault(name, why)
+
+    def frozen(self) -> TuneFacts:
+        return TuneFacts(
+            **self.values,
+            devices=tuple(self.devices),
+            sources=dict(self.sources),
+            unknown=dict(self.unknown),
+        )
 
 
 def hash_mem_default(major: int) -> float:
@@ -70,10 +149,9 @@ def hash_mem_default(major: int) -> float:
     return 2.0 if major >= 15 else 1.0
 
 
-def offline_facts(given: Given) -> Facts:
+def offline_facts(given: Given) -> TuneFacts:
     """The facts of pgtune's form: what was typed, nothing else."""
-    facts = Facts()
-    facts.set("profile", given.profile, "--profile")
+    facts = _Collected(given.profile)
     facts.set("ram", given.ram_bytes, "--ram")
     facts.set("cpus", given.cpus, "--cpus")
     facts.set("pg", given.pg_version, "--pg-version")
@@ -87,33 +165,45 @@ def offline_facts(given: Given) -> Facts:
         ("data_bytes", "offline: the database's size is not read (--data-size gives a class)"),
         ("wal_free", "offline: the WAL file system is not read"),
     ):  # fmt: skip
-        if name not in facts.values:
-            facts.unknown[name] = why
+        facts.missing(name, why)
     # Host advice for an unknown Linux: THP exists on nearly every kernel; no NUMA assumed.
-    facts.values.update(local=False, huge_page=0, numa_nodes=1, thp=True, autogroup=False,
-                        migration_cost=False, swap_bytes=0)  # fmt: skip
-    return facts
+    _generic_host(facts, thp=True)
+    return facts.frozen()
 
 
-def snapshot_facts(snapshot: Mapping[str, Any], given: Given, sys_root: Path) -> Facts:
-    """The facts of a doctor snapshot, with what the user typed on top."""
-    facts = Facts()
+def snapshot_facts(snapshot: Snapshot, given: Given) -> TuneFacts:
+    """The facts of a doctor snapshot, with what the user typed on top. A fact the snapshot
+    lacks (an older format, or unread there) is unknown with the reason."""
+    facts = _Collected(given.profile)
     host = snapshot.get("host") or {}
     server = snapshot.get("server") or {}
-    facts.set("profile", given.profile, "--profile")
     facts.set("ram", given.ram_bytes or host.get("memory_bytes"), _ram_source(given, host))
     facts.set("cpus", given.cpus or host.get("cpu_count"), "--cpus" if given.cpus else "host")
-    major = given.pg_version or _major(server)
+    major = given.pg_version or server_major(snapshot)
     facts.set("pg", major, "--pg-version" if given.pg_version else "server")
     _connections(facts, given, server)
     _host_facts(facts, host)
-    _data_facts(facts, server, given)
-    _device_facts(facts, snapshot.get("devices") or {}, given, sys_root)
+    _data_facts(facts, snapshot, given)
+    _device_facts(facts, snapshot, given)
     _version_facts(facts, server)
     for name in ("ram", "cpus", "pg", "storage"):
-        if name not in facts.values:
-            facts.unknown.setdefault(name, "not read: " + _why_unread(snapshot, name))
-    return facts
+        facts.missing(name, "not read: " + _why_unread(snapshot, name))
+    return facts.frozen()
+
+
+def server_major(snapshot: Snapshot) -> int | None:
+    """The server's major version: from `version_num`, else from `version` ("16.4").
+
+    >>> server_major({"server": {"version_num": 180001}})
+    18
+    >>> server_major({"server": {"version": "16.4"}}), server_major({})
+    (16, None)
+    """
+    server = snapshot.get("server") or {}
+    if server.get("version_num"):
+        return int(server["version_num"]) // 10000
+    match = re.match(r"\s*(\d+)", str(server.get("version") or ""))
+    return int(match.group(1)) if match else None
 
 
 def _ram_source(given: Given, host: Mapping[str, Any]) -> str:
@@ -124,18 +214,17 @@ def _ram_source(given: Given, host: Mapping[str, Any]) -> str:
     return "host"
 
 
-def _why_unread(snapshot: Mapping[str, Any], name: str) -> str:
+def _unread(snapshot: Snapshot, *keys: str) -> str | None:
     unread = snapshot.get("unread") or {}
+    return next((str(unread[key]) for key in keys if unread.get(key)), None)
+
+
+def _why_unread(snapshot: Snapshot, name: str) -> str:
     key = {"ram": "host", "cpus": "host", "pg": "server", "storage": "devices"}[name]
-    return str(unread.get(key) or unread.get(f"{key}.data") or "unknown")
+    return _unread(snapshot, key, f"{key}.data") or "the snapshot does not give it"
 
 
-def _major(server: Mapping[str, Any]) -> int | None:
-    version_num = server.get("version_num")
-    return int(version_num) // 10000 if version_num else None
-
-
-def _connections(facts: Facts, given: Given, server: Mapping[str, Any] | None) -> None:
+def _connections(facts: _Collected, given: Given, server: Mapping[str, Any] | None) -> None:
     if given.connections is not None:
         facts.set("connections", given.connections, "--connections")
         return
@@ -146,16 +235,15 @@ def _connections(facts: Facts, given: Given, server: Mapping[str, Any] | None) -
     facts.set("connections", PROFILE_CONNECTIONS[given.profile], f"profile {given.profile}")
 
 
-def _host_facts(facts: Facts, host: Mapping[str, Any]) -> None:
+def _host_facts(facts: _Collected, host: Mapping[str, Any]) -> None:
     if not host:
-        facts.values.update(local=False, huge_page=0, numa_nodes=1, thp=False, autogroup=False,
-                            migration_cost=False, swap_bytes=0)  # fmt: skip
+        _generic_host(facts, thp=False)
         facts.unknown["host"] = (
             "the server runs on another host, not read: host advice is generic and --apply "
             "changes PostgreSQL only"
         )
         return
-    facts.values["local"] = True
+    facts.set("local", True)
     facts.set("huge_page", host.get("hugepage_size_bytes") or 0, "host")
     facts.set("numa_nodes", host.get("numa_nodes") or 1, "host")
     facts.set("thp", host.get("thp_enabled") is not None, "host")
@@ -165,58 +253,74 @@ def _host_facts(facts: Facts, host: Mapping[str, Any]) -> None:
     facts.set("swap_bytes", host.get("swap_total_bytes") or 0, "host")
 
 
-def _data_facts(facts: Facts, server: Mapping[str, Any], given: Given) -> None:
-    databases = [
-        db for db in server.get("databases") or [] if not str(db.get("name", "")).startswith(
-            (TEMPLATE_PREFIX, "template"))
-    ]  # fmt: skip
-    if databases:
-        largest = max(int(db.get("bytes") or 0) for db in databases)
-        facts.set("data_bytes", largest, "the largest database (pgdyno's templates left out)")
-        ram = facts.values.get("ram")
-        if ram:
-            facts.set("data_ratio", largest / ram, "data_bytes / ram")
-    elif given.data_size is not None:
-        facts.set("data_ratio", DATA_RATIOS[given.data_size], "--data-size")
+def _generic_host(facts: _Collected, *, thp: bool) -> None:
+    """The host facts when no host was read (no source: nothing was read)."""
+    generic = {"local": False, "huge_page": 0, "numa_nodes": 1, "thp": thp, "autogroup": False,
+               "migration_cost": False, "swap_bytes": 0}  # fmt: skip
+    for name, value in generic.items():
+        facts.set(name, value)
+
+
+def _data_facts(facts: _Collected, snapshot: Snapshot, given: Given) -> None:
+    server = snapshot.get("server") or {}
+    if not server:
+        facts.missing("data_bytes", "no server was read")
+    elif "data_bytes" not in server:
+        facts.missing("data_bytes", f"the snapshot has no server.data_bytes ({NEW_SNAPSHOT})")
     else:
-        facts.unknown["data_bytes"] = "no server was read"
+        facts.set("data_bytes", server["data_bytes"],
+                  "the cluster's databases (pgdyno's templates left out)")  # fmt: skip
+        why = _unread(snapshot, "server.data_bytes", "server.databases")
+        facts.missing("data_bytes", why or "the database sizes could not be read")
+    ram, data = facts.values.get("ram"), facts.values.get("data_bytes")
     if given.data_size is not None:
         facts.set("data_ratio", DATA_RATIOS[given.data_size], "--data-size")
+    elif ram and data is not None:
+        facts.set("data_ratio", data / ram, "data_bytes / ram")
 
 
-def _device_facts(facts: Facts, devices: Mapping[str, Any], given: Given, sys_root: Path) -> None:
+def _device_facts(facts: _Collected, snapshot: Snapshot, given: Given) -> None:
+    devices = snapshot.get("devices") or {}
     data = devices.get("data") or {}
     if given.storage is not None:
         facts.set("storage", given.storage, "--storage")
     elif data:
         facts.set("storage", storage_of(data), describe_disk(data))
+    role = "wal" if devices.get("wal") else "data"
     wal = devices.get("wal") or data
-    if wal.get("path"):
-        try:
-            facts.set(
-                "wal_free", shutil.disk_usage(wal["path"]).free, f"free space at {wal['path']}"
-            )
-        except OSError:
-            facts.unknown["wal_free"] = f"cannot read the free space at {wal['path']}"
-    for role, device in (("data", data), ("wal", wal)):
-        disk = device.get("disk")
-        if not disk or disk in facts.devices:
+    _wal_free(facts, snapshot, wal, role)
+    for disk_role, device in (("data", data), ("wal", wal)):
+        name = device.get("disk")
+        if not name or any(disk.name == name for disk in facts.devices):
             continue
-        facts.devices[disk] = {
-            "role": role,
-            "scheduler": device.get("scheduler"),
-            "schedulers": _offered(sys_root, disk),
-            "read_ahead_kb": device.get("read_ahead_kb"),
-        }
-
-
-def _offered(sys_root: Path, disk: str) -> tuple[str, ...]:
-    try:
-        return tuple(
-            offered_schedulers((sys_root / "block" / disk / "queue/scheduler").read_text())
+        offered = device.get("schedulers")
+        if offered is None:
+            why = f"the snapshot does not list the schedulers of {name} ({NEW_SNAPSHOT})"
+            if "schedulers" in device:
+                why = f"the schedulers of {name} could not be read"
+            facts.unknown.setdefault("device.schedulers", why)
+        facts.devices.append(
+            Disk(
+                name=str(name),
+                role=disk_role,
+                scheduler=device.get("scheduler"),
+                schedulers=None if offered is None else tuple(offered),
+                read_ahead_kb=device.get("read_ahead_kb"),
+            )
         )
-    except OSError:
-        return ()
+
+
+def _wal_free(facts: _Collected, snapshot: Snapshot, wal: Mapping[str, Any], role: str) -> None:
+    if not wal:
+        why = _unread(snapshot, "devices.wal", "devices.data", "devices")
+        facts.missing("wal_free", why or "the WAL directory's file system is not known")
+    elif "free_bytes" not in wal:
+        facts.missing("wal_free", f"the snapshot has no free space of the WAL file system "
+                      f"({NEW_SNAPSHOT})")  # fmt: skip
+    else:
+        facts.set("wal_free", wal["free_bytes"], f"free space at {wal.get('path')}")
+        why = _unread(snapshot, f"devices.{role}.free_bytes")
+        facts.missing("wal_free", why or f"the free space at {wal.get('path')} was not read")
 
 
 def storage_of(device: Mapping[str, Any]) -> Storage:
@@ -236,11 +340,12 @@ def describe_disk(device: Mapping[str, Any]) -> str:
     return f"disk {name}"
 
 
-def _version_facts(facts: Facts, server: Mapping[str, Any] | None) -> None:
+def _version_facts(facts: _Collected, server: Mapping[str, Any] | None) -> None:
     major = facts.values.get("pg")
     if major is None:
         return
-    facts.set("hash_mem", hash_mem_default(int(major)), f"PostgreSQL {major}'s default")
     row = ((server or {}).get("settings") or {}).get("hash_mem_multiplier") or {}
     if row.get("setting"):
         facts.set("hash_mem", float(row["setting"]), "the server's hash_mem_multiplier")
+    else:
+        facts.set("hash_mem", hash_mem_default(int(major)), f"PostgreSQL {major}'s default")

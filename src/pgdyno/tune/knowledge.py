@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pgdyno.doctor.rules import Rule, load_rules
 from pgdyno.knowledge import expr
 from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, read
+from pgdyno.tune.facts import DEVICE_FACTS, FACT_FIELDS
 from pgdyno.tune.model import Layer, Status
 
 Format = Literal["size", "bytes", "number", "text"]
@@ -29,16 +30,10 @@ KNOWLEDGE_FILE = Path(str(resources.files("pgdyno") / "data" / "tune.toml"))
 
 
 GUIDE = "docs/tune.md (the knowledge format)"
-# The facts an entry may ask of `t` (tune/facts.py sets them; the header of data/tune.toml
-# says what each is) and of `device` (each disk a device entry is computed for).
-FACT_NAMES: FactNames = {
-    "t": frozenset({
-        "ram", "cpus", "profile", "connections", "pg", "storage", "data_bytes", "data_ratio",
-        "wal_free", "hash_mem", "io_methods", "wal_compressions", "huge_page", "local",
-        "numa_nodes", "thp", "autogroup", "migration_cost", "swap_bytes",
-    }),
-    "device": frozenset({"role", "scheduler", "schedulers", "read_ahead_kb"}),
-}  # fmt: skip
+# The facts an entry may ask of `t` and of `device` (each disk a device entry is computed
+# for): the fields of tune/facts.py's records, so a name that is not a field is refused when
+# the file is read (the header of data/tune.toml says what each is).
+FACT_NAMES: FactNames = {"t": frozenset(FACT_FIELDS), "device": frozenset(DEVICE_FACTS)}
 
 
 class KnowledgeError(KnowledgeFileError):

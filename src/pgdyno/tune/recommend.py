@@ -11,23 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from pgdyno.doctor.snapshot import setting_value
 from pgdyno.errors import UsageError
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_meta import SettingMeta
-from pgdyno.tune.facts import Facts
+from pgdyno.tune.facts import TuneFacts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
 from pgdyno.tune.model import Configuration, Setting, TakesEffect
 from pgdyno.tune.startable import fit_connections
 
-THP_ROOT = "kernel/mm/transparent_hugepage"
-
 
 def recommend(
-    facts: Facts,
+    facts: TuneFacts,
     meta: Mapping[str, SettingMeta],
     current: Mapping[str, str],
     *,
@@ -41,14 +38,16 @@ def recommend(
     settings: list[Setting] = []
     unknown = dict(facts.unknown)
     notes: list[str] = []
-    _offered(facts, meta)
-    for outcome in evaluate(entries or load_knowledge(), facts.values, facts.devices):
+    facts = offered(facts, meta)
+    devices = {disk.name: disk.scope() for disk in facts.devices}
+    for outcome in evaluate(entries or load_knowledge(), facts.scope(), devices):
         spec = outcome.entry.spec
         name = outcome.entry.name
         if outcome.missing is not None:
             missing = outcome.missing.removeprefix("t.")
             why = facts.unknown.get(missing, "unknown")
-            unknown.setdefault(f"{spec.layer}:{name}", f"needs {missing} ({why})")
+            key = f"{name}@{outcome.device}" if outcome.device else name
+            unknown.setdefault(f"{spec.layer}:{key}", f"needs {missing} ({why})")
             continue
         value = render(outcome.value, spec.format)
         setting = Setting(
@@ -69,28 +68,45 @@ def recommend(
     return fit_connections(
         Configuration(
             source="pgdyno",
-            profile=str(facts.values.get("profile")),
+            profile=facts.profile,
             settings=tuple(settings),
-            facts={**facts.values, "devices": facts.devices, "sources": facts.sources},
+            facts={**facts.known(), "devices": devices, "sources": dict(facts.sources)},
             unknown=unknown,
             notes=tuple(notes),
         )
     )
 
 
-def _offered(facts: Facts, meta: Mapping[str, SettingMeta]) -> None:
-    """The values of enum settings a rule chooses among, as the target's build offers them
-    (io_uring, lz4 exist only when PostgreSQL was built with them)."""
-    for fact, name in (("io_methods", "io_method"), ("wal_compressions", "wal_compression")):
-        entry = meta.get(name)
-        if fact not in facts.values:
-            facts.set(fact, entry.enumvals if entry else (), "the target's pg_settings")
+def offered(facts: TuneFacts, meta: Mapping[str, SettingMeta]) -> TuneFacts:
+    """The facts with the values of enum settings a rule chooses among, as the target's build
+    offers them (io_uring, lz4 exist only when PostgreSQL was built with them)."""
+    if facts.io_methods is not None and facts.wal_compressions is not None:
+        return facts
+    sources = dict(facts.sources)
+    for fact in ("io_methods", "wal_compressions"):
+        if getattr(facts, fact) is None:
+            sources[fact] = "the target's pg_settings"
+    return replace(
+        facts,
+        io_methods=_enumvals(meta, "io_method") if facts.io_methods is None else facts.io_methods,
+        wal_compressions=(
+            _enumvals(meta, "wal_compression")
+            if facts.wal_compressions is None
+            else facts.wal_compressions
+        ),
+        sources=sources,
+    )
+
+
+def _enumvals(meta: Mapping[str, SettingMeta], name: str) -> tuple[str, ...]:
+    entry = meta.get(name)
+    return entry.enumvals if entry else ()
 
 
 def baseline_configuration(
     source: str,
     values: Mapping[str, str | int | float],
-    facts: Facts,
+    facts: TuneFacts,
     meta: Mapping[str, SettingMeta],
     current: Mapping[str, str],
 ) -> Configuration:
@@ -111,9 +127,9 @@ def baseline_configuration(
             settings.append(_with_current(checked, current))
     return Configuration(
         source=source,
-        profile=str(facts.values.get("profile")),
+        profile=facts.profile,
         settings=tuple(settings),
-        facts={**facts.values, "sources": facts.sources},
+        facts={**facts.known(), "sources": dict(facts.sources)},
         unknown=dict(facts.unknown),
         notes=tuple(notes),
     )
@@ -122,7 +138,7 @@ def baseline_configuration(
 def _checked(
     setting: Setting,
     meta: Mapping[str, SettingMeta],
-    facts: Facts,
+    facts: TuneFacts,
     notes: list[str],
     *,
     source: str = "pgdyno",
@@ -130,9 +146,9 @@ def _checked(
     if setting.layer == "postgresql":
         return _checked_pg(setting, meta, facts, notes, source)
     if setting.layer == "device":
-        device = facts.devices.get(setting.device or "", {})
-        offered = device.get("schedulers") or ()
-        if setting.name == "scheduler" and offered and setting.value not in offered:
+        disk = facts.disk(setting.device)
+        schedulers = (disk.schedulers if disk else None) or ()
+        if setting.name == "scheduler" and schedulers and setting.value not in schedulers:
             notes.append(f"{setting.device} offers no scheduler {setting.value}: left as it is.")
             return None
     return setting
@@ -141,11 +157,11 @@ def _checked(
 def _checked_pg(
     setting: Setting,
     meta: Mapping[str, SettingMeta],
-    facts: Facts,
+    facts: TuneFacts,
     notes: list[str],
     source: str,
 ) -> Setting | None:
-    major = facts.values.get("pg")
+    major = facts.pg
     if not meta:
         return setting
     if "." in setting.name and setting.name not in meta:
@@ -172,50 +188,35 @@ def _with_current(setting: Setting, current: Mapping[str, str]) -> Setting:
     return setting if value is None else replace(setting, current=value)
 
 
-def current_values(
-    snapshot: Mapping[str, Any], facts: Facts, proc_root: Path, sys_root: Path
-) -> dict[str, str]:
-    """What is in effect, keyed like `Setting.key`, written the way tune writes values."""
+def current_values(snapshot: Mapping[str, Any], facts: TuneFacts) -> dict[str, str]:
+    """What is in effect, keyed like `Setting.key`, written the way tune writes values: all
+    from the snapshot (nothing read here)."""
     current: dict[str, str] = {}
     server = snapshot.get("server") or {}
     for name, row in (server.get("settings") or {}).items():
         current[name] = shown(row)
-    if snapshot.get("host"):
-        current.update(_host_current(proc_root, sys_root))
-    for disk, device in facts.devices.items():
-        if device.get("scheduler"):
-            current[f"scheduler@{disk}"] = str(device["scheduler"])
-        if device.get("read_ahead_kb") is not None:
-            current[f"read_ahead_kb@{disk}"] = str(device["read_ahead_kb"])
+    host = snapshot.get("host") or {}
+    for name, field in HOST_CURRENT.items():
+        if host.get(field) is not None:
+            current[name] = str(host[field])
+    for disk in facts.devices:
+        if disk.scheduler:
+            current[f"scheduler@{disk.name}"] = disk.scheduler
+        if disk.read_ahead_kb is not None:
+            current[f"read_ahead_kb@{disk.name}"] = str(disk.read_ahead_kb)
     return current
 
 
-def _host_current(proc_root: Path, sys_root: Path) -> dict[str, str]:
-    current: dict[str, str] = {}
-    for name in _HOST_NAMES:
-        text = _read(proc_root / "sys" / name.replace(".", "/"))
-        if text is not None:
-            current[name] = " ".join(text.split())
-    for leaf in ("enabled", "defrag"):
-        text = _read(sys_root / THP_ROOT / leaf)
-        active = next((w.strip("[]") for w in (text or "").split() if w.startswith("[")), None)
-        if active:
-            current[f"transparent_hugepage/{leaf}"] = active
-    return current
-
-
-_HOST_NAMES = (
-    "vm.nr_hugepages", "vm.dirty_background_bytes", "vm.dirty_bytes", "vm.swappiness",
-    "vm.zone_reclaim_mode", "kernel.numa_balancing", "vm.overcommit_memory",
-    "vm.overcommit_ratio", "kernel.sched_autogroup_enabled", "kernel.sched_migration_cost_ns",
-)  # fmt: skip
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
+# A host setting tune recommends -> the field of the snapshot's `host` section that holds it.
+HOST_CURRENT = {
+    "vm.nr_hugepages": "nr_hugepages", "vm.dirty_background_bytes": "dirty_background_bytes",
+    "vm.dirty_bytes": "dirty_bytes", "vm.swappiness": "swappiness",
+    "vm.zone_reclaim_mode": "zone_reclaim_mode", "kernel.numa_balancing": "numa_balancing",
+    "vm.overcommit_memory": "overcommit_memory", "vm.overcommit_ratio": "overcommit_ratio",
+    "kernel.sched_autogroup_enabled": "sched_autogroup_enabled",
+    "kernel.sched_migration_cost_ns": "sched_migration_cost_ns",
+    "transparent_hugepage/enabled": "thp_enabled", "transparent_hugepage/defrag": "thp_defrag",
+}  # fmt: skip
 
 
 # Where a user can read a baseline's formulas.

@@ -12,9 +12,6 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from pgdyno.errors import UsageError
-from pgdyno.experiment.matrix import parse_workloads
-from pgdyno.experiment.rounds import parse_budget
-from pgdyno.pgbench.scale import parse_scale_spec
 from pgdyno.postgres.binaries import SUPPORTED_MAJORS
 
 # --ram: digits, an optional fraction, a unit PostgreSQL writes; nothing else (no 0x, no
@@ -88,8 +85,9 @@ def check_options(typed: Collection[str], *, offline: bool, verify: bool) -> Non
         for name, flag in {**SERVER_ONLY, **VERIFY_ONLY}.items():
             if name in typed:
                 raise UsageError(
-                    f"{flag} does nothing offline (--ram describes a machine, no server is "
-                    f"touched): leave {flag} out, or tune a server with --sandbox or --dsn."
+                    f"{flag} does nothing offline (--ram or --from describes a machine, no "
+                    f"server is touched): leave {flag} out, or tune a server with --sandbox "
+                    "or --dsn."
                 )
         if verify:
             raise UsageError("--verify measures a server: give --sandbox (not --ram).")
@@ -98,16 +96,6 @@ def check_options(typed: Collection[str], *, offline: bool, verify: bool) -> Non
         for name, flag in VERIFY_ONLY.items():
             if name in typed:
                 raise UsageError(f"{flag} only acts with --verify: add --verify or leave it out.")
-
-
-def check_verify(raw: Mapping[str, object]) -> None:
-    """The --verify options, checked before a sandbox is started or a plan written."""
-    parse_workloads(str(raw.get("workloads") or ""), [])
-    for scale in str(raw.get("scale") or "").split(","):
-        parse_scale_spec(scale)
-    budget = raw.get("budget")
-    if budget is not None:
-        parse_budget(str(budget))
 
 
 def check_connections(

@@ -1,24 +1,27 @@
 """Collect the facts for `pgdyno tune` and compute a configuration (pgdyno's or a baseline's).
 
-Offline (`Given.ram_bytes` set) reads nothing; online takes a doctor snapshot of the server the
-caller connected to (and of this host when the server runs here) and the server's own
-pg_settings, against which every PostgreSQL value is checked.
+Offline (`Given.ram_bytes` set) reads nothing. Online takes a doctor snapshot of the server the
+caller connected to (and of this host when the server runs here); `tune --from` reads one from
+a file. Either way everything after the snapshot is the same pure code (`from_snapshot`), so a
+snapshot tunes exactly as the machine it was taken on: the facts, the values in effect and the
+server's own pg_settings (ranges, enum values), against which every PostgreSQL value is checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pgdyno.doctor.gather import take_snapshot
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
-from pgdyno.postgres.client import connect
 from pgdyno.postgres.settings_catalog import recorded_settings
-from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.postgres.settings_meta import COLUMNS, SettingMeta, settings_meta_from_rows
 from pgdyno.tune.baselines import BASELINES, BaselineInputs
-from pgdyno.tune.facts import Facts, Given, offline_facts, snapshot_facts
+from pgdyno.tune.choices import DataSize
+from pgdyno.tune.facts import NEW_SNAPSHOT, Given, TuneFacts, offline_facts, server_major
+from pgdyno.tune.facts import snapshot_facts as read_facts
 from pgdyno.tune.model import Configuration
 from pgdyno.tune.recommend import baseline_configuration, current_values, recommend
 
@@ -28,8 +31,8 @@ LESS_RAM, GREATER_RAM = 0.5, 1.5
 
 
 @dataclass(frozen=True)
-class Target:
-    """A connected server to tune (dsn without password), or None offline."""
+class TuneTarget:
+    """A connected server to tune (dsn without password)."""
 
     label: str
     dsn: str
@@ -38,69 +41,95 @@ class Target:
 
 @dataclass(frozen=True)
 class Gathered:
-    facts: Facts
+    facts: TuneFacts
     meta: Mapping[str, SettingMeta]
     current: dict[str, str]
     snapshot: Mapping[str, Any] | None
+    label: str  # what is tuned, for the output
 
 
-def gather(env: Environment, given: Given, target: Target | None) -> Gathered:
+OFFLINE_LABEL = "the machine described on the command line"
+
+
+def gather(env: Environment, given: Given, target: TuneTarget | None) -> Gathered:
     if given.offline or target is None:
         facts = offline_facts(given)
-        major = facts.values.get("pg")
-        meta = recorded_settings(int(major)) if major else {}
-        if major and not meta:
-            facts.unknown["pg_settings"] = f"no recorded pg_settings of PostgreSQL {major}"
-        return Gathered(facts, meta, {}, None)
+        meta = recorded_settings(facts.pg) if facts.pg else {}
+        if facts.pg and not meta:
+            unknown = {**facts.unknown, "pg_settings": f"no recorded pg_settings of "
+                       f"PostgreSQL {facts.pg}"}  # fmt: skip
+            facts = replace(facts, unknown=unknown)
+        return Gathered(facts, meta, {}, None, OFFLINE_LABEL)
     snapshot = take_snapshot(env, target=target.label, dsn=target.dsn, password=target.password)
-    with connect(target.dsn, target.password) as client:
-        meta = load_settings_meta(client)
-    facts = snapshot_facts(snapshot, given, env.sys_root)
-    if given.pg_version is not None and facts.values.get("pg") != _server_major(snapshot):
+    return from_snapshot(snapshot, given)
+
+
+def from_snapshot(snapshot: Mapping[str, Any], given: Given) -> Gathered:
+    """Facts, pg_settings and the values in effect, all from a doctor snapshot (pure)."""
+    label = str(snapshot.get("target") or "the machine of the snapshot")
+    facts = read_facts(snapshot, given)
+    if given.pg_version is not None and facts.pg != server_major(snapshot):
         raise UsageError(
-            f"--pg-version {given.pg_version} is not the version of {target.label}: leave it out "
+            f"--pg-version {given.pg_version} is not the version of {label}: leave it out "
             "(it is read from the server) or tune offline with --ram."
         )
-    current = current_values(snapshot, facts, env.proc_root, env.sys_root)
-    return Gathered(facts, meta, current, snapshot)
+    meta, why = snapshot_meta(snapshot, facts.pg)
+    if why:
+        facts = replace(facts, unknown={**facts.unknown, "pg_settings": why})
+    return Gathered(facts, meta, current_values(snapshot, facts), snapshot, label)
 
 
-def _server_major(snapshot: Mapping[str, Any]) -> int | None:
-    version_num = (snapshot.get("server") or {}).get("version_num")
-    return int(version_num) // 10000 if version_num else None
+def snapshot_meta(
+    snapshot: Mapping[str, Any], major: int | None
+) -> tuple[dict[str, SettingMeta], str | None]:
+    """The server's pg_settings as the snapshot recorded them (with ranges and enum values);
+    from a snapshot without them, the recorded catalog of its version, and why."""
+    rows = ((snapshot.get("server") or {}).get("settings")) or {}
+    if rows and all("min_val" in row for row in rows.values()):
+        return settings_meta_from_rows(
+            [name, *(row.get(column) for column in COLUMNS[1:])] for name, row in rows.items()
+        ), None
+    meta = recorded_settings(major) if major else {}
+    if not rows:
+        why = "no server was read: values are checked against the recorded catalog"
+    else:
+        why = f"the snapshot has no ranges of the settings ({NEW_SNAPSHOT})"
+    if not meta:
+        which = f"none is recorded for PostgreSQL {major}" if major else "its version is unknown"
+        return {}, f"{why}; {which}, so values are not checked"
+    return meta, f"{why}: values are checked against the recorded catalog of PostgreSQL {major}"
 
 
 def pgdyno_configuration(gathered: Gathered) -> Configuration:
     return recommend(gathered.facts, gathered.meta, gathered.current)
 
 
-def baseline_inputs(facts: Facts, name: str) -> BaselineInputs:
+def baseline_inputs(facts: TuneFacts, name: str) -> BaselineInputs:
     """The baseline tool's form, filled from the facts (its own defaults where unknown)."""
-    values = facts.values
-    needed = (("--ram", "ram"), ("--pg-version", "pg"))
-    missing = [flag for flag, key in needed if key not in values]
-    if missing:
+    needed = (("--ram", facts.ram), ("--pg-version", facts.pg))
+    missing = [flag for flag, value in needed if value is None]
+    if missing or facts.ram is None or facts.pg is None:
         raise UsageError(f"{name} needs {' and '.join(missing)}: give them, or tune a server.")
     by_profile = facts.sources.get("connections", "").startswith("profile")
-    ratio = values.get("data_ratio")
-    data_size = (
+    ratio = facts.data_ratio
+    data_size: DataSize = (
         "mid_ram" if ratio is None
         else "less_ram" if ratio < LESS_RAM
         else "greater_ram" if ratio > GREATER_RAM
         else "mid_ram"
     )  # fmt: skip
     return BaselineInputs(
-        pg_version=int(values["pg"]),
-        profile=values["profile"],
-        ram_bytes=int(values["ram"]),
-        cpus=values.get("cpus"),
-        connections=None if by_profile else values.get("connections"),
-        storage=values.get("storage") or "ssd",
-        data_size=data_size,  # type: ignore[arg-type]
+        pg_version=facts.pg,
+        profile=facts.profile,
+        ram_bytes=facts.ram,
+        cpus=facts.cpus,
+        connections=None if by_profile else facts.connections,
+        storage=facts.storage or "ssd",
+        data_size=data_size,
     )
 
 
-def baseline_values(facts: Facts, name: str) -> dict[str, str | int | float]:
+def baseline_values(facts: TuneFacts, name: str) -> dict[str, str | int | float]:
     return BASELINES[name](baseline_inputs(facts, name))
 
 
