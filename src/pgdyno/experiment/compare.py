@@ -28,8 +28,7 @@ from pgdyno.host.facts import read_host
 from pgdyno.plan.check import CheckedSet, MetaLoader, check_plan
 from pgdyno.plan.load import Plan
 from pgdyno.plan.policy import Allowed
-from pgdyno.records.stored import Comparison as StoredComparison
-from pgdyno.records.stored import RunOutcome
+from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import scrub_argv

@@ -42,7 +42,7 @@ from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, rotated
 from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
 from pgdyno.host.facts import HostFacts
-from pgdyno.host.journal import Applied, HostChanges, ensure_clean
+from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries
@@ -52,7 +52,7 @@ from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
 from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.stats.stopping import decide
-from pgdyno.stats.verdict import SAME, Comparison
+from pgdyno.stats.verdict import SAME, ChangeVerdict
 from pgdyno.store.interface import ComparisonsBackend
 
 
@@ -243,10 +243,10 @@ def run_compare(
 
 
 # A set with no usable run yet in a cell (all failed or discarded): unresolved, time unknown.
-NOTHING_YET = Comparison(0.0, None, None, SAME, False, None)
+NOTHING_YET = ChangeVerdict(0.0, None, None, SAME, False, None)
 
 
-def watched(analysis: Analysis) -> list[Comparison]:
+def watched(analysis: Analysis) -> list[ChangeVerdict]:
     """The comparisons adaptive rounds wait for: TPS of every set against the baseline, and of
     every ladder step against the step before (see pgdyno.stats.stopping)."""
     found = [
@@ -341,7 +341,7 @@ class _CompareRun:
         self.ctx.progress.skipped(before)  # finished earlier: done, not remaining
         return True
 
-    def _apply_host_settings(self, checked_set: CheckedSet) -> list[Applied]:
+    def _apply_host_settings(self, checked_set: CheckedSet) -> list[AppliedKnob]:
         reserves = any(knob.name == "vm.nr_hugepages" for knob, _ in checked_set.host)
         if self.holds_huge_pages or reserves:
             # The kernel cannot release huge pages a running server holds, and reserves them
@@ -398,7 +398,7 @@ class _CompareRun:
         return cells
 
     def _read_back_settings(
-        self, ready: Connected, checked_set: CheckedSet, applied: list[Applied]
+        self, ready: Connected, checked_set: CheckedSet, applied: list[AppliedKnob]
     ) -> dict[str, Any]:
         """The settings in effect for this set, as the server and the kernel show them."""
         return {

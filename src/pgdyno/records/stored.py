@@ -327,7 +327,7 @@ class ComparisonSet:
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
+class StoredComparison:
     """One `pgdyno compare` of a plan, with its sets in plan order."""
 
     id: int

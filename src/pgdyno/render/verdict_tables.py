@@ -7,15 +7,15 @@ from rich.text import Text
 
 from pgdyno.render.terminal import fmt
 from pgdyno.stats.analysis import Analysis
-from pgdyno.stats.verdict import BETTER, SAME, WORSE, Comparison
+from pgdyno.stats.verdict import BETTER, SAME, WORSE, ChangeVerdict
 
 _COLOUR = {BETTER: "green", WORSE: "red"}
 
 
-def change_text(change: Comparison | None) -> str:
+def change_text(change: ChangeVerdict | None) -> str:
     """
-    >>> from pgdyno.stats.verdict import Comparison
-    >>> change_text(Comparison(4.2, 1.05, 7.49, "better", False, None))
+    >>> from pgdyno.stats.verdict import ChangeVerdict
+    >>> change_text(ChangeVerdict(4.2, 1.05, 7.49, "better", False, None))
     '+4.2% [+1.1, +7.5]'
     >>> change_text(None)
     '-'
@@ -27,14 +27,14 @@ def change_text(change: Comparison | None) -> str:
     return f"{change.change_pct:+.1f}% [{change.ci_low_pct:+.1f}, {change.ci_high_pct:+.1f}]"
 
 
-def _p99_text(change: Comparison | None) -> str:
+def _p99_text(change: ChangeVerdict | None) -> str:
     """The change, with the verdict only when there is one to tell."""
     if change is None or change.verdict == SAME:
         return change_text(change)
     return f"{change_text(change)} {change.verdict}"
 
 
-def _verdict(change: Comparison | None, is_baseline: bool) -> Text:
+def _verdict(change: ChangeVerdict | None, is_baseline: bool) -> Text:
     # A Text style, not markup: consoles print strings as written (cli.common.SafeConsole).
     if is_baseline:
         return Text("baseline")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pgdyno.records.stored import Comparison, RunOutcome
+from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.store.decode import OUTCOME_SQL, comparison, run_outcome
 from pgdyno.store.encode import dumps, now_iso
 from pgdyno.store.owners import Owner
@@ -63,7 +63,7 @@ class Comparisons:
                 (me.hostname, me.pid, me.started, comparison_id),
             )
 
-    def latest(self, plan_digest: str) -> Comparison | None:
+    def latest(self, plan_digest: str) -> StoredComparison | None:
         """The newest comparison of exactly this plan text, for --resume."""
         rows = self.store._query(
             "SELECT * FROM comparisons WHERE plan_digest = ? ORDER BY id DESC LIMIT 1",
@@ -71,11 +71,11 @@ class Comparisons:
         )
         return self._decode(rows[0]) if rows else None
 
-    def get(self, comparison_id: int) -> Comparison | None:
+    def get(self, comparison_id: int) -> StoredComparison | None:
         rows = self.store._query("SELECT * FROM comparisons WHERE id = ?", (comparison_id,))
         return self._decode(rows[0]) if rows else None
 
-    def _decode(self, row: dict[str, Any]) -> Comparison:
+    def _decode(self, row: dict[str, Any]) -> StoredComparison:
         sets = self.store._query(
             "SELECT name, requested, effective FROM comparison_sets WHERE comparison_id = ?"
             " ORDER BY position",

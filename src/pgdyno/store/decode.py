@@ -14,11 +14,11 @@ from typing import Any
 from pgdyno.errors import StoreUnavailable
 from pgdyno.records import Event, SecondRow, StatementLatency
 from pgdyno.records.stored import (
-    Comparison,
     ComparisonSet,
     JsonObject,
     RunListing,
     RunOutcome,
+    StoredComparison,
     StoredRun,
 )
 
@@ -113,9 +113,9 @@ def run_outcome(row: Row) -> RunOutcome:
     return RunOutcome(**{**row, "health": health or {}, "interference": _interference(row)})
 
 
-def comparison(row: Row, sets: list[dict[str, Any]]) -> Comparison:
+def comparison(row: Row, sets: list[dict[str, Any]]) -> StoredComparison:
     where = f"comparison {row['id']}"
-    return Comparison(
+    return StoredComparison(
         **{
             **row,
             "scales": _list(row["scales"], f"{where}'s scales"),

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Protocol
 
 from pgdyno.records import RunRecord
-from pgdyno.records.stored import Comparison, ReportSource, RunListing, RunOutcome, StoredRun
+from pgdyno.records.stored import ReportSource, RunListing, RunOutcome, StoredComparison, StoredRun
 
 CellDone = tuple[str, str, int, int, int]  # set, workload, scale, clients, repeat
 
@@ -37,9 +37,9 @@ class ComparisonsBackend(Protocol):
 
     def resume(self, comparison_id: int) -> None: ...
 
-    def latest(self, plan_digest: str) -> Comparison | None: ...
+    def latest(self, plan_digest: str) -> StoredComparison | None: ...
 
-    def get(self, comparison_id: int) -> Comparison | None: ...
+    def get(self, comparison_id: int) -> StoredComparison | None: ...
 
     def record_effective(
         self, comparison_id: int, set_name: str, effective: Mapping[str, object]
