@@ -37,6 +37,7 @@ from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
 from pgdyno.stats.analysis import Analysis
+from pgdyno.store.encode import rounds_json, to_json
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
 
@@ -170,15 +171,15 @@ def compare(
         print_json(
             env,
             {
-                "comparison": info.as_json(),
-                "rounds": outcome.rounds.as_dict(),
+                "comparison": to_json(info),
+                "rounds": rounds_json(outcome.rounds.history()),
                 "analysis": analysis.as_dict(),
-                "runs": [r.as_json() for r in runs],
+                "runs": [to_json(r) for r in runs],
             },
         )
     else:
         _print_analysis(env, analysis, plan, outcome.comparison_id)
-        out(env).print(rounds_summary(outcome.rounds.as_dict()))
+        out(env).print(rounds_summary(outcome.rounds.history()))
         if outcome.skipped:
             err(env).print(
                 f"{outcome.skipped} runs were finished before and not repeated (--resume)"

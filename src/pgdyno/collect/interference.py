@@ -48,7 +48,7 @@ from pgdyno.collect.procfs import parse_stat
 from pgdyno.errors import ConnectionFailed, ParseError, QueryRefused
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.inventory import connects_here
-from pgdyno.records.stored import interference_text
+from pgdyno.records.interference import Interference
 from pgdyno.textsafe import escape_control
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -101,38 +101,13 @@ class ProcessTable:
     busy: int = 0  # user + nice + system of the cpu line: all processes' CPU time together
 
 
-@dataclass(frozen=True, slots=True)
-class Interference:
-    """Foreign CPU and steal over a run, in % of the machine; `top`: the biggest foreign
-    commands, (command, % of the machine), biggest first."""
+def is_flagged(found: Interference) -> bool:
+    """More foreign CPU or steal than a run tolerates.
 
-    foreign_cpu_pct: float
-    steal_pct: float
-    top: tuple[tuple[str, float], ...]
-
-    @property
-    def flagged(self) -> bool:
-        return self.foreign_cpu_pct > FOREIGN_CPU_MAX_PCT or self.steal_pct > STEAL_MAX_PCT
-
-    def as_dict(self) -> dict[str, object]:
-        """The shape of `runs show --json` and `compare --json`.
-
-        >>> Interference(48.2, 0.0, (("yes", 47.5),)).as_dict()
-        {'foreign_cpu_pct': 48.2, 'steal_pct': 0.0, 'top': [['yes', 47.5]]}
-        """
-        return {
-            "foreign_cpu_pct": self.foreign_cpu_pct,
-            "steal_pct": self.steal_pct,
-            "top": [[command, pct] for command, pct in self.top],
-        }
-
-    def warning(self) -> str:
-        """The run's health warning (a warning's text up to ':' is its kind).
-
-        >>> Interference(48.2, 0.0, (("yes", 47.5),)).warning()
-        'interference: other processes took 48.2% of the CPUs (yes 47.5%)'
-        """
-        return "interference: " + interference_text(self.foreign_cpu_pct, self.steal_pct, self.top)
+    >>> is_flagged(Interference(48.2, 0.0)), is_flagged(Interference(0.4, 0.0))
+    (True, False)
+    """
+    return found.foreign_cpu_pct > FOREIGN_CPU_MAX_PCT or found.steal_pct > STEAL_MAX_PCT
 
 
 def parse_pid_stat(text: bytes) -> ProcessTimes:
@@ -288,7 +263,7 @@ def flagged_interference(
 ) -> Interference | None:
     """The run's interference when it exceeds a threshold, else None (a clean run)."""
     found = measure_interference(before, after, roots, cpus, wall_s, hz)
-    return found if found.flagged else None
+    return found if is_flagged(found) else None
 
 
 def _comm(proc_root: Path, pid: int) -> str | None:

@@ -409,6 +409,5 @@ class _CellRunner:
             record, finished_at=self.clock(), summary=measured.summary, seconds=measured.seconds,
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
-            health=measured.health.as_dict(),
-            interference=measured.interference.as_dict() if measured.interference else None,
+            health=measured.health, interference=measured.interference,
         ), None  # fmt: skip

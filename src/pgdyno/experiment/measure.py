@@ -8,12 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgdyno.collect.interference import (
-    Interference,
-    ProcessTable,
-    flagged_interference,
-    read_processes,
-)
+from pgdyno.collect.interference import ProcessTable, flagged_interference, read_processes
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.sampler import TimelineSampler
 from pgdyno.collect.timeline import (
@@ -31,7 +26,9 @@ from pgdyno.pgbench.txlog import summarize
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.serverlog import LogTail
 from pgdyno.records import Event, Percentiles, Sample, SecondRow
-from pgdyno.stats.steady import Health, assess
+from pgdyno.records.health import RunHealth
+from pgdyno.records.interference import Interference
+from pgdyno.stats.steady import assess
 
 
 @dataclass(frozen=True)
@@ -59,7 +56,7 @@ class Measured:
     latency_source: str
     samples: tuple[Sample, ...]
     events: tuple[Event, ...]
-    health: Health
+    health: RunHealth
     interference: Interference | None = None  # None: a clean run, or not measured
 
 
@@ -152,9 +149,9 @@ def measure(
         skipped=result.summary.skipped_transactions or 0, rate=opts.rate,
     )  # fmt: skip
     # A series cut short is part of the run's story: flagged in its health, not only logged.
-    health = replace(health, warnings=[*health.warnings, *timeline.gaps])
+    health = replace(health, warnings=(*health.warnings, *timeline.gaps))
     if interference is not None:
-        health = replace(health, warnings=[*health.warnings, interference.warning()])
+        health = replace(health, warnings=(*health.warnings, interference.warning()))
     summary = result.summary
     if summary.latency_stddev_ms is None and total.stddev_ms is not None:
         # pgbench prints it only with -P, -R or -L; the log gives the same figure.

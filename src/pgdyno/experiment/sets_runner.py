@@ -234,7 +234,7 @@ def run_compare(
             run.rounds.end()
             stop = run.enough(round_no)
             if run.comparison_id is not None:
-                comparisons.record_rounds(run.comparison_id, run.rounds.as_dict())
+                comparisons.record_rounds(run.comparison_id, run.rounds.history())
             if stop:
                 break
     if run.comparison_id is None:  # only when the plan had no set to run

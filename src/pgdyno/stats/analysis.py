@@ -136,8 +136,9 @@ def analyse(
 ) -> Analysis:
     """Statistics for every (cell, set) with the runs of a comparison, in plan order.
 
+    >>> from pgdyno.records.health import RunHealth
     >>> tps = [("a", 100), ("b", 120), ("a", 101), ("b", 121), ("a", 99), ("b", 119)]
-    >>> runs = [RunOutcome(i, s, "ok", "w", 1, 2, 1 + i // 2, t, 1.0, None, {}, "18")
+    >>> runs = [RunOutcome(i, s, "ok", "w", 1, 2, 1 + i // 2, t, 1.0, None, RunHealth(), "18")
     ...         for i, (s, t) in enumerate(tps)]
     >>> result = analyse(runs, ["a", "b"], "a", "sets").results[1]
     >>> result.set_name, round(result.tps_change.change_pct), result.tps_change.verdict

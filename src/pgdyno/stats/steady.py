@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+
+from pgdyno.records.health import RunHealth
 
 # A fitted TPS change across the measured window larger than this is flagged as a trend.
 TREND_LIMIT_PCT = 10.0
@@ -12,21 +13,6 @@ TREND_LIMIT_PCT = 10.0
 CV_LIMIT_PCT = 10.0
 # pgbench using this share of the CPU its threads can use means the client is the bottleneck.
 CLIENT_SATURATION = 0.9
-
-
-@dataclass(frozen=True)
-class Health:
-    measured_s: int  # seconds in the measured window (after the warm-up trim)
-    trimmed_s: int  # seconds dropped at the start
-    tps_mean: float | None
-    tps_cv_pct: float | None  # stability: stddev / mean of per-second TPS, in %
-    tps_trend_pct: float | None  # fitted change from the first to the last second, in %
-    client_cpu_pct: float | None  # pgbench's CPU use, % of one core
-    client_capacity_pct: float | None  # what its threads could use: min(jobs, cpus) x 100
-    warnings: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def default_trim(duration_s: int, warmup_s: int) -> int:
@@ -87,7 +73,7 @@ def assess(
     lag_avg_ms: float | None = None,
     skipped: int = 0,
     rate: float | None = None,
-) -> Health:
+) -> RunHealth:
     """Judge one run: stable, trending, client-bound, falling behind its rate?
 
     `tps_per_second` holds whole seconds only; the first `trim_s` are warm-up.
@@ -118,8 +104,8 @@ def assess(
         warnings.append(
             f"schedule lag averaged {lag_avg_ms:.1f} ms: the run fell behind its -R rate"
         )
-    return Health(
+    return RunHealth(
         measured_s=len(window), trimmed_s=trim_s, tps_mean=mean, tps_cv_pct=cv,
         tps_trend_pct=trend, client_cpu_pct=client_cpu_pct, client_capacity_pct=capacity,
-        warnings=warnings,
+        warnings=tuple(warnings),
     )  # fmt: skip

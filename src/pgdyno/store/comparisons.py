@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.store.decode import OUTCOME_SQL, comparison, run_outcome
-from pgdyno.store.encode import dumps, now_iso
+from pgdyno.store.encode import dumps, now_iso, rounds_json
 from pgdyno.store.owners import Owner
 
 if TYPE_CHECKING:
@@ -92,12 +93,12 @@ class Comparisons:
                 (dumps(effective, f"set {set_name}'s settings"), comparison_id, set_name),
             )
 
-    def record_rounds(self, comparison_id: int, rounds: Mapping[str, object]) -> None:
+    def record_rounds(self, comparison_id: int, rounds: RoundHistory) -> None:
         """How the rounds went so far (rewritten after every round)."""
         with self.store.transaction() as conn:
             conn.execute(
                 "UPDATE comparisons SET rounds = ? WHERE id = ?",
-                (dumps(rounds, "the rounds"), comparison_id),
+                (dumps(rounds_json(rounds), "the rounds"), comparison_id),
             )
 
     def finish(self, comparison_id: int, status: str) -> None:

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Protocol
 
 from pgdyno.records import RunRecord
+from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import ReportSource, RunListing, RunOutcome, StoredComparison, StoredRun
 
 CellDone = tuple[str, str, int, int, int]  # set, workload, scale, clients, repeat
@@ -45,7 +46,7 @@ class ComparisonsBackend(Protocol):
         self, comparison_id: int, set_name: str, effective: Mapping[str, object]
     ) -> None: ...
 
-    def record_rounds(self, comparison_id: int, rounds: Mapping[str, object]) -> None: ...
+    def record_rounds(self, comparison_id: int, rounds: RoundHistory) -> None: ...
     def finish(self, comparison_id: int, status: str) -> None: ...
 
     def runs(self, comparison_id: int) -> list[RunOutcome]: ...
