@@ -34,6 +34,7 @@ from pgdyno.collect.procfs import parse_stat
 from pgdyno.process import start_time
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.records.interference import Interference
+from pgdyno.records.stored import NewComparison
 from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
 from pgdyno.store import decode
@@ -285,8 +286,10 @@ def test_compare_runs_carry_the_interference(tmp_path: Path) -> None:
     with ResultsStore(tmp_path / "r.sqlite") as store:
         session = store.begin_session(["pgdyno", "compare"], "sandbox pg18", {}, {})
         cid = store.comparisons.create(
-            name="p", plan_path="p.toml", plan_digest="d", plan_text="", mode="sets",
-            baseline="a", scales=[1], sets=[("a", {}), ("b", {})],
+            NewComparison(
+                name="p", plan_path="p.toml", plan_digest="d", plan_text="", mode="sets",
+                baseline="a", scales=(1,), sets=(("a", {}), ("b", {})),
+            )
         )  # fmt: skip
         for name, found in (("a", None), ("b", decode.interference(FLAGGED))):
             store.add_run(session, a_run(comparison_id=cid, set_name=name, interference=found))

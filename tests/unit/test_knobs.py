@@ -28,6 +28,7 @@ from pgdyno.host.journal import (
     pending,
     rollback,
 )
+from pgdyno.host.knob_write import write_value
 from pgdyno.host.knobs import (
     BLOCK_SETTINGS,
     THP_SETTINGS,
@@ -35,7 +36,6 @@ from pgdyno.host.knobs import (
     Knob,
     read_value,
     validate,
-    write_value,
 )
 
 # The live host: paths a knob names there (nothing here writes to it).

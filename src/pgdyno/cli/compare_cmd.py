@@ -28,6 +28,7 @@ from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
 from pgdyno.plan.check import (
     CheckedSet,
+    HostTarget,
     check_plan,
     find_installed,
     is_installed,
@@ -64,8 +65,9 @@ def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSe
     device = device_for_path(existing, env.proc_root, env.sys_root)
     return check_plan(
         plan, cache_dir=env.cache_dir, meta_for=describe_settings,
-        data_disk=device.disk if device else None, is_root=env.is_root,
-        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed, find=find_installed,
+        host=HostTarget(device.disk if device else None, env.is_root, env.proc_root,
+                        env.sys_root, allowed),
+        find=find_installed,
     )  # fmt: skip
 
 

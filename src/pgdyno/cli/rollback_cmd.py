@@ -191,5 +191,5 @@ def _handle(
     data_dir = Path(identity["data_dir"]) if identity.get("data_dir") else None
     yield server_handle(
         dsn, password, f"server {dsn}", restart_command=o.restart_command, consent=o.yes,
-        data_dir=data_dir, cache_dir=env.cache_dir, log_dir=env.data_dir / "logs",
+        data_dir=data_dir, env=env,
     )  # fmt: skip

@@ -273,8 +273,7 @@ def _connect(env: Environment, o: _Options, stack: ExitStack) -> tuple[Target, S
         handle = server_handle(
             address.dsn, address.password, address.label,
             restart_command=o.raw.get("restart_command"),  # type: ignore[arg-type]
-            consent=consent, data_dir=data_dir, cache_dir=env.cache_dir,
-            log_dir=env.data_dir / "logs",
+            consent=consent, data_dir=data_dir, env=env,
         )  # fmt: skip
         return Target(address.label, address.dsn, address.password), handle
     pg_bin, pg_version = o.raw.get("pg_bin"), o.raw.get("pg_version")

@@ -50,6 +50,7 @@ from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
+from pgdyno.records.stored import NewComparison
 from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.stats.stopping import decide
 from pgdyno.stats.verdict import SAME, ChangeVerdict
@@ -190,25 +191,35 @@ def _earlier(
     return earlier.id, list(earlier.scales), comparisons.finished_cells(earlier.id)
 
 
+@dataclass(frozen=True)
+class CompareJob:
+    """What `run_compare` runs: the plan, its sets as checked, the bench spec of its matrix,
+    whether it resumes the newest earlier comparison of the plan, and the command line to
+    record with the session."""
+
+    plan: Plan
+    checked: list[CheckedSet]
+    spec: BenchSpec
+    resume: bool
+    command: list[str]
+
+
 def run_compare(
-    plan: Plan,
-    checked: list[CheckedSet],
-    spec: BenchSpec,
+    job: CompareJob,
     host: HostFacts,
     ctx: RunContext,
     *,
     sandboxes: Environment,
-    resume: bool,
     meta_for: MetaLoader,
-    command: list[str],
     switcher: SetSwitcher | None = None,
 ) -> CompareOutcome:
     """Run the plan's sets interleaved; `sandboxes` is the work directory the sandboxes and the
     host-settings journal live in; `switcher` puts each set in effect (default: the sandbox)."""
+    plan, checked, spec, command = job.plan, job.checked, job.spec, job.command
     comparisons = ctx.store.comparisons
     journal, proc_root, sys_root = sandboxes.journal_path, ctx.proc_root, ctx.sys_root
     ensure_clean(journal, proc_root=proc_root, sys_root=sys_root)
-    comparison_id, scales, done = _earlier(comparisons, plan) if resume else (None, None, set())
+    comparison_id, scales, done = _earlier(comparisons, plan) if job.resume else (None, None, set())
     switcher = switcher or SandboxSwitcher(sandboxes, meta_for, ctx.log)
     with ExitStack() as stack:
         changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
@@ -377,9 +388,11 @@ class _CompareRun:
     def _create_comparison(self, scales: list[int]) -> int:
         plan = self.plan
         return self.comparisons.create(
-            name=plan.name, plan_path=str(plan.path), plan_digest=plan.digest,
-            plan_text=plan.text, mode=plan.spec.mode, baseline=plan.spec.baseline_name,
-            scales=scales, sets=[(c.name, c.requested()) for c in self.checked],
+            NewComparison(
+                name=plan.name, plan_path=str(plan.path), plan_digest=plan.digest,
+                plan_text=plan.text, mode=plan.spec.mode, baseline=plan.spec.baseline_name,
+                scales=tuple(scales), sets=tuple((c.name, c.requested()) for c in self.checked),
+            )
         )  # fmt: skip
 
     def _plan_progress(self, scales: list[int]) -> None:

@@ -40,7 +40,8 @@ from pgdyno.host.hostlock import HostLock, lock_path
 from pgdyno.host.journal_file import HostJournalFile, ensure_clean, pending, read, unclean
 from pgdyno.host.journal_format import Change, JournalError, boot_id, change_record, now
 from pgdyno.host.journal_restore import HostRollback, Restored, RestoreError, restore, rollback
-from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate, write_value
+from pgdyno.host.knob_write import write_value
+from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate
 
 __all__ = [
     "AppliedKnob",

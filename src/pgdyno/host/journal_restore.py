@@ -14,7 +14,8 @@ from pathlib import Path
 from pgdyno.host.held_signals import signals_held
 from pgdyno.host.journal_file import HostJournalFile
 from pgdyno.host.journal_format import Change, JournalError, boot_id, restored_record
-from pgdyno.host.knobs import HostChangeError, Knob, read_value, restore_writes, write_value
+from pgdyno.host.knob_write import restore_writes, write_value
+from pgdyno.host.knobs import HostChangeError, Knob, read_value
 from pgdyno.journal import Unreadable
 
 

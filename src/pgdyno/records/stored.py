@@ -211,6 +211,21 @@ class ComparisonSet:
 
 
 @dataclass(frozen=True, slots=True)
+class NewComparison:
+    """A comparison as it starts, for the store to record: its plan (name, path, digest of the
+    text, text), mode, baseline, scales and the sets' settings as the plan asks for them."""
+
+    name: str
+    plan_path: str
+    plan_digest: str
+    plan_text: str
+    mode: str  # sets / ladder
+    baseline: str
+    scales: tuple[int, ...]
+    sets: tuple[tuple[str, Mapping[str, object]], ...]  # (name, requested settings), plan order
+
+
+@dataclass(frozen=True, slots=True)
 class StoredComparison:
     """One `pgdyno compare` of a plan, with its sets in plan order."""
 

@@ -15,6 +15,15 @@ CV_LIMIT_PCT = 10.0
 CLIENT_SATURATION = 0.9
 
 
+def client_capacity_pct(jobs: int, cpus: int) -> float:
+    """The CPU pgbench's threads can use, in % of one core: one core per thread, at most all.
+
+    >>> client_capacity_pct(4, 2), client_capacity_pct(1, 8)
+    (200.0, 100.0)
+    """
+    return 100.0 * min(jobs, cpus)
+
+
 def default_trim(duration_s: int, warmup_s: int) -> int:
     """Seconds trimmed from the start of the per-second series before judging steady state.
 
@@ -68,8 +77,7 @@ def assess(
     trim_s: int,
     *,
     client_cpu_pct: float | None,
-    jobs: int,
-    cpus: int,
+    client_capacity_pct: float,
     lag_avg_ms: float | None = None,
     skipped: int = 0,
     rate: float | None = None,
@@ -77,12 +85,13 @@ def assess(
     """Judge one run: stable, trending, client-bound, falling behind its rate?
 
     `tps_per_second` holds whole seconds only; the first `trim_s` are warm-up.
+    `client_capacity_pct` is the CPU pgbench's threads can use (`client_capacity_pct()`).
     """
     window = list(tps_per_second[trim_s:])
     mean = sum(window) / len(window) if window else None
     cv = cv_pct(window)
     trend = trend_pct(window)
-    capacity = 100.0 * min(jobs, cpus)
+    capacity = client_capacity_pct
     warnings = []
     if cv is not None and cv > CV_LIMIT_PCT:
         warnings.append(

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pgdyno.records.rounds import RoundHistory
-from pgdyno.records.stored import RunOutcome, StoredComparison
+from pgdyno.records.stored import NewComparison, RunOutcome, StoredComparison
 from pgdyno.store.decode import OUTCOME_SQL, comparison, run_outcome
 from pgdyno.store.encode import dumps, now_iso, rounds_json
 from pgdyno.store.owners import Owner
@@ -21,26 +21,16 @@ class Comparisons:
     def __init__(self, store: ResultsStore) -> None:
         self.store = store
 
-    def create(
-        self,
-        *,
-        name: str,
-        plan_path: str,
-        plan_digest: str,
-        plan_text: str,
-        mode: str,
-        baseline: str,
-        scales: list[int],
-        sets: list[tuple[str, Mapping[str, object]]],
-    ) -> int:
+    def create(self, new: NewComparison) -> int:
         me = Owner.me()
         with self.store.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO comparisons (name, plan_path, plan_digest, plan_text, mode,"
                 " baseline, scales, started_at, hostname, pid, owner_started)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, plan_path, plan_digest, plan_text, mode, baseline,
-                 dumps(scales, "the scales"), now_iso(), me.hostname, me.pid, me.started),
+                (new.name, new.plan_path, new.plan_digest, new.plan_text, new.mode,
+                 new.baseline, dumps(list(new.scales), "the scales"), now_iso(), me.hostname,
+                 me.pid, me.started),
             )  # fmt: skip
             comparison_id = int(cur.lastrowid or 0)
             conn.executemany(
@@ -48,7 +38,7 @@ class Comparisons:
                 " VALUES (?, ?, ?, ?)",
                 [
                     (comparison_id, i, n, dumps(req, f"set {n}'s settings"))
-                    for i, (n, req) in enumerate(sets)
+                    for i, (n, req) in enumerate(new.sets)
                 ],
             )
             return comparison_id

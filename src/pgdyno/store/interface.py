@@ -15,7 +15,14 @@ from typing import Protocol
 
 from pgdyno.records import RunRecord
 from pgdyno.records.rounds import RoundHistory
-from pgdyno.records.stored import ReportSource, RunListing, RunOutcome, StoredComparison, StoredRun
+from pgdyno.records.stored import (
+    NewComparison,
+    ReportSource,
+    RunListing,
+    RunOutcome,
+    StoredComparison,
+    StoredRun,
+)
 
 CellDone = tuple[str, str, int, int, int]  # set, workload, scale, clients, repeat
 
@@ -23,18 +30,7 @@ CellDone = tuple[str, str, int, int, int]  # set, workload, scale, clients, repe
 class ComparisonsBackend(Protocol):
     """The comparison tables: a plan's sets as requested and in effect, and their runs."""
 
-    def create(
-        self,
-        *,
-        name: str,
-        plan_path: str,
-        plan_digest: str,
-        plan_text: str,
-        mode: str,
-        baseline: str,
-        scales: list[int],
-        sets: list[tuple[str, Mapping[str, object]]],
-    ) -> int: ...
+    def create(self, new: NewComparison) -> int: ...
 
     def resume(self, comparison_id: int) -> None: ...
 
