@@ -71,7 +71,7 @@ PF_KTHREAD = 0x00200000
 # /proc/<pid>/stat is one line of 52 fields, at most about 1 KiB even with 64-bit values.
 STAT_MAX_BYTES = 4096
 
-Key = tuple[int, int]  # (pid, start time): a process, even when its pid is reused later
+ProcessKey = tuple[int, int]  # (pid, start time): a process, even when its pid is reused later
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ class ProcessTimes:
     kernel: bool  # a kernel thread
 
     @property
-    def key(self) -> Key:
+    def key(self) -> ProcessKey:
         return (self.pid, self.starttime)
 
 
@@ -163,11 +163,11 @@ def read_processes(proc_root: Path, clock: Callable[[], float] = time.monotonic)
     return ProcessTable(at, processes, cpu.steal, total, cpu.user + cpu.nice + cpu.system)
 
 
-def _descendants(table: ProcessTable, roots: Iterable[int]) -> set[Key]:
+def _descendants(table: ProcessTable, roots: Iterable[int]) -> set[ProcessKey]:
     children: dict[int, list[int]] = {}
     for process in table.processes.values():
         children.setdefault(process.ppid, []).append(process.pid)
-    found: set[Key] = set()
+    found: set[ProcessKey] = set()
     todo = [pid for pid in roots if pid in table.processes]
     while todo:
         pid = todo.pop()
@@ -178,7 +178,9 @@ def _descendants(table: ProcessTable, roots: Iterable[int]) -> set[Key]:
     return found
 
 
-def _reaper(gone: ProcessTimes, before: ProcessTable, alive: Mapping[Key, int]) -> Key | None:
+def _reaper(
+    gone: ProcessTimes, before: ProcessTable, alive: Mapping[ProcessKey, int]
+) -> ProcessKey | None:
     """The live process whose cutime/cstime took in `gone`'s ticks: its nearest ancestor (in
     the first snapshot) still alive, when each process on the way was reaped by its parent."""
     seen: set[int] = set()
@@ -192,7 +194,7 @@ def _reaper(gone: ProcessTimes, before: ProcessTable, alive: Mapping[Key, int]) 
     return None
 
 
-def cpu_ticks(before: ProcessTable, after: ProcessTable) -> dict[Key, int]:
+def cpu_ticks(before: ProcessTable, after: ProcessTable) -> dict[ProcessKey, int]:
     """CPU ticks of every live process over the interval, a new process from zero. A process
     gone since the first snapshot left its whole CPU time in its reaper's cutime/cstime, the
     part it had used before the interval too: that part is taken off again."""
