@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pgdyno.stats.verdict import Comparison
+    from pgdyno.stats.verdict import ChangeVerdict
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -18,11 +18,11 @@ def fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def change_text(change: Comparison | None) -> str:
+def change_text(change: ChangeVerdict | None) -> str:
     """A change against the baseline with its interval, in percent.
 
-    >>> from pgdyno.stats.verdict import Comparison
-    >>> change_text(Comparison(4.2, 1.05, 7.49, "better", False, None))
+    >>> from pgdyno.stats.verdict import ChangeVerdict
+    >>> change_text(ChangeVerdict(4.2, 1.05, 7.49, "better", False, None))
     '+4.2% [+1.1, +7.5]'
     >>> change_text(None)
     '-'

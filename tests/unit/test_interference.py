@@ -21,11 +21,11 @@ import pytest
 from pgdyno.collect.interference import (
     FOREIGN_CPU_MAX_PCT,
     STEAL_MAX_PCT,
-    Interference,
     ProcessTable,
     cpu_ticks,
     flagged_interference,
     foreign_ticks,
+    is_flagged,
     measure_interference,
     parse_pid_stat,
     read_processes,
@@ -33,8 +33,12 @@ from pgdyno.collect.interference import (
 from pgdyno.collect.procfs import parse_stat
 from pgdyno.process import start_time
 from pgdyno.records import RunCell, RunRecord
+from pgdyno.records.interference import Interference
+from pgdyno.records.stored import NewComparison
 from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
+from pgdyno.store import decode
+from pgdyno.store.encode import interference_json, to_json
 from pgdyno.store.migrate import migrate
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import strict_json
@@ -47,7 +51,7 @@ CPUS = 2
 HZ = 100
 MACHINE_TICKS = 2788  # sum of the cpu line's 8 columns, t1 - t0
 EXPERIMENT = ("pgdyno-rec", "exp-busy", "exp-writer", "srv-main", "srv-backend")
-# A flagged run as it is stored: what collect.interference's Interference.as_dict() gives.
+# A flagged run as it is stored and printed (store/encode.py's interference_json).
 FLAGGED = {"foreign_cpu_pct": 48.2, "steal_pct": 0.0, "top": [["<b>hog", 47.5], ["make", 0.7]]}
 
 
@@ -202,7 +206,7 @@ def test_figures_are_shares_of_the_whole_machine(t0: ProcessTable, t1: ProcessTa
     assert [command for command, _ in found.top] == biggest
     assert [pct for _, pct in found.top] == sorted((pct for _, pct in found.top), reverse=True)
     assert flagged_interference(t0, t1, experiment, CPUS, WALL, hz=HZ) == found
-    assert found.flagged and found.foreign_cpu_pct > FOREIGN_CPU_MAX_PCT
+    assert is_flagged(found) and found.foreign_cpu_pct > FOREIGN_CPU_MAX_PCT
 
 
 def test_a_run_with_nothing_foreign_is_clean(t0: ProcessTable, t1: ProcessTable) -> None:
@@ -222,8 +226,9 @@ def test_steal_alone_flags_a_run(t0: ProcessTable, t1: ProcessTable) -> None:
 
 def test_the_stored_shape_and_the_warning() -> None:
     found = Interference(48.2, 0.0, (("<b>hog", 47.5), ("make", 0.7)))
-    assert found.as_dict() == FLAGGED
-    assert json.loads(strict_json(found.as_dict())) == FLAGGED
+    assert interference_json(found) == FLAGGED
+    assert json.loads(strict_json(interference_json(found))) == FLAGGED
+    assert decode.interference(FLAGGED) == found  # what the store reads back
     assert found.warning() == (
         "interference: other processes took 48.2% of the CPUs (<b>hog 47.5%, make 0.7%)"
     )
@@ -262,17 +267,18 @@ def test_a_schema_4_database_gains_the_column(tmp_path: Path) -> None:
     conn.close()
     with ResultsStore(path) as store:
         old = store.get_run(1)
-        flagged = store.add_run(1, a_run(interference=FLAGGED))
+        flagged = store.add_run(1, a_run(interference=decode.interference(FLAGGED)))
         clean = store.add_run(1, a_run())
         got = {run_id: store.get_run(run_id) for run_id in (flagged, clean)}
         listed = {r.id: r.interference for r in store.list_runs()}
     assert old is not None and old.interference is None and not old.interfered
-    assert old.as_json()["interference"] is None
+    assert to_json(old)["interference"] is None
     run = got[flagged]
-    assert run is not None and run.interference == FLAGGED and run.interfered
-    assert run.as_json()["interference"] == FLAGGED
-    assert listed == {1: None, flagged: FLAGGED, clean: None}
-    assert run.outcome().interfered and run.outcome().as_json()["interference"] == FLAGGED
+    assert run is not None and run.interfered and run.interference is not None
+    assert interference_json(run.interference) == FLAGGED
+    assert to_json(run)["interference"] == FLAGGED
+    assert listed == {1: None, flagged: decode.interference(FLAGGED), clean: None}
+    assert run.outcome().interfered and to_json(run.outcome())["interference"] == FLAGGED
     assert got[clean] is not None and not got[clean].outcome().interfered
 
 
@@ -280,14 +286,16 @@ def test_compare_runs_carry_the_interference(tmp_path: Path) -> None:
     with ResultsStore(tmp_path / "r.sqlite") as store:
         session = store.begin_session(["pgdyno", "compare"], "sandbox pg18", {}, {})
         cid = store.comparisons.create(
-            name="p", plan_path="p.toml", plan_digest="d", plan_text="", mode="sets",
-            baseline="a", scales=[1], sets=[("a", {}), ("b", {})],
+            NewComparison(
+                name="p", plan_path="p.toml", plan_digest="d", plan_text="", mode="sets",
+                baseline="a", scales=(1,), sets=(("a", {}), ("b", {})),
+            )
         )  # fmt: skip
-        for name, found in (("a", None), ("b", FLAGGED)):
+        for name, found in (("a", None), ("b", decode.interference(FLAGGED))):
             store.add_run(session, a_run(comparison_id=cid, set_name=name, interference=found))
         runs = store.comparisons.runs(cid)
     assert [(r.set_name, r.interfered) for r in runs] == [("a", False), ("b", True)]
-    assert [r.as_json()["interference"] for r in runs] == [None, FLAGGED]
+    assert [to_json(r)["interference"] for r in runs] == [None, FLAGGED]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 from pgdyno.errors import UsageError
 from pgdyno.host.held_signals import signals_held as _signals_held
 from pgdyno.host.journal import (
-    Applied,
+    AppliedKnob,
     Change,
     HostChanges,
     RestoreError,
@@ -28,6 +28,7 @@ from pgdyno.host.journal import (
     pending,
     rollback,
 )
+from pgdyno.host.knob_write import write_value
 from pgdyno.host.knobs import (
     BLOCK_SETTINGS,
     THP_SETTINGS,
@@ -35,7 +36,6 @@ from pgdyno.host.knobs import (
     Knob,
     read_value,
     validate,
-    write_value,
 )
 
 # The live host: paths a knob names there (nothing here writes to it).
@@ -313,7 +313,7 @@ def test_change_is_journalled_then_marked_restored(tree_ready: Tree) -> None:
     knob = tree.sysctl("vm.dirty_ratio")
     with tree.changes() as host:
         applied = host.apply(knob, 40)
-        assert applied == Applied(knob, old="20", requested="40", effective="40")
+        assert applied == AppliedKnob(knob, old="20", requested="40", effective="40")
         assert applied.took_effect
         record = tree.lines()[0]
         assert record == {
@@ -742,7 +742,7 @@ def test_thp_change_is_journalled_and_restored(tree_ready: Tree) -> None:
     tree = tree_ready
     enabled, defrag = tree.thp("enabled"), tree.thp("defrag")
     with tree.changes() as host:
-        assert host.apply(enabled, "never") == Applied(enabled, "madvise", "never", "never")
+        assert host.apply(enabled, "never") == AppliedKnob(enabled, "madvise", "never", "never")
         host.apply(defrag, "defer")
         record = tree.lines()[0]
         assert record == {

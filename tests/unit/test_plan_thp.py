@@ -14,7 +14,7 @@ from pgdyno.cli import main
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.host.knobs import THP_SETTINGS, Knob
-from pgdyno.plan.check import CheckedSet, check_plan, find_installed
+from pgdyno.plan.check import CheckedSet, HostTarget, check_plan, find_installed
 from pgdyno.plan.load import load_plan
 from pgdyno.plan.model import SetSpec, ThpSpec, applied_sets
 
@@ -61,8 +61,8 @@ def checked(
     plan: Path, sys_root: Path, tmp_path: Path, *, is_root: bool = True
 ) -> list[CheckedSet]:
     return check_plan(
-        load_plan(plan), cache_dir=tmp_path / "cache", meta_for=lambda _b: {}, data_disk=None,
-        is_root=is_root, proc_root=tmp_path / "proc", sys_root=sys_root, find=find_installed,
+        load_plan(plan), cache_dir=tmp_path / "cache", meta_for=lambda _b: {},
+        host=HostTarget(None, is_root, tmp_path / "proc", sys_root), find=find_installed,
     )  # fmt: skip
 
 

@@ -20,6 +20,8 @@ from pgdyno.pgbench.output import parse_summary
 from pgdyno.pgbench.txlog import summarize
 from pgdyno.process import start_time
 from pgdyno.records import Event, RunCell, RunRecord
+from pgdyno.records.health import RunHealth
+from pgdyno.store.encode import to_json
 from pgdyno.store.migrate import latest_version, migrate
 from pgdyno.store.results import ResultsStore
 
@@ -41,7 +43,7 @@ def recorded_run() -> RunRecord:
         latency=run_percentiles(total), latency_source="every transaction",
         samples=((int(started), "cpu.user_pct", 12.5), (int(started) + 1, "cpu.user_pct", 14.0)),
         events=(Event(started + 0.5, "checkpoint_start", {"reason": "time"}),),
-        health={"tps_cv_pct": 3.0, "warnings": []},
+        health=RunHealth(measured_s=2, trimmed_s=0, tps_cv_pct=3.0),
     )  # fmt: skip
 
 
@@ -69,8 +71,8 @@ def test_run_round_trip(tmp_path: Path):
         run_id = store.add_run(session, run)
         store.finish_session(session, "done")
         stored = store.get_run(run_id)
-        got = stored.as_json() if stored else None  # as `runs show --json` prints it
-        listed = [r.as_json() for r in store.list_runs()]
+        got = to_json(stored) if stored else None  # as `runs show --json` prints it
+        listed = [to_json(r) for r in store.list_runs()]
     assert got is not None and run.summary is not None
     assert got["tps"] == run.summary.tps
     assert got["summary"]["transactions"] == run.summary.transactions
@@ -95,7 +97,7 @@ def test_schema_1_database_is_migrated_without_loss(tmp_path: Path):
     schema_1_database(path)
     with ResultsStore(path) as store:
         stored = store.get_run(1)
-        run = stored.as_json() if stored else None
+        run = to_json(stored) if stored else None
     assert run is not None and run["tps"] == 123.5 and run["seconds"][0]["tps"] == 9
     assert run["latency_source"] == "aggregated log" and run["latency_p99_ms"] is None
 
@@ -200,7 +202,10 @@ def test_comparison_left_running_by_an_older_pgdyno_gets_its_owner(tmp_path: Pat
     ("change", "refusal"),
     [
         ({"rate": math.inf}, "refused to store rate = inf"),
-        ({"health": {"tps_cv_pct": math.nan}}, "refused to store the run's health holding a non"),
+        (
+            {"health": RunHealth(measured_s=3, tps_cv_pct=math.nan)},
+            "refused to store the run's health holding a non",
+        ),
         ({"settings": {"x": -math.inf}}, "refused to store the settings holding a non-finite"),
     ],
 )

@@ -2,9 +2,9 @@
 
 The expected files under tests/data/store/pinned/ were written from
 tests/data/report/results.sqlite (two real comparisons) by pgdyno as it was when the store still
-returned rows as dicts; the store now returns frozen records whose `as_json()` must give the
-same keys, order and values (`runs show --json`, `runs list --json`, `compare --json`, and the
-report's JSON and CSV).
+returned rows as dicts; the store now returns frozen records whose JSON (store/encode.py's
+`to_json`) must give the same keys, order and values (`runs show --json`, `runs list
+--json`, `compare --json`, and the report's JSON and CSV).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pgdyno.report import content
 from pgdyno.report.export import summary_csv
 from pgdyno.report.load import Selection, load
 from pgdyno.stats.analysis import analyse
+from pgdyno.store.encode import to_json
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import strict_json
 
@@ -44,12 +45,12 @@ def test_runs_show_json_is_unchanged(store: ResultsStore) -> None:
     ids = [r.id for r in store.list_runs(None)]
     assert len(ids) == 14
     runs = [store.get_run(i) for i in ids]
-    _same(strict_json([r.as_json() for r in runs if r]) + "\n", "runs_show.json")
+    _same(strict_json([to_json(r) for r in runs if r]) + "\n", "runs_show.json")
 
 
 def test_runs_list_json_is_unchanged(store: ResultsStore) -> None:
-    _same(strict_json([r.as_json() for r in store.list_runs(None)]) + "\n", "runs_list.json")
-    session_1 = [r.as_json() for r in store.list_runs(3, 1)]
+    _same(strict_json([to_json(r) for r in store.list_runs(None)]) + "\n", "runs_list.json")
+    session_1 = [to_json(r) for r in store.list_runs(3, 1)]
     _same(strict_json(session_1) + "\n", "runs_list_session.json")
 
 
@@ -59,8 +60,8 @@ def test_compare_json_is_unchanged(store: ResultsStore, comparison_id: int) -> N
     runs = store.comparisons.runs(comparison_id)
     assert info is not None
     analysis = analyse(runs, [s.name for s in info.sets], info.baseline, info.mode)
-    got = {"comparison": info.as_json(), "analysis": analysis.as_dict(),
-           "runs": [r.as_json() for r in runs]}  # fmt: skip
+    got = {"comparison": to_json(info), "analysis": analysis.as_dict(),
+           "runs": [to_json(r) for r in runs]}  # fmt: skip
     _same(strict_json(got) + "\n", f"compare_{comparison_id}.json")
 
 
@@ -92,8 +93,8 @@ def test_a_run_stored_by_schema_1_prints_as_before(tmp_path: Path) -> None:
         run = store.get_run(1)
         listed = store.list_runs()
     assert run is not None
-    assert strict_json(run.as_json(), indent=None) == (PINNED / "run_schema_1.json").read_text()
-    got = strict_json([r.as_json() for r in listed], indent=None) + "\n"
+    assert strict_json(to_json(run), indent=None) == (PINNED / "run_schema_1.json").read_text()
+    got = strict_json([to_json(r) for r in listed], indent=None) + "\n"
     assert got == (PINNED / "list_schema_1.json").read_text()
 
 

@@ -36,7 +36,7 @@ from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 
 
 @dataclass
-class Applied(alter.Altered):
+class ServerApplied(alter.Altered):
     """What `ServerChanger.apply` did: what `alter_system` did, and more."""
 
     needs_consent: list[str] = field(default_factory=list)  # need a restart: not written
@@ -78,7 +78,7 @@ class ServerChanger:
         with connect(self.handle.dsn, self.handle.password) as client:
             alter.check_owner(client, self.handle.label, self.marker)
 
-    def apply(self, values: Mapping[str, str]) -> Applied:
+    def apply(self, values: Mapping[str, str]) -> ServerApplied:
         handle = self.handle
         with connect(handle.dsn, handle.password) as client:
             meta = load_settings_meta(client)
@@ -99,7 +99,7 @@ class ServerChanger:
                 client, self.journal, handle, named, same=same, marker=self.marker
             )
             self._refuse_file_errors(client, meta, altered.changed, before)
-        result = Applied(**vars(altered), needs_consent=skipped)
+        result = ServerApplied(**vars(altered), needs_consent=skipped)
         needs_restart = sorted(c.name for c in altered.changed if c.restart)
         if needs_restart:
             restart(handle, self.journal, needs_restart, self.log)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno import process
+from pgdyno.environment import Environment
 from pgdyno.errors import ProcessError, UsageError
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.cluster import Sandbox
@@ -91,18 +92,18 @@ def server_handle(
     restart_command: str | None,
     consent: bool,
     data_dir: Path | None,
-    cache_dir: Path,
-    log_dir: Path,
+    env: Environment,
 ) -> ServerHandle:
     """An existing server. Without consent (`--yes`) nothing restarts it. A restart command
-    whose program does not exist is refused here, before anything changes."""
+    whose program does not exist is refused here, before anything changes. pg_ctl's binaries
+    come from `env`'s cache, its log goes to the work directory's logs/."""
     command = _command(restart_command) if restart_command else None
     restart: Restart | None = None
     log: Callable[[], Path | None] | None = None
     if consent and command is not None:
         restart = command
     elif consent and data_dir is not None:
-        ctl = PgCtl(data_dir, cache_dir, log_dir)
+        ctl = PgCtl(data_dir, env.cache_dir, env.data_dir / "logs")
         restart, log = ctl.restart, ctl.log_file
     identity = {"kind": "server", "dsn": dsn}
     if data_dir is not None:

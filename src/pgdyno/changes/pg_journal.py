@@ -77,7 +77,7 @@ def server_key(server: Server) -> str:
 
 
 @dataclass
-class Contents:
+class PgJournalContents:
     """A journal read back: its changes, which are restored, and the lines it cannot act on."""
 
     changes: list[PgChange] = field(default_factory=list)
@@ -149,9 +149,9 @@ def _known(fields: Mapping[str, Any]) -> str | None:
     return f"{name}{where}, whose old value is lost"
 
 
-def read(lines: list[Line], path: Path) -> Contents:
+def read(lines: list[Line], path: Path) -> PgJournalContents:
     found = read_changes(lines, path, _build, lambda c: c.id, _known)
-    return Contents(found.changes, found.restored, found.unreadable)
+    return PgJournalContents(found.changes, found.restored, found.unreadable)
 
 
 def _build(fields: dict[str, Any], salvaged: bool) -> PgChange:
@@ -165,7 +165,7 @@ class PgJournal:
         self.file = file
         self.path = file.path
 
-    def read(self) -> Contents:
+    def read(self) -> PgJournalContents:
         return read(self.file.lines(), self.path)
 
     def pending(self, server: Server | None = None) -> list[PgChange]:
@@ -198,7 +198,7 @@ def open_journal(workdir: Path, *, create: bool) -> Iterator[PgJournal | None]:
         yield PgJournal(file)
 
 
-def contents(workdir: Path) -> Contents:
+def contents(workdir: Path) -> PgJournalContents:
     """The journal as it stands, without taking it (for messages, listings and checks)."""
     path = workdir / JOURNAL_NAME
     return read(peek(path, what=WHAT), path)

@@ -39,6 +39,7 @@ from pgdyno.postgres.footprint import (
 )
 from pgdyno.render.terminal import results_table
 from pgdyno.render.verdict_tables import rounds_summary
+from pgdyno.store.encode import to_json
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import scrub_argv
 
@@ -265,11 +266,11 @@ def bench(
         outcome = run_bench(spec, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv]))
         left = left_by(outcome, target, before, log)
     if outcome.rounds is not None:
-        log(rounds_summary(outcome.rounds.as_dict()))
+        log(rounds_summary(outcome.rounds.history()))
     if as_json:
         with ResultsStore(env.results_path) as store:
             stored = [store.get_run(run_id) for run_id, _ in outcome.records]
-            print_json(env, [None if run is None else with_left(run.as_json(), left)
+            print_json(env, [None if run is None else with_left(to_json(run), left)
                              for run in stored])  # fmt: skip
         return
     console = out(env)

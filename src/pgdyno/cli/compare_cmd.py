@@ -28,6 +28,7 @@ from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
 from pgdyno.plan.check import (
     CheckedSet,
+    HostTarget,
     check_plan,
     find_installed,
     is_installed,
@@ -37,6 +38,7 @@ from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
 from pgdyno.stats.analysis import Analysis
+from pgdyno.store.encode import rounds_json, to_json
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
 
@@ -63,8 +65,9 @@ def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSe
     device = device_for_path(existing, env.proc_root, env.sys_root)
     return check_plan(
         plan, cache_dir=env.cache_dir, meta_for=describe_settings,
-        data_disk=device.disk if device else None, is_root=env.is_root,
-        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed, find=find_installed,
+        host=HostTarget(device.disk if device else None, env.is_root, env.proc_root,
+                        env.sys_root, allowed),
+        find=find_installed,
     )  # fmt: skip
 
 
@@ -170,15 +173,15 @@ def compare(
         print_json(
             env,
             {
-                "comparison": info.as_json(),
-                "rounds": outcome.rounds.as_dict(),
+                "comparison": to_json(info),
+                "rounds": rounds_json(outcome.rounds.history()),
                 "analysis": analysis.as_dict(),
-                "runs": [r.as_json() for r in runs],
+                "runs": [to_json(r) for r in runs],
             },
         )
     else:
         _print_analysis(env, analysis, plan, outcome.comparison_id)
-        out(env).print(rounds_summary(outcome.rounds.as_dict()))
+        out(env).print(rounds_summary(outcome.rounds.history()))
         if outcome.skipped:
             err(env).print(
                 f"{outcome.skipped} runs were finished before and not repeated (--resume)"

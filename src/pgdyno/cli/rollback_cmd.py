@@ -78,7 +78,7 @@ def rollback(
             "command that changed the settings."
         )
     console = out(env)
-    options = _Options(yes, restart_command, dsn)
+    options = _RollbackOptions(yes, restart_command, dsn)
     _check_dsn(env, options)
     with workdir_lock(env):
         servers, host = rollback_servers(
@@ -101,14 +101,14 @@ def rollback(
     _finish(servers, host, options)
 
 
-class _Options:
+class _RollbackOptions:
     def __init__(self, yes: bool, restart_command: str | None, dsn: str | None) -> None:
         self.yes = yes
         self.restart_command = restart_command
         self.address = server_address(dsn) if dsn is not None else None
 
 
-def _check_dsn(env: Environment, o: _Options) -> None:
+def _check_dsn(env: Environment, o: _RollbackOptions) -> None:
     """--dsn must name a server the journal holds changes to (its password is for that one)."""
     if o.address is None:
         return
@@ -145,7 +145,7 @@ def _unfinished(servers: ServersRollback, host: HostRollback) -> bool:
                 or host.unreadable)  # fmt: skip
 
 
-def _finish(servers: ServersRollback, host: HostRollback, o: _Options) -> None:
+def _finish(servers: ServersRollback, host: HostRollback, o: _RollbackOptions) -> None:
     """Exit non-zero, in one sentence, while anything is left to do."""
     damaged = [*servers.unreadable, *host.unreadable]
     problems = [*servers.failures]
@@ -174,7 +174,7 @@ def _finish(servers: ServersRollback, host: HostRollback, o: _Options) -> None:
 
 @contextmanager
 def _handle(
-    env: Environment, identity: dict[str, str], o: _Options
+    env: Environment, identity: dict[str, str], o: _RollbackOptions
 ) -> Iterator[ServerHandle | None]:
     if identity.get("kind") == "sandbox":
         box = existing_sandbox(env, identity.get("cluster", ""), err(env).print)
@@ -191,5 +191,5 @@ def _handle(
     data_dir = Path(identity["data_dir"]) if identity.get("data_dir") else None
     yield server_handle(
         dsn, password, f"server {dsn}", restart_command=o.restart_command, consent=o.yes,
-        data_dir=data_dir, cache_dir=env.cache_dir, log_dir=env.data_dir / "logs",
+        data_dir=data_dir, env=env,
     )  # fmt: skip

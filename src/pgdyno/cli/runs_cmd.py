@@ -7,9 +7,10 @@ from rich.text import Text
 
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
 from pgdyno.errors import UsageError
-from pgdyno.records.stored import RunInterference
+from pgdyno.records.interference import Interference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv
+from pgdyno.store.encode import to_json
 from pgdyno.store.interface import ResultsBackend
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import safe_text
@@ -61,7 +62,7 @@ def list_runs(
     with _open(ctx) as store:
         rows = store.list_runs(limit or None, session)
     if as_json:
-        print_json(env, [row.as_json() for row in rows])
+        print_json(env, [to_json(row) for row in rows])
     else:
         out(env).print(runs_table(rows))
         out(env).print(f"results database: {env.results_path}")
@@ -102,23 +103,23 @@ def show_run(
         env.stdout.write(timeline_csv(run, samples))
         return
     if as_json:
-        print_json(env, run.as_json())
+        print_json(env, to_json(run))
         return
     console = out(env)
     if timeline:
         console.print(compact_table(run, samples))
         return
     tables = run_detail(run)
-    found = run.run_interference
+    found = run.interference
     if found is not None:  # the figures behind the run's "interference:" warning
         tables[0].add_row("interference", Text(safe_text(interference_row(found))))
     for table in tables:
         console.print(table)
 
 
-def interference_row(found: RunInterference) -> str:
+def interference_row(found: Interference) -> str:
     """
-    >>> interference_row(RunInterference(48.2, 0.0, (("yes", 47.5), ("make", 0.7))))
+    >>> interference_row(Interference(48.2, 0.0, (("yes", 47.5), ("make", 0.7))))
     'foreign CPU 48.2%, steal 0.0% of the machine; top: yes 47.5%, make 0.7%'
     """
     top = ", ".join(f"{command} {pct:.1f}%" for command, pct in found.top) or "-"

@@ -329,7 +329,7 @@ def _connect(
         handle = server_handle(
             address.dsn, address.password, address.label,
             restart_command=server.restart_command, consent=consent, data_dir=server.data_dir,
-            cache_dir=env.cache_dir, log_dir=env.data_dir / "logs",
+            env=env,
         )  # fmt: skip
         return TuneTarget(address.label, address.dsn, address.password), handle
     binaries = pick_binaries(env, server.pg_bin, server.pg_version)

@@ -19,6 +19,7 @@ from pgdyno.plan.policy import Allowed
 from pgdyno.render.verdict_tables import rounds_summary, verdict_table
 from pgdyno.report.export import make
 from pgdyno.report.load import Selection
+from pgdyno.store.encode import rounds_json
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import safe_text
 from pgdyno.tune.model import Configuration
@@ -73,12 +74,12 @@ def run_verify(env: Environment, plans: list[Path], *, as_json: bool) -> None:
         lines = verdict_lines(done.analysis)
         results.append({"plan": str(path), "comparison": done.outcome.comparison_id,
                         "verdicts": lines, "report": str(report),
-                        "rounds": done.outcome.rounds.as_dict(),
+                        "rounds": rounds_json(done.outcome.rounds.history()),
                         "analysis": done.analysis.as_dict()})  # fmt: skip
         if not as_json:
             console = out(env)
             console.print(verdict_table(done.analysis, f"tune --verify ({path.name})"))
-            console.print(rounds_summary(done.outcome.rounds.as_dict()))
+            console.print(rounds_summary(done.outcome.rounds.history()))
             for line in lines:
                 console.print(line)
             console.print(f"report: {safe_text(report)}")

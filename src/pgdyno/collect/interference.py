@@ -48,7 +48,7 @@ from pgdyno.collect.procfs import parse_stat
 from pgdyno.errors import ConnectionFailed, ParseError, QueryRefused
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.inventory import connects_here
-from pgdyno.records.stored import interference_text
+from pgdyno.records.interference import Interference
 from pgdyno.textsafe import escape_control
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -71,7 +71,7 @@ PF_KTHREAD = 0x00200000
 # /proc/<pid>/stat is one line of 52 fields, at most about 1 KiB even with 64-bit values.
 STAT_MAX_BYTES = 4096
 
-Key = tuple[int, int]  # (pid, start time): a process, even when its pid is reused later
+ProcessKey = tuple[int, int]  # (pid, start time): a process, even when its pid is reused later
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ class ProcessTimes:
     kernel: bool  # a kernel thread
 
     @property
-    def key(self) -> Key:
+    def key(self) -> ProcessKey:
         return (self.pid, self.starttime)
 
 
@@ -101,38 +101,13 @@ class ProcessTable:
     busy: int = 0  # user + nice + system of the cpu line: all processes' CPU time together
 
 
-@dataclass(frozen=True, slots=True)
-class Interference:
-    """Foreign CPU and steal over a run, in % of the machine; `top`: the biggest foreign
-    commands, (command, % of the machine), biggest first."""
+def is_flagged(found: Interference) -> bool:
+    """More foreign CPU or steal than a run tolerates.
 
-    foreign_cpu_pct: float
-    steal_pct: float
-    top: tuple[tuple[str, float], ...]
-
-    @property
-    def flagged(self) -> bool:
-        return self.foreign_cpu_pct > FOREIGN_CPU_MAX_PCT or self.steal_pct > STEAL_MAX_PCT
-
-    def as_dict(self) -> dict[str, object]:
-        """The shape of `runs show --json` and `compare --json`.
-
-        >>> Interference(48.2, 0.0, (("yes", 47.5),)).as_dict()
-        {'foreign_cpu_pct': 48.2, 'steal_pct': 0.0, 'top': [['yes', 47.5]]}
-        """
-        return {
-            "foreign_cpu_pct": self.foreign_cpu_pct,
-            "steal_pct": self.steal_pct,
-            "top": [[command, pct] for command, pct in self.top],
-        }
-
-    def warning(self) -> str:
-        """The run's health warning (a warning's text up to ':' is its kind).
-
-        >>> Interference(48.2, 0.0, (("yes", 47.5),)).warning()
-        'interference: other processes took 48.2% of the CPUs (yes 47.5%)'
-        """
-        return "interference: " + interference_text(self.foreign_cpu_pct, self.steal_pct, self.top)
+    >>> is_flagged(Interference(48.2, 0.0)), is_flagged(Interference(0.4, 0.0))
+    (True, False)
+    """
+    return found.foreign_cpu_pct > FOREIGN_CPU_MAX_PCT or found.steal_pct > STEAL_MAX_PCT
 
 
 def parse_pid_stat(text: bytes) -> ProcessTimes:
@@ -188,11 +163,11 @@ def read_processes(proc_root: Path, clock: Callable[[], float] = time.monotonic)
     return ProcessTable(at, processes, cpu.steal, total, cpu.user + cpu.nice + cpu.system)
 
 
-def _descendants(table: ProcessTable, roots: Iterable[int]) -> set[Key]:
+def _descendants(table: ProcessTable, roots: Iterable[int]) -> set[ProcessKey]:
     children: dict[int, list[int]] = {}
     for process in table.processes.values():
         children.setdefault(process.ppid, []).append(process.pid)
-    found: set[Key] = set()
+    found: set[ProcessKey] = set()
     todo = [pid for pid in roots if pid in table.processes]
     while todo:
         pid = todo.pop()
@@ -203,7 +178,9 @@ def _descendants(table: ProcessTable, roots: Iterable[int]) -> set[Key]:
     return found
 
 
-def _reaper(gone: ProcessTimes, before: ProcessTable, alive: Mapping[Key, int]) -> Key | None:
+def _reaper(
+    gone: ProcessTimes, before: ProcessTable, alive: Mapping[ProcessKey, int]
+) -> ProcessKey | None:
     """The live process whose cutime/cstime took in `gone`'s ticks: its nearest ancestor (in
     the first snapshot) still alive, when each process on the way was reaped by its parent."""
     seen: set[int] = set()
@@ -217,7 +194,7 @@ def _reaper(gone: ProcessTimes, before: ProcessTable, alive: Mapping[Key, int]) 
     return None
 
 
-def cpu_ticks(before: ProcessTable, after: ProcessTable) -> dict[Key, int]:
+def cpu_ticks(before: ProcessTable, after: ProcessTable) -> dict[ProcessKey, int]:
     """CPU ticks of every live process over the interval, a new process from zero. A process
     gone since the first snapshot left its whole CPU time in its reaper's cutime/cstime, the
     part it had used before the interval too: that part is taken off again."""
@@ -288,7 +265,7 @@ def flagged_interference(
 ) -> Interference | None:
     """The run's interference when it exceeds a threshold, else None (a clean run)."""
     found = measure_interference(before, after, roots, cpus, wall_s, hz)
-    return found if found.flagged else None
+    return found if is_flagged(found) else None
 
 
 def _comm(proc_root: Path, pid: int) -> str | None:

@@ -23,7 +23,7 @@ from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, check_n
 
 LAYERS = ("cpu", "memory", "storage", "filesystem", "kernel", "postgresql")
 SEVERITIES = ("info", "warning", "critical")
-Layer = Literal["cpu", "memory", "storage", "filesystem", "kernel", "postgresql"]
+RuleLayer = Literal["cpu", "memory", "storage", "filesystem", "kernel", "postgresql"]
 Severity = Literal["info", "warning", "critical"]
 TakesEffect = Literal["now", "reload", "restart", "reboot"]
 
@@ -39,7 +39,7 @@ class RuleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
-    layer: Layer
+    layer: RuleLayer
     severity: Severity
     title: str = Field(min_length=5)
     when: str

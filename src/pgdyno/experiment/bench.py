@@ -22,7 +22,7 @@ from pgdyno.errors import (
 from pgdyno.experiment.context import ProgressReporter, RunContext
 from pgdyno.experiment.failure import Verdict, Where, failed_run
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
-from pgdyno.experiment.measure import Collect, measure
+from pgdyno.experiment.measure import Collect, MeasureRequest, measure
 from pgdyno.experiment.rounds import Adaptive, RoundLog
 from pgdyno.experiment.target import Target
 from pgdyno.host.facts import HostFacts, free_disk_bytes
@@ -146,7 +146,7 @@ def connected(
             client, target.dsn, target.password, target.server_log, data_path, ctx.proc_root,
             ctx.sys_root,
         )  # fmt: skip
-        runner = _CellRunner(spec, target, client, collect, child_env, ctx, expected_tps, where)
+        runner = _CellRunner(spec, target, client, collect, ctx, expected_tps, where)
         yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)
 
 
@@ -238,9 +238,8 @@ def run_bench(
                 rounds = None
             else:
                 rounds = RoundLog(spec.adaptive)
-                records = _adaptive_rounds(
-                    ready, spec, spec.adaptive, sizes, host, ctx, session_id, rounds
-                )
+                one = expand(spec.model_copy(update={"repeats": 1}), sizes, host.cpu_count)
+                records = _adaptive_rounds(ready, spec, spec.adaptive, one, ctx, session_id, rounds)
     return BenchOutcome(session_id, records, scales, list(ready.datasets.values()), rounds)
 
 
@@ -248,15 +247,13 @@ def _adaptive_rounds(
     ready: Connected,
     spec: BenchSpec,
     adaptive: Adaptive,
-    scales: list[int],
-    host: HostFacts,
+    one: list[RunCell],
     ctx: RunContext,
     session_id: int,
     rounds: RoundLog,
 ) -> list[tuple[int, RunRecord]]:
-    """`bench --repeats auto`: rounds of every cell until each cell's mean TPS is known to the
-    precision (an always-valid interval) or the budget is spent."""
-    one = expand(spec.model_copy(update={"repeats": 1}), scales, host.cpu_count)
+    """`bench --repeats auto`: rounds of every cell (`one`: each cell once) until each cell's
+    mean TPS is known to the precision (an always-valid interval) or the budget is spent."""
     most = adaptive.most_rounds(seconds_per_run(spec) * len(one))
     ctx.progress.planned(
         [replace(c, index=r * len(one) + c.index, repeat=r + 1) for r in range(most) for c in one],
@@ -300,7 +297,6 @@ class _CellRunner:
         target: Target,
         client: Client,
         collect: Collect,
-        env: dict[str, str],
         ctx: RunContext,
         expected_tps: Callable[[RunCell], float | None],
         where: Where,
@@ -310,7 +306,7 @@ class _CellRunner:
         self.client = client
         self.collect = collect
         self.pgbench = target.binaries.tool("pgbench")
-        self.env = env
+        self.env = target.child_env(ctx.env)
         self.progress: ProgressReporter = ctx.progress
         self.log = ctx.log
         self.clock = ctx.clock
@@ -391,11 +387,15 @@ class _CellRunner:
                 ),
             )  # fmt: skip
             self.progress.phase("running")
+            trim_s = self.spec.trim_s
+            request = MeasureRequest(
+                self.pgbench, self.bench_dsn, opts, cell.scale, rate,
+                default_trim(self.spec.duration_s, self.spec.warmup_s) if trim_s is None
+                else trim_s,
+                run_dir, self.env,
+            )  # fmt: skip
             measured = measure(
-                self.pgbench, self.bench_dsn, opts, scale=cell.scale, sampling_rate=rate,
-                trim_s=self.spec.trim_s if self.spec.trim_s is not None
-                else default_trim(self.spec.duration_s, self.spec.warmup_s),
-                collect=self.collect, run_dir=run_dir, env=self.env,
+                request, self.collect,
                 on_tick=lambda t: self.progress.tick(cell, offset + t), log=self.log,
             )  # fmt: skip
         except (KeyboardInterrupt, Interrupted):
@@ -409,6 +409,5 @@ class _CellRunner:
             record, finished_at=self.clock(), summary=measured.summary, seconds=measured.seconds,
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
-            health=measured.health.as_dict(),
-            interference=measured.interference.as_dict() if measured.interference else None,
+            health=measured.health, interference=measured.interference,
         ), None  # fmt: skip

@@ -17,6 +17,7 @@ from pgdyno.experiment.context import ProgressReporter, RunContext
 from pgdyno.experiment.matrix import bench_spec, with_adaptive
 from pgdyno.experiment.server_sets import ServerOptions, server_sets
 from pgdyno.experiment.sets_runner import (
+    CompareJob,
     CompareOutcome,
     SetSwitcher,
     run_compare,
@@ -25,11 +26,10 @@ from pgdyno.experiment.sets_runner import (
 from pgdyno.experiment.target import workdir_lock
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import read_host
-from pgdyno.plan.check import CheckedSet, MetaLoader, check_plan
+from pgdyno.plan.check import CheckedSet, HostTarget, MetaLoader, check_plan
 from pgdyno.plan.load import Plan
 from pgdyno.plan.policy import Allowed
-from pgdyno.records.stored import Comparison as StoredComparison
-from pgdyno.records.stored import RunOutcome
+from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import scrub_argv
@@ -67,8 +67,8 @@ def checked_sets(
     device = device_for_path(env.clusters_dir, env.proc_root, env.sys_root)
     return check_plan(
         plan, cache_dir=env.cache_dir, meta_for=meta_for,
-        data_disk=device.disk if device else None, is_root=env.is_root,
-        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed,
+        host=HostTarget(device.disk if device else None, env.is_root, env.proc_root,
+                        env.sys_root, allowed),
     )  # fmt: skip
 
 
@@ -89,10 +89,10 @@ def execute_compare(
         store = stack.enter_context(ResultsStore(env.results_path))
         shown = stack.enter_context(progress())
         run_ctx = RunContext.of(env, store, log=log, progress=shown, keep_files=request.keep_files)
+        job = CompareJob(plan, checked, spec, request.resume, scrub_argv(["pgdyno", *env.argv]))
         outcome = run_compare(
-            plan, checked, spec, host, run_ctx, sandboxes=env, resume=request.resume,
-            meta_for=meta_for, command=scrub_argv(["pgdyno", *env.argv]), switcher=switcher,
-        )  # fmt: skip
+            job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher
+        )
     with ResultsStore(env.results_path) as store:
         runs = store.comparisons.runs(outcome.comparison_id)
         info = store.comparisons.get(outcome.comparison_id)

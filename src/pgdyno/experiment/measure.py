@@ -8,12 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgdyno.collect.interference import (
-    Interference,
-    ProcessTable,
-    flagged_interference,
-    read_processes,
-)
+from pgdyno.collect.interference import ProcessTable, flagged_interference, read_processes
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.sampler import TimelineSampler
 from pgdyno.collect.timeline import (
@@ -31,7 +26,9 @@ from pgdyno.pgbench.txlog import summarize
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.serverlog import LogTail
 from pgdyno.records import Event, Percentiles, Sample, SecondRow
-from pgdyno.stats.steady import Health, assess
+from pgdyno.records.health import RunHealth
+from pgdyno.records.interference import Interference
+from pgdyno.stats.steady import assess, client_capacity_pct
 
 
 @dataclass(frozen=True)
@@ -52,6 +49,21 @@ class Collect:
 
 
 @dataclass(frozen=True)
+class MeasureRequest:
+    """One measured pgbench run to make: what to run, where its files go, how its latency log
+    is sampled and how much of its start is trimmed before judging its health."""
+
+    pgbench: Path
+    dsn: str
+    opts: RunOptions
+    scale: int
+    sampling_rate: float  # of the per-transaction log
+    trim_s: int
+    run_dir: Path
+    env: Mapping[str, str]  # pgbench's environment
+
+
+@dataclass(frozen=True)
 class Measured:
     summary: Summary
     seconds: tuple[SecondRow, ...]
@@ -59,7 +71,7 @@ class Measured:
     latency_source: str
     samples: tuple[Sample, ...]
     events: tuple[Event, ...]
-    health: Health
+    health: RunHealth
     interference: Interference | None = None  # None: a clean run, or not measured
 
 
@@ -103,20 +115,17 @@ def _interference(
 
 
 def measure(
-    pgbench: Path,
-    dsn: str,
-    opts: RunOptions,
-    *,
-    scale: int,
-    sampling_rate: float,
-    trim_s: int,
+    request: MeasureRequest,
     collect: Collect,
-    run_dir: Path,
-    env: Mapping[str, str],
+    *,
     on_tick: Callable[[float], None],
     log: Callable[[str], None],
 ) -> Measured:
-    argv = run_argv(pgbench, dsn, opts, run_dir / "tx", sampling_rate=sampling_rate, scale=scale)
+    opts, run_dir, sampling_rate = request.opts, request.run_dir, request.sampling_rate
+    argv = run_argv(
+        request.pgbench, request.dsn, opts, run_dir / "tx",
+        sampling_rate=sampling_rate, scale=request.scale,
+    )  # fmt: skip
     pg = None
     if collect.stats_client is not None:
         pg = PgStatsSampler(collect.stats_client, collect.version_num, collect.bench_db, log)
@@ -131,7 +140,7 @@ def measure(
     sampler.start()
     try:
         result = execute.execute(
-            argv, run_dir=run_dir, duration_s=opts.duration_s, env=env, on_tick=on_tick,
+            argv, run_dir=run_dir, duration_s=opts.duration_s, env=request.env, on_tick=on_tick,
             on_spawn=sampler.watch_pid,
         )  # fmt: skip
     finally:
@@ -146,15 +155,16 @@ def measure(
     progress = progress_samples(parse_progress(result.stderr), result.started_at)
     lags = [r.lag_avg_ms for r in rows if r.lag_avg_ms is not None]
     health = assess(
-        [r.tps for r in rows], trim_s,
-        client_cpu_pct=timeline.client_cpu_pct, jobs=opts.jobs, cpus=collect.cpus,
+        [r.tps for r in rows], request.trim_s,
+        client_cpu_pct=timeline.client_cpu_pct,
+        client_capacity_pct=client_capacity_pct(opts.jobs, collect.cpus),
         lag_avg_ms=sum(lags) / len(lags) if lags else None,
         skipped=result.summary.skipped_transactions or 0, rate=opts.rate,
     )  # fmt: skip
     # A series cut short is part of the run's story: flagged in its health, not only logged.
-    health = replace(health, warnings=[*health.warnings, *timeline.gaps])
+    health = replace(health, warnings=(*health.warnings, *timeline.gaps))
     if interference is not None:
-        health = replace(health, warnings=[*health.warnings, interference.warning()])
+        health = replace(health, warnings=(*health.warnings, interference.warning()))
     summary = result.summary
     if summary.latency_stddev_ms is None and total.stddev_ms is not None:
         # pgbench prints it only with -P, -R or -L; the log gives the same figure.

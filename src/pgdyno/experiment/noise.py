@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Final, cast
+from typing import Final
 
 from pgdyno.experiment.bench import (
     Connected,
@@ -30,7 +30,6 @@ from pgdyno.experiment.target import Target
 from pgdyno.host.facts import HostFacts
 from pgdyno.pgbench.dataset import ensure_dataset
 from pgdyno.records import RunCell, RunRecord
-from pgdyno.records.stored import JsonObject, RunInterference
 from pgdyno.stats.noise import NoiseReport, NoiseRun, noise_report
 
 MIN_RUNS: Final = 6  # three pairs: the fewest with a spread of paired differences worth showing
@@ -127,7 +126,7 @@ def noise_run(record: RunRecord) -> NoiseRun | None:
     """A finished run as the calibration's statistics take it; None without a TPS."""
     if record.status != "ok" or record.summary is None or not record.summary.tps > 0:
         return None
-    found = RunInterference.of(cast(JsonObject | None, record.interference))
+    found = record.interference
     return NoiseRun(
         started_s=datetime.fromisoformat(record.started_at).timestamp(),
         tps=record.summary.tps,

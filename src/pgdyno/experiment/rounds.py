@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from pgdyno.errors import UsageError
+from pgdyno.records.rounds import RoundHistory
 from pgdyno.stats.levels import MAX_REPEATS
 from pgdyno.stats.stopping import MIN_ROUNDS, Decision
 
@@ -65,9 +66,6 @@ class Adaptive:
     precision_pct: float = DEFAULT_PRECISION_PCT
     budget_s: float = DEFAULT_BUDGET_S
 
-    def as_dict(self) -> dict[str, float]:
-        return {"precision_pct": self.precision_pct, "budget_s": self.budget_s}
-
     def most_rounds(self, round_s: float) -> int:
         """Rounds of about `round_s` seconds the budget could hold, for a progress bar (an upper
         bound: the rounds usually stop sooner; at least the MIN_ROUNDS always run).
@@ -109,20 +107,20 @@ class RoundLog:
         """Expected duration of the next round: the mean of those so far."""
         return sum(self.durations) / len(self.durations) if self.durations else 0.0
 
-    def as_dict(self) -> dict[str, object]:
+    def history(self) -> RoundHistory:
+        """The rounds so far as a record (the store keeps it after every round)."""
         decision = self.decision
-        return {
-            "mode": "adaptive" if self.adaptive else "fixed",
-            **(self.adaptive.as_dict() if self.adaptive else {}),
-            "rounds": len(self.durations),
-            "order": self.orders,
-            "seconds": round(sum(self.durations), 1),
-            "stopped": decision.reason if decision else ("repeats" if self.durations else None),
-            "unresolved": decision.unresolved if decision else None,
-            "more_rounds": decision.more_rounds if decision and decision.unresolved else None,
-            "more_seconds": (
-                round(decision.more_seconds, 1)
-                if decision and decision.unresolved and decision.more_seconds is not None
-                else None
-            ),
-        }
+        unresolved = decision is not None and bool(decision.unresolved)
+        more_seconds = decision.more_seconds if decision is not None and unresolved else None
+        return RoundHistory(
+            mode="adaptive" if self.adaptive else "fixed",
+            rounds=len(self.durations),
+            order=tuple(tuple(order) for order in self.orders),
+            seconds=round(sum(self.durations), 1),
+            stopped=decision.reason if decision else ("repeats" if self.durations else None),
+            unresolved=decision.unresolved if decision else None,
+            more_rounds=decision.more_rounds if decision is not None and unresolved else None,
+            more_seconds=None if more_seconds is None else round(more_seconds, 1),
+            precision_pct=self.adaptive.precision_pct if self.adaptive else None,
+            budget_s=self.adaptive.budget_s if self.adaptive else None,
+        )

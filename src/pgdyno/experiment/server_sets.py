@@ -41,6 +41,7 @@ from pgdyno.plan.check import (
     DEFAULT_PG_VERSION,
     BinariesFinder,
     CheckedSet,
+    HostTarget,
     check_plan,
     set_binaries,
 )
@@ -93,7 +94,7 @@ def open_server(options: ServerOptions, env: Environment) -> ExistingServer:
     handle = server_handle(
         address.dsn, address.password, address.label,
         restart_command=options.restart_command, consent=options.consent,
-        data_dir=options.data_dir, cache_dir=env.cache_dir, log_dir=env.data_dir / "logs",
+        data_dir=options.data_dir, env=env,
     )  # fmt: skip
     return ExistingServer(handle, info, meta, local)
 
@@ -131,8 +132,8 @@ def check_server_plan(
     )
     checked = check_plan(
         plan, cache_dir=env.cache_dir, meta_for=server.meta_for,
-        data_disk=device.disk if device else None, is_root=env.is_root,
-        proc_root=env.proc_root, sys_root=env.sys_root, allowed=allowed,
+        host=HostTarget(device.disk if device else None, env.is_root, env.proc_root,
+                        env.sys_root, allowed),
         find=_one_pgbench(pgbench),
     )  # fmt: skip
     checked = [replace(c, server_version=server.info.version) for c in checked]

@@ -42,7 +42,7 @@ from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, rotated
 from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
 from pgdyno.host.facts import HostFacts
-from pgdyno.host.journal import Applied, HostChanges, ensure_clean
+from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries
@@ -50,9 +50,10 @@ from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
+from pgdyno.records.stored import NewComparison
 from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.stats.stopping import decide
-from pgdyno.stats.verdict import SAME, Comparison
+from pgdyno.stats.verdict import SAME, ChangeVerdict
 from pgdyno.store.interface import ComparisonsBackend
 
 
@@ -190,25 +191,35 @@ def _earlier(
     return earlier.id, list(earlier.scales), comparisons.finished_cells(earlier.id)
 
 
+@dataclass(frozen=True)
+class CompareJob:
+    """What `run_compare` runs: the plan, its sets as checked, the bench spec of its matrix,
+    whether it resumes the newest earlier comparison of the plan, and the command line to
+    record with the session."""
+
+    plan: Plan
+    checked: list[CheckedSet]
+    spec: BenchSpec
+    resume: bool
+    command: list[str]
+
+
 def run_compare(
-    plan: Plan,
-    checked: list[CheckedSet],
-    spec: BenchSpec,
+    job: CompareJob,
     host: HostFacts,
     ctx: RunContext,
     *,
     sandboxes: Environment,
-    resume: bool,
     meta_for: MetaLoader,
-    command: list[str],
     switcher: SetSwitcher | None = None,
 ) -> CompareOutcome:
     """Run the plan's sets interleaved; `sandboxes` is the work directory the sandboxes and the
     host-settings journal live in; `switcher` puts each set in effect (default: the sandbox)."""
+    plan, checked, spec, command = job.plan, job.checked, job.spec, job.command
     comparisons = ctx.store.comparisons
     journal, proc_root, sys_root = sandboxes.journal_path, ctx.proc_root, ctx.sys_root
     ensure_clean(journal, proc_root=proc_root, sys_root=sys_root)
-    comparison_id, scales, done = _earlier(comparisons, plan) if resume else (None, None, set())
+    comparison_id, scales, done = _earlier(comparisons, plan) if job.resume else (None, None, set())
     switcher = switcher or SandboxSwitcher(sandboxes, meta_for, ctx.log)
     with ExitStack() as stack:
         changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
@@ -234,7 +245,7 @@ def run_compare(
             run.rounds.end()
             stop = run.enough(round_no)
             if run.comparison_id is not None:
-                comparisons.record_rounds(run.comparison_id, run.rounds.as_dict())
+                comparisons.record_rounds(run.comparison_id, run.rounds.history())
             if stop:
                 break
     if run.comparison_id is None:  # only when the plan had no set to run
@@ -243,10 +254,10 @@ def run_compare(
 
 
 # A set with no usable run yet in a cell (all failed or discarded): unresolved, time unknown.
-NOTHING_YET = Comparison(0.0, None, None, SAME, False, None)
+NOTHING_YET = ChangeVerdict(0.0, None, None, SAME, False, None)
 
 
-def watched(analysis: Analysis) -> list[Comparison]:
+def watched(analysis: Analysis) -> list[ChangeVerdict]:
     """The comparisons adaptive rounds wait for: TPS of every set against the baseline, and of
     every ladder step against the step before (see pgdyno.stats.stopping)."""
     found = [
@@ -341,7 +352,7 @@ class _CompareRun:
         self.ctx.progress.skipped(before)  # finished earlier: done, not remaining
         return True
 
-    def _apply_host_settings(self, checked_set: CheckedSet) -> list[Applied]:
+    def _apply_host_settings(self, checked_set: CheckedSet) -> list[AppliedKnob]:
         reserves = any(knob.name == "vm.nr_hugepages" for knob, _ in checked_set.host)
         if self.holds_huge_pages or reserves:
             # The kernel cannot release huge pages a running server holds, and reserves them
@@ -377,9 +388,11 @@ class _CompareRun:
     def _create_comparison(self, scales: list[int]) -> int:
         plan = self.plan
         return self.comparisons.create(
-            name=plan.name, plan_path=str(plan.path), plan_digest=plan.digest,
-            plan_text=plan.text, mode=plan.spec.mode, baseline=plan.spec.baseline_name,
-            scales=scales, sets=[(c.name, c.requested()) for c in self.checked],
+            NewComparison(
+                name=plan.name, plan_path=str(plan.path), plan_digest=plan.digest,
+                plan_text=plan.text, mode=plan.spec.mode, baseline=plan.spec.baseline_name,
+                scales=tuple(scales), sets=tuple((c.name, c.requested()) for c in self.checked),
+            )
         )  # fmt: skip
 
     def _plan_progress(self, scales: list[int]) -> None:
@@ -398,7 +411,7 @@ class _CompareRun:
         return cells
 
     def _read_back_settings(
-        self, ready: Connected, checked_set: CheckedSet, applied: list[Applied]
+        self, ready: Connected, checked_set: CheckedSet, applied: list[AppliedKnob]
     ) -> dict[str, Any]:
         """The settings in effect for this set, as the server and the kernel show them."""
         return {

@@ -37,13 +37,14 @@ from types import TracebackType
 from pgdyno.errors import UsageError
 from pgdyno.host.held_signals import signals_held
 from pgdyno.host.hostlock import HostLock, lock_path
-from pgdyno.host.journal_file import JournalFile, ensure_clean, pending, read, unclean
+from pgdyno.host.journal_file import HostJournalFile, ensure_clean, pending, read, unclean
 from pgdyno.host.journal_format import Change, JournalError, boot_id, change_record, now
 from pgdyno.host.journal_restore import HostRollback, Restored, RestoreError, restore, rollback
-from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate, write_value
+from pgdyno.host.knob_write import write_value
+from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate
 
 __all__ = [
-    "Applied",
+    "AppliedKnob",
     "Change",
     "HostChanges",
     "HostRollback",
@@ -57,7 +58,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class Applied:
+class AppliedKnob:
     """What `HostChanges.apply` did: `effective` is the value read back after writing."""
 
     knob: Knob
@@ -75,7 +76,7 @@ class HostChanges:
 
     The caller runs `ensure_clean(journal_path)` first, then inside `with HostChanges(...) as
     host` calls `host.apply(knob, value)` for each setting of a set, reports each
-    `Applied.effective`, and calls `host.restore()` before the next set; leaving the block
+    `AppliedKnob.effective`, and calls `host.restore()` before the next set; leaving the block
     restores whatever is still changed.
     """
 
@@ -95,13 +96,13 @@ class HostChanges:
         self.is_root = os.geteuid() == 0 if is_root is None else is_root
         self.proc_root = proc_root
         self.sys_root = sys_root
-        self._journal: JournalFile | None = None
+        self._journal: HostJournalFile | None = None
         self._host_lock = HostLock(lock_path(proc_root), journal_path)
 
     def __enter__(self) -> HostChanges:
         if self._journal is not None:
             raise RuntimeError("HostChanges is already in use")
-        journal = JournalFile.open(
+        journal = HostJournalFile.open(
             self.journal_path, create=True, proc_root=self.proc_root, sys_root=self.sys_root
         )
         if journal is None:  # created by another process and removed again at once
@@ -151,12 +152,12 @@ class HostChanges:
                 f"{other.parent}` first."
             )
 
-    def _require(self) -> JournalFile:
+    def _require(self) -> HostJournalFile:
         if self._journal is None:
             raise RuntimeError("use HostChanges in a with block")
         return self._journal
 
-    def apply(self, knob: Knob, value: object) -> Applied:
+    def apply(self, knob: Knob, value: object) -> AppliedKnob:
         """Validate, journal (fsynced), write, read back. A value equal to the current one is
         not written (and not journalled)."""
         journal = self._require()
@@ -171,7 +172,7 @@ class HostChanges:
         self._lock_host()  # before reading the old value: no other command may move it now
         old = read_value(knob)
         if new == old:
-            return Applied(knob, old, new, old)
+            return AppliedKnob(knob, old, new, old)
         partner_old = None if knob.partner is None else read_value(knob.partner)
         with signals_held():
             change = Change(
@@ -193,7 +194,7 @@ class HostChanges:
                 with suppress(RestoreError):
                     restore(journal, [change])
                 raise
-        return Applied(knob, old, new, effective)
+        return AppliedKnob(knob, old, new, effective)
 
     def restore(self) -> list[Restored]:
         """Restore every change made so far (newest first); RestoreError if some cannot be."""

@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgdyno.errors import UsageError
-from pgdyno.host.journal_format import Change, Contents, parse
+from pgdyno.host.journal_format import Change, HostJournalContents, parse
 from pgdyno.journal import JournalFile as _File
 from pgdyno.journal import peek
 
 WHAT = "the host journal"
 
 
-def unclean(path: Path, contents: Contents) -> UsageError:
+def unclean(path: Path, contents: HostJournalContents) -> UsageError:
     if contents.unreadable:
         lines = ", ".join(str(u.line) for u in contents.unreadable)
         return UsageError(
@@ -32,7 +32,9 @@ def unclean(path: Path, contents: Contents) -> UsageError:
     )
 
 
-def read(journal_path: Path, *, proc_root: Path, sys_root: Path, check_free: bool) -> Contents:
+def read(
+    journal_path: Path, *, proc_root: Path, sys_root: Path, check_free: bool
+) -> HostJournalContents:
     """The journal as it stands, without taking it; an empty one when there is none."""
     lines = peek(journal_path, what=WHAT, check_free=check_free)
     return parse(lines, journal_path, proc_root, sys_root)
@@ -50,7 +52,7 @@ def ensure_clean(journal_path: Path, *, proc_root: Path, sys_root: Path) -> None
         raise unclean(journal_path, contents)
 
 
-class JournalFile:
+class HostJournalFile:
     """The host journal, open for appending under an exclusive flock."""
 
     def __init__(self, file: _File, proc_root: Path, sys_root: Path) -> None:
@@ -62,11 +64,11 @@ class JournalFile:
     @classmethod
     def open(
         cls, path: Path, *, create: bool, proc_root: Path, sys_root: Path
-    ) -> JournalFile | None:
+    ) -> HostJournalFile | None:
         file = _File.open(path, what=WHAT, create=create)
         return None if file is None else cls(file, proc_root, sys_root)
 
-    def read(self) -> Contents:
+    def read(self) -> HostJournalContents:
         return parse(self.file.lines(), self.path, self.proc_root, self.sys_root)
 
     def append(self, record: dict[str, object]) -> None:

@@ -27,7 +27,15 @@ from pgdyno.errors import UsageError
 from pgdyno.host.knobs import KNOB_KINDS, Knob
 from pgdyno.journal import JournalError, Line, Unreadable, now, read_changes
 
-__all__ = ["Change", "Contents", "JournalError", "boot_id", "change_record", "now", "parse"]
+__all__ = [
+    "Change",
+    "HostJournalContents",
+    "JournalError",
+    "boot_id",
+    "change_record",
+    "now",
+    "parse",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +93,7 @@ class _Damaged(ValueError):
 
 
 @dataclass
-class Contents:
+class HostJournalContents:
     """A journal read back: its changes, which were restored, and the lines it cannot act on."""
 
     changes: list[Change] = field(default_factory=list)
@@ -183,7 +191,7 @@ def _salvaged(fields: dict[str, Any], proc_root: Path, sys_root: Path) -> Change
     return _change(record, proc_root, sys_root)
 
 
-def parse(lines: list[Line], path: Path, proc_root: Path, sys_root: Path) -> Contents:
+def parse(lines: list[Line], path: Path, proc_root: Path, sys_root: Path) -> HostJournalContents:
     """Every record of a journal; damaged lines are salvaged where they still say what a
     restore needs, and kept as unreadable otherwise."""
 
@@ -193,4 +201,4 @@ def parse(lines: list[Line], path: Path, proc_root: Path, sys_root: Path) -> Con
         return _change(fields, proc_root, sys_root)
 
     found = read_changes(lines, path, build, lambda c: c.id, _known)
-    return Contents(found.changes, found.restored, found.unreadable)
+    return HostJournalContents(found.changes, found.restored, found.unreadable)

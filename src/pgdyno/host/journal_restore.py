@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgdyno.host.held_signals import signals_held
-from pgdyno.host.journal_file import JournalFile
+from pgdyno.host.journal_file import HostJournalFile
 from pgdyno.host.journal_format import Change, JournalError, boot_id, restored_record
-from pgdyno.host.knobs import HostChangeError, Knob, read_value, restore_writes, write_value
+from pgdyno.host.knob_write import restore_writes, write_value
+from pgdyno.host.knobs import HostChangeError, Knob, read_value
 from pgdyno.journal import Unreadable
 
 
@@ -105,7 +106,7 @@ def _newest_first(changes: list[Change]) -> list[list[Change]]:
     return sorted(groups.values(), key=lambda group: changes.index(group[-1]))[::-1]
 
 
-def restore(journal: JournalFile, changes: list[Change]) -> list[Restored]:
+def restore(journal: HostJournalFile, changes: list[Change]) -> list[Restored]:
     """Restore `changes` newest first, mark each restored, and raise RestoreError at the end
     for those that could not be."""
     boot = boot_id(journal.proc_root)
@@ -155,7 +156,9 @@ def rollback(
     Damaged lines that say too little to restore are returned, and the journal is kept (new
     changes stay refused) until `confirm_damaged`, once the rest is restored: then it is set
     aside under another name."""
-    journal = JournalFile.open(journal_path, create=False, proc_root=proc_root, sys_root=sys_root)
+    journal = HostJournalFile.open(
+        journal_path, create=False, proc_root=proc_root, sys_root=sys_root
+    )
     if journal is None:
         return HostRollback([])
     try:

@@ -125,20 +125,15 @@ def check_plan(
     *,
     cache_dir: Path,
     meta_for: MetaLoader,
-    data_disk: str | None,
-    is_root: bool,
-    proc_root: Path,
-    sys_root: Path,
-    allowed: Allowed | None = None,
+    host: HostTarget,
     find: BinariesFinder = resolve,
 ) -> list[CheckedSet]:
     """The plan's sets, checked and ready to apply; UsageError at the first problem.
 
-    `data_disk` is the whole disk under the sandbox data directory (None when it has no block
-    device, e.g. tmpfs); `meta_for` reads the settings of a version; `find` finds (`resolve`:
-    and installs) each set's binaries; `allowed` holds the names allowed on the command line.
+    `host` says where host settings are checked (its `data_disk`: the whole disk under the
+    data directory, None when it has no block device, e.g. tmpfs); `meta_for` reads the
+    settings of a version; `find` finds (`resolve`: and installs) each set's binaries.
     """
-    host = HostTarget(data_disk, is_root, proc_root, sys_root, allowed or Allowed())
     check_policy(plan, host.allowed)  # before anything is installed or started
     applied = applied_sets(plan.spec)
     binaries = [set_binaries(plan, i, s, cache_dir, find) for i, s in enumerate(applied)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pgdyno.records.health import RunHealth
+from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import Summary
 
 Sample = tuple[int, str, float]  # (epoch second, metric, value): one point of a series
@@ -80,10 +82,12 @@ class RunRecord:
     latency_source: str | None = None
     samples: tuple[Sample, ...] = ()
     events: tuple[Event, ...] = ()
-    health: dict[str, object] = field(default_factory=dict)
+    health: RunHealth = field(default_factory=RunHealth)  # RunHealth(): not assessed
+    # The data and WAL devices, as the doctor snapshot's `devices` section describes them
+    # (host/inventory.py); {} when the server's data directory is not on this host.
     devices: dict[str, object] = field(default_factory=dict)
     comparison_id: int | None = None  # set when the run belongs to `pgdyno compare`
     set_name: str | None = None
-    # Foreign CPU and steal when they exceeded a threshold (collect/interference.py's
-    # Interference.as_dict()); None: a clean run, or one not measured.
-    interference: dict[str, object] | None = None
+    # Foreign CPU and steal when they exceeded a threshold (collect/interference.py);
+    # None: a clean run, or one not measured.
+    interference: Interference | None = None

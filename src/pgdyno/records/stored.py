@@ -1,37 +1,26 @@
 """What the results store gives back, as frozen records: runs, their sessions, comparisons.
 
 store/ fills them (any backend); report/, render/ and stats/analysis.py read them with
-checked attribute names. Free-form blobs kept as JSON (host facts, settings, health, devices)
-stay `Json` for a faithful `as_json()`, and get typed views (`RunHealth`, `Device`, `HostBrief`)
-for the fields the code reads. `as_json()` gives exactly the dicts the commands printed when
-the store returned rows: same keys, same order (the table's column order), same values.
+checked attribute names. Health, interference and the rounds are records of their own
+(records/health.py, interference.py, rounds.py); free-form objects kept as JSON (host facts,
+settings, devices: the doctor snapshot's sections) stay `Json`, with typed views (`Device`,
+`HostBrief`) for the fields the code reads. store/encode.py turns these records into the JSON
+the commands print: the same keys, order and values as when the store returned rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
+from pgdyno.records.health import RunHealth
+from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import StatementLatency
+from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.run import Event, SecondRow
 
 type Json = bool | int | float | str | list[Json] | dict[str, Json] | None
 type JsonObject = dict[str, Json]
-
-
-def _json(value: object) -> object:
-    if is_dataclass(value) and not isinstance(value, type):
-        return asdict(value)
-    if isinstance(value, tuple):
-        return [_json(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _json(v) for k, v in value.items()}
-    return value
-
-
-def record_json(record: object) -> dict[str, object]:
-    """A record's fields in declaration order, nested records and tuples as JSON-ready values."""
-    return {f.name: _json(getattr(record, f.name)) for f in fields(record)}  # type: ignore[arg-type]
 
 
 def second_values(row: SecondRow) -> list[tuple[str, float]]:
@@ -47,91 +36,6 @@ def _number(blob: Mapping[str, Json] | None, key: str) -> float | None:
     """A number from a JSON object as stored (an int stays an int), else None."""
     value = (blob or {}).get(key)
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-@dataclass(frozen=True, slots=True)
-class RunHealth:
-    """The stability figures of a run (stats/steady.py's Health, as stored)."""
-
-    measured_s: float | None
-    trimmed_s: float | None
-    tps_cv_pct: float | None
-    tps_trend_pct: float | None
-    client_cpu_pct: float | None
-    client_capacity_pct: float | None
-    warnings: tuple[str, ...]
-
-    @classmethod
-    def of(cls, blob: Mapping[str, Json] | None) -> RunHealth:
-        """
-        >>> RunHealth.of({"tps_cv_pct": 3, "warnings": ["noisy"]}).tps_cv_pct
-        3
-        >>> RunHealth.of(None).warnings
-        ()
-        """
-        warnings = (blob or {}).get("warnings")
-        return cls(
-            measured_s=_number(blob, "measured_s"),
-            trimmed_s=_number(blob, "trimmed_s"),
-            tps_cv_pct=_number(blob, "tps_cv_pct"),
-            tps_trend_pct=_number(blob, "tps_trend_pct"),
-            client_cpu_pct=_number(blob, "client_cpu_pct"),
-            client_capacity_pct=_number(blob, "client_capacity_pct"),
-            warnings=tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
-        )
-
-
-def interference_text(
-    foreign_cpu_pct: float, steal_pct: float, top: Sequence[tuple[str, float]]
-) -> str:
-    """What a run's interference was, in one line (the command names as recorded).
-
-    >>> interference_text(48.2, 0.0, [("yes", 47.5), ("make", 0.7)])
-    'other processes took 48.2% of the CPUs (yes 47.5%, make 0.7%)'
-    >>> interference_text(0.4, 9.9, [])
-    'other processes took 0.4% of the CPUs; the hypervisor stole 9.9% of the CPU time'
-    """
-    text = f"other processes took {foreign_cpu_pct:.1f}% of the CPUs"
-    if top:
-        text += " (" + ", ".join(f"{command} {pct:.1f}%" for command, pct in top) + ")"
-    if steal_pct > 0:
-        text += f"; the hypervisor stole {steal_pct:.1f}% of the CPU time"
-    return text
-
-
-@dataclass(frozen=True, slots=True)
-class RunInterference:
-    """A flagged run's interference (collect/interference.py's record, as stored): foreign CPU
-    and steal in % of the machine, the biggest foreign commands."""
-
-    foreign_cpu_pct: float
-    steal_pct: float
-    top: tuple[tuple[str, float], ...]
-
-    @classmethod
-    def of(cls, blob: Mapping[str, Json] | None) -> RunInterference | None:
-        """
-        >>> RunInterference.of({"foreign_cpu_pct": 48.2, "steal_pct": 0, "top": [["yes", 47.5]]})
-        RunInterference(foreign_cpu_pct=48.2, steal_pct=0, top=(('yes', 47.5),))
-        >>> RunInterference.of(None) is None
-        True
-        """
-        if blob is None:
-            return None
-        top = blob.get("top")
-        return cls(
-            foreign_cpu_pct=_number(blob, "foreign_cpu_pct") or 0.0,
-            steal_pct=_number(blob, "steal_pct") or 0,
-            top=tuple(
-                (str(entry[0]), float(entry[1]))
-                for entry in (top if isinstance(top, list) else [])
-                if isinstance(entry, list) and len(entry) == 2
-                and isinstance(entry[1], int | float) and not isinstance(entry[1], bool)
-            ),
-        )  # fmt: skip
-
-    def text(self) -> str:
-        return interference_text(self.foreign_cpu_pct, self.steal_pct, self.top)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,27 +77,24 @@ class RunOutcome:
     tps: float | None
     latency_p99_ms: float | None
     latency_avg_ms: float | None
-    health: JsonObject  # {} when the run has none
+    health: RunHealth  # RunHealth() when the run has none
     pg_version: str
-    interference: JsonObject | None = None  # None: a clean run (or one stored before schema 5)
+    interference: Interference | None = None  # None: a clean run (or one stored before schema 5)
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return RunHealth.of(self.health).warnings
+        return self.health.warnings
 
     @property
     def interfered(self) -> bool:
         """Other processes or the hypervisor took more of the machine than a run tolerates."""
         return self.interference is not None
 
-    def as_json(self) -> dict[str, object]:
-        return record_json(self)
-
 
 @dataclass(frozen=True, slots=True)
 class _RunColumns:
     """The leading columns of the runs table, in table order, shared by the two views below
-    (their `as_json()` keeps this order)."""
+    (their JSON, store/encode.py, keeps this order)."""
 
     id: int
     session_id: int
@@ -228,11 +129,8 @@ class RunListing(_RunColumns):
     latency_p99_ms: float | None
     latency_max_ms: float | None
     latency_source: str | None
-    interference: JsonObject | None  # None: a clean run
+    interference: Interference | None  # None: a clean run
     session_status: str
-
-    def as_json(self) -> dict[str, object]:
-        return record_json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,11 +148,11 @@ class StoredRun(_RunColumns):
     latency_p999_ms: float | None
     latency_max_ms: float | None
     latency_source: str | None
-    health: JsonObject | None  # None for runs stored before health was kept
+    health: RunHealth | None  # None for runs stored before health was kept
     devices: JsonObject | None
     comparison_id: int | None
     set_name: str | None
-    interference: JsonObject | None  # None: a clean run
+    interference: Interference | None  # None: a clean run
     host: JsonObject  # of the run's session
     server: JsonObject
     target: str
@@ -263,17 +161,6 @@ class StoredRun(_RunColumns):
     statements: tuple[StatementLatency, ...]
     samples: Mapping[str, Mapping[int, float]]  # metric -> {epoch second -> value}
     events: tuple[Event, ...]
-
-    def as_json(self) -> dict[str, object]:
-        return record_json(self)
-
-    @property
-    def run_health(self) -> RunHealth:
-        return RunHealth.of(self.health)
-
-    @property
-    def run_interference(self) -> RunInterference | None:
-        return RunInterference.of(self.interference)
 
     @property
     def interfered(self) -> bool:
@@ -309,7 +196,7 @@ class StoredRun(_RunColumns):
         return RunOutcome(
             self.id, self.set_name if set_name is None else set_name, self.status,
             self.workload, self.scale, self.clients, self.repeat, self.tps,
-            self.latency_p99_ms, self.latency_avg_ms, self.health or {}, self.pg_version,
+            self.latency_p99_ms, self.latency_avg_ms, self.health or RunHealth(), self.pg_version,
             self.interference,
         )  # fmt: skip
 
@@ -322,12 +209,24 @@ class ComparisonSet:
     requested: JsonObject
     effective: JsonObject | None  # None until the set was applied
 
-    def as_json(self) -> dict[str, object]:
-        return record_json(self)
+
+@dataclass(frozen=True, slots=True)
+class NewComparison:
+    """A comparison as it starts, for the store to record: its plan (name, path, digest of the
+    text, text), mode, baseline, scales and the sets' settings as the plan asks for them."""
+
+    name: str
+    plan_path: str
+    plan_digest: str
+    plan_text: str
+    mode: str  # sets / ladder
+    baseline: str
+    scales: tuple[int, ...]
+    sets: tuple[tuple[str, Mapping[str, object]], ...]  # (name, requested settings), plan order
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
+class StoredComparison:
     """One `pgdyno compare` of a plan, with its sets in plan order."""
 
     id: int
@@ -348,10 +247,7 @@ class Comparison:
     sets: tuple[ComparisonSet, ...]
     # The rounds: fixed/adaptive, orders, durations, why they stopped (experiment/rounds.py's
     # RoundLog); None for comparisons stored before they were kept.
-    rounds: JsonObject | None = None
-
-    def as_json(self) -> dict[str, object]:
-        return record_json(self)
+    rounds: RoundHistory | None = None
 
 
 @dataclass(frozen=True, slots=True)

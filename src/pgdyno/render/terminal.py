@@ -9,7 +9,8 @@ from rich.text import Text
 
 from pgdyno.formatting import fmt
 from pgdyno.records import Available, RunRecord, Status
-from pgdyno.records.stored import Device, RunHealth, RunListing, StoredRun
+from pgdyno.records.health import RunHealth
+from pgdyno.records.stored import Device, RunListing, StoredRun
 
 # The tail of pgbench's stderr that `runs show` prints for a run that did not finish.
 STDERR_TAIL_LINES = 20
@@ -103,7 +104,7 @@ def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
                  f"{(host.memory_bytes or 0) / 1024**3:.1f} GiB"),
         ("pgbench", " ".join(run.pgbench_argv)
          or "- (pgbench failed before the measured run started)"),
-        *_health_rows(run.run_health if run.health else None),
+        *_health_rows(run.health if run.health is not None and run.health.assessed else None),
         *_device_rows(run.device_list()),
         ("settings", ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))),
     ]  # fmt: skip

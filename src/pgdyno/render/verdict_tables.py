@@ -6,20 +6,21 @@ from rich.table import Table
 from rich.text import Text
 
 from pgdyno.formatting import change_text, fmt
+from pgdyno.records.rounds import RoundHistory
 from pgdyno.stats.analysis import Analysis
-from pgdyno.stats.verdict import BETTER, SAME, WORSE, Comparison
+from pgdyno.stats.verdict import BETTER, SAME, WORSE, ChangeVerdict
 
 _COLOUR = {BETTER: "green", WORSE: "red"}
 
 
-def _p99_text(change: Comparison | None) -> str:
+def _p99_text(change: ChangeVerdict | None) -> str:
     """The change, with the verdict only when there is one to tell."""
     if change is None or change.verdict == SAME:
         return change_text(change)
     return f"{change_text(change)} {change.verdict}"
 
 
-def _verdict(change: Comparison | None, is_baseline: bool) -> Text:
+def _verdict(change: ChangeVerdict | None, is_baseline: bool) -> Text:
     # A Text style, not markup: consoles print strings as written (cli.common.SafeConsole).
     if is_baseline:
         return Text("baseline")
@@ -28,39 +29,38 @@ def _verdict(change: Comparison | None, is_baseline: bool) -> Text:
     return Text(change.verdict, style=_COLOUR.get(change.verdict, ""))
 
 
-def _minutes(seconds: object) -> str:
-    return f"{float(seconds) / 60:.1f} min" if isinstance(seconds, int | float) else "?"
+def _minutes(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds / 60:.1f} min"
 
 
-def rounds_summary(rounds: dict[str, object]) -> str:
+def rounds_summary(rounds: RoundHistory) -> str:
     """One sentence on how many rounds ran and why they stopped.
 
-    >>> rounds_summary({"mode": "fixed", "rounds": 3, "seconds": 95.0})
+    >>> rounds_summary(RoundHistory("fixed", 3, (), 95.0, "repeats"))
     '3 rounds (fixed repeats), 1.6 min; paired by round.'
-    >>> text = rounds_summary({"mode": "adaptive", "rounds": 9, "seconds": 300.0,
-    ...     "stopped": "budget", "budget_s": 300.0, "precision_pct": 2.0, "unresolved": 1,
-    ...     "more_rounds": 12, "more_seconds": 400.0})
+    >>> text = rounds_summary(RoundHistory("adaptive", 9, (), 300.0, "budget", unresolved=1,
+    ...     more_rounds=12, more_seconds=400.0, precision_pct=2.0, budget_s=300.0))
     >>> print(text.replace("; ", ";" + chr(10)))
     9 rounds (adaptive), 5.0 min: the budget of 5.0 min is spent with 1 interval unresolved;
     about 12 more rounds (6.7 min) would resolve it at this noise.
     """
-    head = f"{rounds.get('rounds')} rounds"
-    took = _minutes(rounds.get("seconds"))
-    if rounds.get("mode") != "adaptive":
+    head = f"{rounds.rounds} rounds"
+    took = _minutes(rounds.seconds)
+    if not rounds.adaptive:
         return f"{head} (fixed repeats), {took}; paired by round."
-    stopped = rounds.get("stopped")
+    stopped = rounds.stopped
     if stopped == "resolved":
-        why = f"every interval resolved (a verdict, or +-{rounds.get('precision_pct')}% or less)"
+        why = f"every interval resolved (a verdict, or +-{rounds.precision_pct}% or less)"
     elif stopped == "budget":
-        left = rounds.get("unresolved")
+        left = rounds.unresolved
         why = (
-            f"the budget of {_minutes(rounds.get('budget_s'))} is spent with {left} interval"
+            f"the budget of {_minutes(rounds.budget_s)} is spent with {left} interval"
             f"{'s' if left != 1 else ''} unresolved"
         )
-        if rounds.get("more_rounds") is not None:
+        if rounds.more_rounds is not None:
             why += (
-                f"; about {rounds.get('more_rounds')} more rounds "
-                f"({_minutes(rounds.get('more_seconds'))}) would resolve "
+                f"; about {rounds.more_rounds} more rounds "
+                f"({_minutes(rounds.more_seconds)}) would resolve "
                 f"{'it' if left == 1 else 'them'} at this noise"
             )
         else:

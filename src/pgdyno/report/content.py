@@ -37,6 +37,7 @@ from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devi
 from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
 from pgdyno.stats.levels import COMPARE_CONFIDENCE
 from pgdyno.stats.summary import describe
+from pgdyno.store.encode import to_json
 
 MAX_CELL_SECTIONS = 12  # more cells than this get the overview charts and drill-downs only
 
@@ -327,7 +328,7 @@ def _notes(data: ReportInput, cells: int) -> list[str]:
 def _comparison_head(data: ReportInput) -> dict[str, object] | None:
     if data.comparison is None:
         return None
-    whole = data.comparison.as_json()
+    whole = to_json(data.comparison)
     return {k: whole[k] for k in _COMPARISON_KEYS}
 
 
@@ -340,7 +341,7 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     # Comparisons pair their sets' runs by round; groups of bench runs have no rounds to pair.
     judging = Judging(
         paired=data.comparison is not None,
-        sequential=bool(rounds and rounds.get("mode") == "adaptive"),
+        sequential=rounds is not None and rounds.adaptive,
     )
     outcomes = [r.outcome(groups[r.id]) for r in data.runs]
     analysis = analyse(outcomes, names, baseline, mode, judging)

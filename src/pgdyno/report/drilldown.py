@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import ComparisonSet, StoredRun
 from pgdyno.report import charts
 from pgdyno.report.selection import cell_key, cell_label
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
+from pgdyno.store.encode import interference_json, to_json
 
 
 def settings_diff(settings: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -51,7 +53,7 @@ def run_entry(
     baseline_run: StoredRun | None,
     set_info: ComparisonSet | None,
 ) -> dict[str, Any]:
-    health = run.run_health
+    health = run.health or RunHealth()
     series = [run_series(run, group, colour)]
     figures: list[dict[str, Any]] = []
     for chart_id, fig, note in (
@@ -84,8 +86,8 @@ def run_entry(
         },
         "warnings": list(health.warnings),
         # Foreign CPU and steal of a flagged run, as `runs show --json` has it; None: clean.
-        "interference": run.interference,
-        "set": None if set_info is None else set_info.as_json(),
+        "interference": None if run.interference is None else interference_json(run.interference),
+        "set": None if set_info is None else to_json(set_info),
         "settings_baseline_run": None if baseline_run is None else baseline_run.id,
         "settings_diff": []
         if baseline_run is None or is_baseline_run

@@ -18,6 +18,7 @@ import jinja2
 
 from pgdyno.formatting import fmt
 from pgdyno.records.stored import ComparisonSet
+from pgdyno.store.encode import to_json
 from pgdyno.textsafe import strict_json
 
 
@@ -97,7 +98,7 @@ def render(report: Mapping[str, Any], sets: Mapping[str, ComparisonSet] | None =
     """The page for a report built by `report.content.build`; `sets` by name, as stored."""
     return _template().render(
         r=report,
-        sets={name: s.as_json() for name, s in (sets or {}).items()},
+        sets={name: to_json(s) for name, s in (sets or {}).items()},
         colours={g["name"]: g["colour"] for g in report["groups"]},
         css=_asset("report.css"),
         report_js=_asset("report.js"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pgdyno.errors import UsageError
-from pgdyno.records.stored import Comparison, StoredRun
+from pgdyno.records.stored import StoredComparison, StoredRun
 from pgdyno.store.interface import ResultsBackend
 
 
@@ -29,7 +29,7 @@ class ReportInput:
     title: str
     source: str  # e.g. "comparison 3 (plan 002-shared-buffers)"
     runs: list[StoredRun]
-    comparison: Comparison | None = None  # with its sets
+    comparison: StoredComparison | None = None  # with its sets
     missing: list[int] = field(default_factory=list)  # run ids asked for that do not exist
 
 

@@ -18,7 +18,7 @@ from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.ladder import Ladder, ladder
 from pgdyno.stats.paired import Rounds, compare_rounds
 from pgdyno.stats.summary import CellStats, describe
-from pgdyno.stats.verdict import Comparison, compare
+from pgdyno.stats.verdict import ChangeVerdict, compare
 
 CellKey = tuple[str, int, int]  # workload, scale, clients
 
@@ -31,7 +31,7 @@ class Judging:
     paired: bool = True
     sequential: bool = False
 
-    def __call__(self, base: Rounds, cand: Rounds, higher_is_better: bool = True) -> Comparison:
+    def __call__(self, base: Rounds, cand: Rounds, higher_is_better: bool = True) -> ChangeVerdict:
         """`base` against `cand`, one figure."""
         if self.paired:
             return compare_rounds(
@@ -49,8 +49,8 @@ class SetResult:
     discarded: int  # runs left out for interference
     tps: CellStats | None
     p99_ms: CellStats | None
-    tps_change: Comparison | None  # against the baseline (None for the baseline itself)
-    p99_change: Comparison | None
+    tps_change: ChangeVerdict | None  # against the baseline (None for the baseline itself)
+    p99_change: ChangeVerdict | None
     warnings: tuple[str, ...]
 
     def as_dict(self) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def _key(run: RunOutcome) -> CellKey:
     return (run.workload, run.scale, run.clients)
 
 
-def _warnings(runs: Sequence[RunOutcome], change: Comparison | None) -> tuple[str, ...]:
+def _warnings(runs: Sequence[RunOutcome], change: ChangeVerdict | None) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for run in runs:
         for warning in run.warnings:
@@ -136,8 +136,9 @@ def analyse(
 ) -> Analysis:
     """Statistics for every (cell, set) with the runs of a comparison, in plan order.
 
+    >>> from pgdyno.records.health import RunHealth
     >>> tps = [("a", 100), ("b", 120), ("a", 101), ("b", 121), ("a", 99), ("b", 119)]
-    >>> runs = [RunOutcome(i, s, "ok", "w", 1, 2, 1 + i // 2, t, 1.0, None, {}, "18")
+    >>> runs = [RunOutcome(i, s, "ok", "w", 1, 2, 1 + i // 2, t, 1.0, None, RunHealth(), "18")
     ...         for i, (s, t) in enumerate(tps)]
     >>> result = analyse(runs, ["a", "b"], "a", "sets").results[1]
     >>> result.set_name, round(result.tps_change.change_pct), result.tps_change.verdict

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from pgdyno.stats.paired import Rounds, compare_rounds
 from pgdyno.stats.summary import CellStats, describe, require_positive
-from pgdyno.stats.verdict import Comparison
+from pgdyno.stats.verdict import ChangeVerdict
 
-Judge = Callable[[Rounds, Rounds, bool], Comparison]
+Judge = Callable[[Rounds, Rounds, bool], ChangeVerdict]
 
 __all__ = ["Ladder", "LadderStep", "ladder"]
 
@@ -18,8 +18,8 @@ __all__ = ["Ladder", "LadderStep", "ladder"]
 class LadderStep:
     name: str
     stats: CellStats
-    step_gain: Comparison | None  # against the previous step; None for step 0
-    cumulative: Comparison | None  # against step 0; None for step 0
+    step_gain: ChangeVerdict | None  # against the previous step; None for step 0
+    cumulative: ChangeVerdict | None  # against step 0; None for step 0
     # This step relative to step 0, in % (step 0 is 100), from the ratio of geometric means:
     # the estimator of the gains, so a waterfall's bar and its interval agree.
     level_pct: float
@@ -28,10 +28,10 @@ class LadderStep:
 @dataclass(frozen=True, slots=True)
 class Ladder:
     steps: tuple[LadderStep, ...]
-    total: Comparison | None  # last step against step 0; None with a single step
+    total: ChangeVerdict | None  # last step against step 0; None with a single step
 
 
-def _paired(base: Rounds, cand: Rounds, higher_is_better: bool) -> Comparison:
+def _paired(base: Rounds, cand: Rounds, higher_is_better: bool) -> ChangeVerdict:
     return compare_rounds(base, cand, higher_is_better=higher_is_better)
 
 

@@ -30,7 +30,7 @@ from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.sequential import half_width, rounds_to_detect
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import describe, require_positive
-from pgdyno.stats.verdict import SAME, Comparison, Verdict, compare, decide
+from pgdyno.stats.verdict import SAME, ChangeVerdict, Verdict, compare, decide
 
 __all__ = ["compare_rounds"]
 
@@ -44,7 +44,7 @@ def compare_rounds(
     higher_is_better: bool = True,
     sequential: bool = False,
     min_effect_pct: float = MIN_EFFECT_PCT,
-) -> Comparison:
+) -> ChangeVerdict:
     """The candidate's runs against the baseline's, paired by round (positive values).
 
     >>> c = compare_rounds({1: 100.0, 2: 90.0, 3: 80.0}, {1: 110.0, 2: 99.5, 3: 87.5})
@@ -86,7 +86,7 @@ def compare_rounds(
         (s := describe(list(side.values()))).cv_pct is not None and s.cv_pct > NOISY_CV_PCT
         for side in (baseline, candidate)
     )
-    return Comparison(
+    return ChangeVerdict(
         change_pct, low, high, verdict, noisy,
         _needed(sd, change_pct, sequential=sequential, min_effect_pct=min_effect_pct),
         method="sequential" if sequential else "paired", pairs=n, left_out=left_out, sd_log=sd,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+
+from pgdyno.records.health import RunHealth
 
 # A fitted TPS change across the measured window larger than this is flagged as a trend.
 TREND_LIMIT_PCT = 10.0
@@ -14,19 +15,13 @@ CV_LIMIT_PCT = 10.0
 CLIENT_SATURATION = 0.9
 
 
-@dataclass(frozen=True)
-class Health:
-    measured_s: int  # seconds in the measured window (after the warm-up trim)
-    trimmed_s: int  # seconds dropped at the start
-    tps_mean: float | None
-    tps_cv_pct: float | None  # stability: stddev / mean of per-second TPS, in %
-    tps_trend_pct: float | None  # fitted change from the first to the last second, in %
-    client_cpu_pct: float | None  # pgbench's CPU use, % of one core
-    client_capacity_pct: float | None  # what its threads could use: min(jobs, cpus) x 100
-    warnings: list[str] = field(default_factory=list)
+def client_capacity_pct(jobs: int, cpus: int) -> float:
+    """The CPU pgbench's threads can use, in % of one core: one core per thread, at most all.
 
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+    >>> client_capacity_pct(4, 2), client_capacity_pct(1, 8)
+    (200.0, 100.0)
+    """
+    return 100.0 * min(jobs, cpus)
 
 
 def default_trim(duration_s: int, warmup_s: int) -> int:
@@ -82,21 +77,21 @@ def assess(
     trim_s: int,
     *,
     client_cpu_pct: float | None,
-    jobs: int,
-    cpus: int,
+    client_capacity_pct: float,
     lag_avg_ms: float | None = None,
     skipped: int = 0,
     rate: float | None = None,
-) -> Health:
+) -> RunHealth:
     """Judge one run: stable, trending, client-bound, falling behind its rate?
 
     `tps_per_second` holds whole seconds only; the first `trim_s` are warm-up.
+    `client_capacity_pct` is the CPU pgbench's threads can use (`client_capacity_pct()`).
     """
     window = list(tps_per_second[trim_s:])
     mean = sum(window) / len(window) if window else None
     cv = cv_pct(window)
     trend = trend_pct(window)
-    capacity = 100.0 * min(jobs, cpus)
+    capacity = client_capacity_pct
     warnings = []
     if cv is not None and cv > CV_LIMIT_PCT:
         warnings.append(
@@ -118,8 +113,8 @@ def assess(
         warnings.append(
             f"schedule lag averaged {lag_avg_ms:.1f} ms: the run fell behind its -R rate"
         )
-    return Health(
+    return RunHealth(
         measured_s=len(window), trimmed_s=trim_s, tps_mean=mean, tps_cv_pct=cv,
         tps_trend_pct=trend, client_cpu_pct=client_cpu_pct, client_capacity_pct=capacity,
-        warnings=warnings,
+        warnings=tuple(warnings),
     )  # fmt: skip

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pgdyno.stats.levels import MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.sequential import half_width, rounds_for_precision, rounds_to_detect
 from pgdyno.stats.summary import require_positive
-from pgdyno.stats.verdict import SAME, Comparison
+from pgdyno.stats.verdict import SAME, ChangeVerdict
 
 __all__ = ["MIN_ROUNDS", "Decision", "decide", "is_resolved", "level_interval", "rounds_left"]
 
@@ -38,13 +38,13 @@ class Decision:
     more_seconds: float | None  # the same in machine time, at the rounds' mean duration
 
 
-def is_resolved(change: Comparison, precision_pct: float) -> bool:
+def is_resolved(change: ChangeVerdict, precision_pct: float) -> bool:
     """A verdict, or an interval at most `precision_pct` wide each way.
 
-    >>> from pgdyno.stats.verdict import Comparison
-    >>> is_resolved(Comparison(0.5, -1.0, 2.0, "no detectable difference", False, None), 2.0)
+    >>> from pgdyno.stats.verdict import ChangeVerdict
+    >>> is_resolved(ChangeVerdict(0.5, -1.0, 2.0, "no detectable difference", False, None), 2.0)
     True
-    >>> is_resolved(Comparison(0.5, -3.0, 4.0, "no detectable difference", False, None), 2.0)
+    >>> is_resolved(ChangeVerdict(0.5, -3.0, 4.0, "no detectable difference", False, None), 2.0)
     False
     """
     if change.verdict != SAME:
@@ -54,7 +54,7 @@ def is_resolved(change: Comparison, precision_pct: float) -> bool:
     return (change.ci_high_pct - change.ci_low_pct) / 2.0 <= precision_pct
 
 
-def level_interval(values: Sequence[float]) -> Comparison:
+def level_interval(values: Sequence[float]) -> ChangeVerdict:
     """The always-valid interval of a cell's level (`bench --repeats auto`): the geometric mean
     of its runs' figures, as a change of 0% relative to itself with the interval around it.
 
@@ -67,17 +67,17 @@ def level_interval(values: Sequence[float]) -> Comparison:
     logs = [math.log(v) for v in values]
     n = len(logs)
     if n < 2:  # nothing to judge by yet: unresolved
-        return Comparison(0.0, None, None, SAME, False, None, "sequential", n, 0, None)
+        return ChangeVerdict(0.0, None, None, SAME, False, None, "sequential", n, 0, None)
     mean = math.fsum(logs) / n
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
     half = half_width(n, sd)
     if not math.isfinite(half):
-        return Comparison(0.0, None, None, SAME, False, None, "sequential", n, 0, sd)
+        return ChangeVerdict(0.0, None, None, SAME, False, None, "sequential", n, 0, sd)
     low, high = 100.0 * math.expm1(-half), 100.0 * math.expm1(half)
-    return Comparison(0.0, low, high, SAME, False, None, "sequential", n, 0, sd)
+    return ChangeVerdict(0.0, low, high, SAME, False, None, "sequential", n, 0, sd)
 
 
-def rounds_left(change: Comparison, precision_pct: float) -> int | None:
+def rounds_left(change: ChangeVerdict, precision_pct: float) -> int | None:
     """Further rounds the comparison needs, if its spread stays as measured: the fewer of
     "narrow enough" and "resolves a true change of the size seen"; None without a spread."""
     if change.sd_log is None or not change.pairs:
@@ -90,7 +90,7 @@ def rounds_left(change: Comparison, precision_pct: float) -> int | None:
 
 
 def decide(
-    watched: Sequence[Comparison],
+    watched: Sequence[ChangeVerdict],
     *,
     precision_pct: float,
     rounds: int,
@@ -102,8 +102,8 @@ def decide(
 
     `round_s` is the expected duration of the next round (the mean so far).
 
-    >>> ok = Comparison(5.0, 2.0, 8.0, "better", False, None, "sequential", 6, 0, 0.02)
-    >>> open_ = Comparison(1.0, -5.0, 7.0, "no detectable difference", False, None,
+    >>> ok = ChangeVerdict(5.0, 2.0, 8.0, "better", False, None, "sequential", 6, 0, 0.02)
+    >>> open_ = ChangeVerdict(1.0, -5.0, 7.0, "no detectable difference", False, None,
     ...                    "sequential", 6, 0, 0.04)
     >>> decide([ok], precision_pct=2, rounds=6, elapsed_s=60, round_s=10, budget_s=600).reason
     'resolved'

@@ -51,7 +51,7 @@ from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import describe, require_positive
 
-__all__ = ["BETTER", "SAME", "WORSE", "Comparison", "Verdict", "compare", "decide"]
+__all__ = ["BETTER", "SAME", "WORSE", "ChangeVerdict", "Verdict", "compare", "decide"]
 
 Verdict = Literal["better", "worse", "no detectable difference"]
 BETTER: Final = "better"
@@ -60,8 +60,9 @@ SAME: Final = "no detectable difference"
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
-    """A candidate set against a baseline set, for one figure."""
+class ChangeVerdict:
+    """A candidate set's change against a baseline set, for one figure: the change, its
+    interval and the verdict."""
 
     change_pct: float  # candidate vs baseline, from the ratio of geometric means, in %
     ci_low_pct: float | None  # 95% interval of change_pct; None when a side has n < 2
@@ -91,7 +92,7 @@ def compare(
     *,
     higher_is_better: bool = True,
     min_effect_pct: float = MIN_EFFECT_PCT,
-) -> Comparison:
+) -> ChangeVerdict:
     """The candidate's repeats against the baseline's (one figure, positive values).
 
     ``change_pct`` is the ratio of geometric means minus one, in %. Its 95% interval is Welch's
@@ -132,7 +133,7 @@ def compare(
                 needed = None
 
     if var_b is None or var_c is None:
-        return Comparison(change_pct, None, None, SAME, noisy, needed, sd_log=sd_log)
+        return ChangeVerdict(change_pct, None, None, SAME, noisy, needed, sd_log=sd_log)
 
     a_b, a_c = var_b / n_b, var_c / n_c  # squared standard errors of the two mean logs
     se = math.sqrt(a_b + a_c)
@@ -146,7 +147,7 @@ def compare(
     ci_high_pct = 100.0 * math.expm1(diff + half)
 
     verdict = decide(change_pct, ci_low_pct, ci_high_pct, higher_is_better, min_effect_pct)
-    return Comparison(change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed, sd_log=sd_log)
+    return ChangeVerdict(change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed, sd_log=sd_log)
 
 
 def decide(

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from pgdyno.records.stored import Comparison, RunOutcome
+from pgdyno.records.rounds import RoundHistory
+from pgdyno.records.stored import NewComparison, RunOutcome, StoredComparison
 from pgdyno.store.decode import OUTCOME_SQL, comparison, run_outcome
-from pgdyno.store.encode import dumps, now_iso
+from pgdyno.store.encode import dumps, now_iso, rounds_json
 from pgdyno.store.owners import Owner
 
 
@@ -29,26 +30,16 @@ class Comparisons:
     def __init__(self, store: Database) -> None:
         self.store = store
 
-    def create(
-        self,
-        *,
-        name: str,
-        plan_path: str,
-        plan_digest: str,
-        plan_text: str,
-        mode: str,
-        baseline: str,
-        scales: list[int],
-        sets: list[tuple[str, Mapping[str, object]]],
-    ) -> int:
+    def create(self, new: NewComparison) -> int:
         me = Owner.me()
         with self.store.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO comparisons (name, plan_path, plan_digest, plan_text, mode,"
                 " baseline, scales, started_at, hostname, pid, owner_started)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, plan_path, plan_digest, plan_text, mode, baseline,
-                 dumps(scales, "the scales"), now_iso(), me.hostname, me.pid, me.started),
+                (new.name, new.plan_path, new.plan_digest, new.plan_text, new.mode,
+                 new.baseline, dumps(list(new.scales), "the scales"), now_iso(), me.hostname,
+                 me.pid, me.started),
             )  # fmt: skip
             comparison_id = int(cur.lastrowid or 0)
             conn.executemany(
@@ -56,7 +47,7 @@ class Comparisons:
                 " VALUES (?, ?, ?, ?)",
                 [
                     (comparison_id, i, n, dumps(req, f"set {n}'s settings"))
-                    for i, (n, req) in enumerate(sets)
+                    for i, (n, req) in enumerate(new.sets)
                 ],
             )
             return comparison_id
@@ -72,7 +63,7 @@ class Comparisons:
                 (me.hostname, me.pid, me.started, comparison_id),
             )
 
-    def latest(self, plan_digest: str) -> Comparison | None:
+    def latest(self, plan_digest: str) -> StoredComparison | None:
         """The newest comparison of exactly this plan text, for --resume."""
         rows = self.store._query(
             "SELECT * FROM comparisons WHERE plan_digest = ? ORDER BY id DESC LIMIT 1",
@@ -80,11 +71,11 @@ class Comparisons:
         )
         return self._decode(rows[0]) if rows else None
 
-    def get(self, comparison_id: int) -> Comparison | None:
+    def get(self, comparison_id: int) -> StoredComparison | None:
         rows = self.store._query("SELECT * FROM comparisons WHERE id = ?", (comparison_id,))
         return self._decode(rows[0]) if rows else None
 
-    def _decode(self, row: dict[str, Any]) -> Comparison:
+    def _decode(self, row: dict[str, Any]) -> StoredComparison:
         sets = self.store._query(
             "SELECT name, requested, effective FROM comparison_sets WHERE comparison_id = ?"
             " ORDER BY position",
@@ -101,12 +92,12 @@ class Comparisons:
                 (dumps(effective, f"set {set_name}'s settings"), comparison_id, set_name),
             )
 
-    def record_rounds(self, comparison_id: int, rounds: Mapping[str, object]) -> None:
+    def record_rounds(self, comparison_id: int, rounds: RoundHistory) -> None:
         """How the rounds went so far (rewritten after every round)."""
         with self.store.transaction() as conn:
             conn.execute(
                 "UPDATE comparisons SET rounds = ? WHERE id = ?",
-                (dumps(rounds, "the rounds"), comparison_id),
+                (dumps(rounds_json(rounds), "the rounds"), comparison_id),
             )
 
     def finish(self, comparison_id: int, status: str) -> None:

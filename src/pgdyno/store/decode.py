@@ -13,12 +13,16 @@ from typing import Any
 
 from pgdyno.errors import StoreUnavailable
 from pgdyno.records import Event, SecondRow, StatementLatency
+from pgdyno.records.health import RunHealth
+from pgdyno.records.interference import Interference
+from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import (
-    Comparison,
     ComparisonSet,
+    Json,
     JsonObject,
     RunListing,
     RunOutcome,
+    StoredComparison,
     StoredRun,
 )
 
@@ -33,7 +37,7 @@ RUN_ROW_COLUMNS = tuple(
 RUN_ROW_SQL = ", ".join(RUN_ROW_COLUMNS)
 # The runs columns a comparison's analysis needs.
 OUTCOME_SQL = ", ".join(f.name for f in fields(RunOutcome))
-_OBJECT_COLUMNS = ("settings", "summary", "health", "devices", "interference")
+_OBJECT_COLUMNS = ("settings", "summary", "devices")
 
 
 def loads(text: str, where: str) -> Any:
@@ -72,6 +76,85 @@ def _list(text: str, where: str) -> tuple[Any, ...]:
     return tuple(value)
 
 
+def _number(blob: Mapping[str, Json], key: str) -> Any:
+    """A number as stored (an int stays an int, so what is printed stays the same), else None."""
+    value = blob.get(key)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def health(blob: Mapping[str, Json] | None) -> RunHealth:
+    """A run's health as stored; tolerant of what earlier versions kept (a missing figure is
+    None, `{}` a run that was not assessed).
+
+    >>> found = health({"tps_cv_pct": 3, "warnings": ["noisy"]})
+    >>> found.tps_cv_pct, found.measured_s, found.warnings
+    (3, None, ('noisy',))
+    >>> health({}) == health(None) == RunHealth()
+    True
+    """
+    blob = blob or {}
+    warnings = blob.get("warnings")
+    return RunHealth(
+        **{f.name: _number(blob, f.name) for f in fields(RunHealth) if f.name != "warnings"},
+        warnings=tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
+    )
+
+
+def interference(blob: Mapping[str, Json] | None) -> Interference | None:
+    """
+    >>> interference({"foreign_cpu_pct": 48.2, "steal_pct": 0, "top": [["yes", 47.5]]})
+    Interference(foreign_cpu_pct=48.2, steal_pct=0, top=(('yes', 47.5),))
+    >>> interference(None) is None
+    True
+    """
+    if blob is None:
+        return None
+    top = blob.get("top")
+    return Interference(
+        foreign_cpu_pct=_number(blob, "foreign_cpu_pct") or 0.0,
+        steal_pct=_number(blob, "steal_pct") or 0,
+        top=tuple(
+            (str(entry[0]), float(entry[1]))
+            for entry in (top if isinstance(top, list) else [])
+            if isinstance(entry, list) and len(entry) == 2
+            and isinstance(entry[1], int | float) and not isinstance(entry[1], bool)
+        ),
+    )  # fmt: skip
+
+
+def rounds(blob: Mapping[str, Json] | None) -> RoundHistory | None:
+    """A comparison's rounds as stored (None for comparisons stored before they were kept).
+
+    >>> rounds({"mode": "fixed", "rounds": 1, "order": [["a", "b"]], "seconds": 30.5,
+    ...         "stopped": "repeats"}).order
+    (('a', 'b'),)
+    """
+    if blob is None:
+        return None
+    order = blob.get("order")
+    count = blob.get("rounds")
+    return RoundHistory(
+        mode=_text(blob.get("mode")) or "fixed",
+        rounds=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+        order=tuple(
+            tuple(str(name) for name in names)
+            for names in (order if isinstance(order, list) else [])
+            if isinstance(names, list)
+        ),
+        seconds=_number(blob, "seconds") or 0.0,
+        stopped=_text(blob.get("stopped")),
+        unresolved=_number(blob, "unresolved"),
+        more_rounds=_number(blob, "more_rounds"),
+        more_seconds=_number(blob, "more_seconds"),
+        precision_pct=_number(blob, "precision_pct"),
+        budget_s=_number(blob, "budget_s"),
+    )
+
+
 def stored_run(
     run: Row,
     session: Row,
@@ -84,8 +167,13 @@ def stored_run(
     decoded = {c: _object(run[c], f"run {run_id}'s {c}") for c in _OBJECT_COLUMNS}
     argv = _list(run["pgbench_argv"], f"run {run_id}'s pgbench_argv")
     where = f"session {session['id']}"
+    blob = _object(run["health"], f"run {run_id}'s health")
+    typed = {
+        "health": None if blob is None else health(blob),
+        "interference": _interference(run),
+    }
     return StoredRun(
-        **{**run, **decoded, "pgbench_argv": argv},
+        **{**run, **decoded, **typed, "pgbench_argv": argv},
         host=_object(session["host"], f"{where}'s host") or {},
         server=_object(session["server"], f"{where}'s server") or {},
         target=session["target"],
@@ -100,8 +188,8 @@ def stored_run(
     )
 
 
-def _interference(row: Row) -> JsonObject | None:
-    return _object(row["interference"], f"run {row['id']}'s interference")
+def _interference(row: Row) -> Interference | None:
+    return interference(_object(row["interference"], f"run {row['id']}'s interference"))
 
 
 def run_listing(row: Row) -> RunListing:
@@ -109,17 +197,17 @@ def run_listing(row: Row) -> RunListing:
 
 
 def run_outcome(row: Row) -> RunOutcome:
-    health = _object(row["health"], f"run {row['id']}'s health") if row["health"] else None
-    return RunOutcome(**{**row, "health": health or {}, "interference": _interference(row)})
+    blob = _object(row["health"], f"run {row['id']}'s health") if row["health"] else None
+    return RunOutcome(**{**row, "health": health(blob), "interference": _interference(row)})
 
 
-def comparison(row: Row, sets: list[dict[str, Any]]) -> Comparison:
+def comparison(row: Row, sets: list[dict[str, Any]]) -> StoredComparison:
     where = f"comparison {row['id']}"
-    return Comparison(
+    return StoredComparison(
         **{
             **row,
             "scales": _list(row["scales"], f"{where}'s scales"),
-            "rounds": _object(row.get("rounds"), f"{where}'s rounds"),
+            "rounds": rounds(_object(row.get("rounds"), f"{where}'s rounds")),
         },
         sets=tuple(
             ComparisonSet(

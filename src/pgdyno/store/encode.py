@@ -1,11 +1,24 @@
-"""Values as the results database keeps them: timestamps and JSON columns."""
+"""Records as JSON: the results database's JSON columns and what the commands print.
+
+The one place typed records become JSON-ready values (store/decode.py turns them back), so the
+database columns and the `--json` outputs keep one shape.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from pgdyno.errors import StoreError
+from pgdyno.records.health import RunHealth
+from pgdyno.records.interference import Interference
+from pgdyno.records.rounds import RoundHistory
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 def now_iso() -> str:
@@ -25,3 +38,73 @@ def dumps(value: object, what: str) -> str:
             f"refused to store {what} holding a non-finite number ({exc}); this is a bug in "
             "pgdyno: please report it."
         ) from exc
+
+
+def health_json(health: RunHealth) -> dict[str, object]:
+    """A run's health as the runs table keeps it and the commands print it; `{}` when the run
+    was not assessed (a failed run).
+
+    >>> health_json(RunHealth(60, 6, 980.5, 2.5, 1.0, 40.0, 200.0, ("noisy",)))["warnings"]
+    ['noisy']
+    >>> health_json(RunHealth())
+    {}
+    """
+    return _fields(health) if health.assessed else {}
+
+
+def interference_json(found: Interference) -> dict[str, object]:
+    """
+    >>> interference_json(Interference(48.2, 0.0, (("yes", 47.5),)))
+    {'foreign_cpu_pct': 48.2, 'steal_pct': 0.0, 'top': [['yes', 47.5]]}
+    """
+    return _fields(found)
+
+
+def rounds_json(rounds: RoundHistory) -> dict[str, object]:
+    """The rounds as `compare --json` prints them and the comparisons table keeps them: the
+    precision and budget only when the rounds were adaptive.
+
+    >>> rounds_json(RoundHistory("fixed", 2, (("a", "b"), ("b", "a")), 61.0, "repeats"))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'mode': 'fixed', 'rounds': 2, 'order': [['a', 'b'], ['b', 'a']], 'seconds': 61.0,
+     'stopped': 'repeats', 'unresolved': None, 'more_rounds': None, 'more_seconds': None}
+    """
+    adaptive = {"precision_pct": rounds.precision_pct, "budget_s": rounds.budget_s}
+    return {
+        "mode": rounds.mode,
+        **(adaptive if rounds.adaptive else {}),
+        "rounds": rounds.rounds,
+        "order": _json(rounds.order),
+        "seconds": rounds.seconds,
+        "stopped": rounds.stopped,
+        "unresolved": rounds.unresolved,
+        "more_rounds": rounds.more_rounds,
+        "more_seconds": rounds.more_seconds,
+    }
+
+
+def to_json(record: object) -> dict[str, object]:
+    """A record as the commands print it (`runs show --json`, `runs list --json`, `compare
+    --json`, the report): its fields in declaration order, nested records and tuples as
+    JSON-ready values, health, interference and rounds as the results database keeps them."""
+    if not is_dataclass(record) or isinstance(record, type):
+        raise TypeError(f"not a record: {record!r}")
+    return _fields(record)
+
+
+def _fields(record: DataclassInstance) -> dict[str, object]:
+    return {f.name: _json(getattr(record, f.name)) for f in fields(record)}
+
+
+def _json(value: object) -> object:
+    if isinstance(value, RunHealth):
+        return health_json(value)
+    if isinstance(value, RoundHistory):
+        return rounds_json(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return _fields(value)
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    return value

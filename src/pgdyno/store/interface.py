@@ -14,7 +14,15 @@ from types import TracebackType
 from typing import Protocol
 
 from pgdyno.records import RunRecord
-from pgdyno.records.stored import Comparison, ReportSource, RunListing, RunOutcome, StoredRun
+from pgdyno.records.rounds import RoundHistory
+from pgdyno.records.stored import (
+    NewComparison,
+    ReportSource,
+    RunListing,
+    RunOutcome,
+    StoredComparison,
+    StoredRun,
+)
 
 CellDone = tuple[str, str, int, int, int]  # set, workload, scale, clients, repeat
 
@@ -22,30 +30,19 @@ CellDone = tuple[str, str, int, int, int]  # set, workload, scale, clients, repe
 class ComparisonsBackend(Protocol):
     """The comparison tables: a plan's sets as requested and in effect, and their runs."""
 
-    def create(
-        self,
-        *,
-        name: str,
-        plan_path: str,
-        plan_digest: str,
-        plan_text: str,
-        mode: str,
-        baseline: str,
-        scales: list[int],
-        sets: list[tuple[str, Mapping[str, object]]],
-    ) -> int: ...
+    def create(self, new: NewComparison) -> int: ...
 
     def resume(self, comparison_id: int) -> None: ...
 
-    def latest(self, plan_digest: str) -> Comparison | None: ...
+    def latest(self, plan_digest: str) -> StoredComparison | None: ...
 
-    def get(self, comparison_id: int) -> Comparison | None: ...
+    def get(self, comparison_id: int) -> StoredComparison | None: ...
 
     def record_effective(
         self, comparison_id: int, set_name: str, effective: Mapping[str, object]
     ) -> None: ...
 
-    def record_rounds(self, comparison_id: int, rounds: Mapping[str, object]) -> None: ...
+    def record_rounds(self, comparison_id: int, rounds: RoundHistory) -> None: ...
     def finish(self, comparison_id: int, status: str) -> None: ...
 
     def runs(self, comparison_id: int) -> list[RunOutcome]: ...

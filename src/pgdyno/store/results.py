@@ -19,7 +19,7 @@ from pgdyno.records import RunRecord
 from pgdyno.records.stored import ReportSource, RunListing, StoredRun
 from pgdyno.store.comparisons import Comparisons
 from pgdyno.store.decode import RUN_ROW_SQL, run_listing, stored_run
-from pgdyno.store.encode import dumps, now_iso
+from pgdyno.store.encode import dumps, health_json, interference_json, now_iso
 from pgdyno.store.migrate import latest_version, migrate
 from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
 
@@ -226,11 +226,12 @@ class ResultsStore:
                     lat.p50_ms if lat else None, lat.p90_ms if lat else None,
                     lat.p99_ms if lat else None, lat.p999_ms if lat else None,
                     lat.max_ms if lat else None, run.latency_source,
-                    dumps(run.health, "the run's health"), dumps(run.devices, "the devices"),
+                    dumps(health_json(run.health), "the run's health"),
+                    dumps(run.devices, "the devices"),
                     run.comparison_id,
                     run.set_name,
                     None if run.interference is None
-                    else dumps(run.interference, "the run's interference"),
+                    else dumps(interference_json(run.interference), "the run's interference"),
                 ),
             )  # fmt: skip
             run_id = int(cur.lastrowid or 0)

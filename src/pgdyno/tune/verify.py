@@ -18,7 +18,7 @@ from typing import Any
 import tomli_w
 
 from pgdyno.stats.analysis import Analysis, SetResult
-from pgdyno.stats.verdict import BETTER, WORSE, Comparison
+from pgdyno.stats.verdict import BETTER, WORSE, ChangeVerdict
 from pgdyno.tune.model import LAYERS, Configuration, Setting
 
 CURRENT, PGTUNE, PGDYNO = "current", "pgtune", "pgdyno"
@@ -146,14 +146,14 @@ def _line(result: SetResult, baseline: str) -> str:
     return head + f"{text}, vs {baseline}: {_word(tps)}"
 
 
-def _pct(c: Comparison) -> str:
+def _pct(c: ChangeVerdict) -> str:
     if c.ci_low_pct is None or c.ci_high_pct is None:
         # The always-valid interval is unbounded for the first rounds (5 at pgdyno's g).
         return f"{c.change_pct:+.1f}% [no interval yet: too few rounds]"
     return f"{c.change_pct:+.1f}% [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}]"
 
 
-def _word(c: Comparison) -> str:
+def _word(c: ChangeVerdict) -> str:
     if c.verdict == BETTER:
         return "better"
     if c.verdict == WORSE:
