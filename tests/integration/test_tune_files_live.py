@@ -18,12 +18,14 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import run
+from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.files import ALTER_SQL, PG_CONF, render_files
 from pgdyno.tune.model import Configuration, Setting
 from pgdyno.tune.out_dir import write_files
 from pgdyno.tune.request_checks import SUPERUSER_RESERVED, check_connections, most_connections
 from pgdyno.tune.startable import for_files
 
+FACTS = TuneFacts("oltp", connections=300)  # the --out files do not read the facts
 # Values a reload puts in effect, one with a quote; one that needs a restart; one to measure.
 RELOADABLE = {
     "application_name": "it's pgdyno",
@@ -40,6 +42,7 @@ CONFIG = Configuration(
         Setting("postgresql", "shared_buffers", "256MB", "why", takes_effect="restart"),
         Setting("postgresql", "io_method", "sync", "why", takes_effect="restart", status="measure"),
     ),
+    FACTS,
 )
 # What pg_file_settings shows: each value, with no error but PostgreSQL's own words for a value
 # that waits for a restart; io_method is commented out (status measure).
@@ -177,7 +180,7 @@ def test_out_files_without_reserved_huge_pages_start_the_server(box: Sandbox) ->
     config = Configuration("pgdyno", "oltp", (
         Setting("postgresql", "huge_pages", "on", "why", takes_effect="restart"),
         Setting("host", "vm.nr_hugepages", "100", "why", current="0"),
-    ))  # fmt: skip
+    ), FACTS)  # fmt: skip
     text = render_files(for_files(config), generated_by="pgdyno tune test")[PG_CONF]
     assert _conf_values(text)["huge_pages"] == "try"
     box.stop()

@@ -11,6 +11,7 @@ from pgdyno.cli.tune_request import VerifyOptions, check_verify, parse_workloads
 from pgdyno.errors import UsageError
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import recorded_defaults, recorded_settings
+from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.facts import Given, offline_facts
 from pgdyno.tune.model import Configuration, Setting
 from pgdyno.tune.recommend import recommend
@@ -26,6 +27,7 @@ from pgdyno.tune.startable import for_files
 
 GiB = 1024**3
 VERSIONS = (14, 15, 16, 17, 18)
+FACTS = TuneFacts("oltp", connections=300)  # the --out files do not read the facts
 
 
 def configure(major: int, **given: object) -> dict[str, str]:
@@ -135,7 +137,7 @@ def huge_config(current: str | None) -> Configuration:
     return Configuration("pgdyno", "oltp", (
         Setting("postgresql", "huge_pages", "on", "why", takes_effect="restart"),
         Setting("host", "vm.nr_hugepages", "8500", "why", current=current),
-    ))  # fmt: skip
+    ), FACTS)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -149,7 +151,8 @@ def test_out_files_say_on_only_over_reserved_pages(current: str | None, written:
 
 
 def test_out_files_without_a_reservation_to_make_say_try():
-    config = Configuration("pgdyno", "oltp", (Setting("postgresql", "huge_pages", "on", "why"),))
+    config = Configuration("pgdyno", "oltp", (Setting("postgresql", "huge_pages", "on", "why"),),
+                           FACTS)  # fmt: skip
     assert for_files(config).pg_values()["huge_pages"] == "try"
 
 

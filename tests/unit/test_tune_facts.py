@@ -10,7 +10,8 @@ import pytest
 
 from pgdyno.doctor.snapshot import load_snapshot
 from pgdyno.postgres.settings_catalog import recorded_settings
-from pgdyno.tune.facts import DEVICE_FACTS, FACT_FIELDS, Given, offline_facts, snapshot_facts
+from pgdyno.records.tune import DEVICE_FACTS, FACT_FIELDS
+from pgdyno.tune.facts import Given, offline_facts, snapshot_facts
 from pgdyno.tune.knowledge import FACT_NAMES, KNOWLEDGE_FILE, KnowledgeError, load_knowledge
 from pgdyno.tune.recommend import current_values, recommend
 

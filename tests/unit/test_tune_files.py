@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
+from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.files import (
     ALTER_SQL,
     MARKER,
@@ -28,6 +29,7 @@ from pgdyno.tune.model import Configuration, Setting
 from pgdyno.tune.out_dir import write_files
 
 DAY = datetime.date(2026, 5, 1)
+FACTS = TuneFacts("oltp", connections=300)  # the files do not read the facts
 
 
 def pg(name: str, value: str, **kw: object) -> Setting:
@@ -43,7 +45,7 @@ def disk(name: str, value: str, device: str, **kw: object) -> Setting:
 
 
 def config(*settings: Setting, **kw: object) -> Configuration:
-    return Configuration("pgdyno", "oltp", settings, **kw)  # type: ignore[arg-type]
+    return Configuration("pgdyno", "oltp", settings, FACTS, **kw)  # type: ignore[arg-type]
 
 
 MIXED = config(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.files import render_files
 from pgdyno.tune.model import Configuration, Setting
 
@@ -25,7 +26,8 @@ def configuration(data: dict[str, Any]) -> Configuration:
         Setting(**{**row, "evidence": tuple(row["evidence"]), "rules": tuple(row["rules"])})
         for row in data["settings"]
     )
-    return Configuration(data["source"], data["profile"], settings,
+    facts = TuneFacts(data["profile"], connections=100)  # the files do not read the facts
+    return Configuration(data["source"], data["profile"], settings, facts,
                          unknown=data["unknown"], notes=tuple(data["notes"]))  # fmt: skip
 
 

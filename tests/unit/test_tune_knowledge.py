@@ -26,15 +26,9 @@ from pgdyno.host.devices import device_for_path
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.records.tune import PROFILES, Disk, TuneFacts
 from pgdyno.tune.baselines import BaselineInputs, pgtune
-from pgdyno.tune.choices import PROFILES
-from pgdyno.tune.facts import (
-    Disk,
-    Given,
-    TuneFacts,
-    offline_facts,
-    storage_of,
-)
+from pgdyno.tune.facts import Given, offline_facts, storage_of
 from pgdyno.tune.knowledge import KNOWLEDGE_FILE, KnowledgeError, load_knowledge
 from pgdyno.tune.model import Configuration
 from pgdyno.tune.recommend import baseline_configuration, pg_text, recommend, shown
@@ -506,9 +500,8 @@ def test_offline_facts_name_what_was_not_given() -> None:
     # advice is for any Linux (nearly every kernel has it).
     assert not config.layer("device") and facts.local is False
     assert "vm.nr_hugepages" not in names and config.pg_values()["huge_pages"] == "try"
-    assert config.facts["connections"] == 200 and config.facts["sources"]["connections"] == (
-        "profile web"
-    )
+    assert config.facts.connections == 200
+    assert config.facts.sources["connections"] == "profile web"
 
 
 def test_offline_facts_with_everything_given_leave_nothing_unknown_but_the_disk() -> None:

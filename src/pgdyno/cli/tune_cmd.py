@@ -33,6 +33,7 @@ from pgdyno.doctor.snapshot import load_snapshot
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import sandbox_session, server_address
+from pgdyno.records.tune import DATA_SIZES, PROFILES, STORAGES, DataSize, Profile, Storage
 from pgdyno.render.tune import (
     apply_data,
     baseline_data,
@@ -41,7 +42,6 @@ from pgdyno.render.tune import (
     render_configuration,
 )
 from pgdyno.tune.apply import apply_configuration
-from pgdyno.tune.choices import DATA_SIZES, PROFILES, STORAGES, DataSize, Profile, Storage
 from pgdyno.tune.facts import Given
 from pgdyno.tune.files import render_files
 from pgdyno.tune.model import LAYERS, Configuration
@@ -308,8 +308,7 @@ def _workers(config: Configuration) -> dict[str, int]:
 
 
 def _major(config: Configuration) -> int | None:
-    major = config.facts.get("pg")
-    return major if isinstance(major, int) else None
+    return config.facts.pg
 
 
 def _show(env: Environment, request: TuneRequest, config: Configuration, g: Gathered) -> None:
@@ -354,7 +353,7 @@ def _apply(
     handle: ServerHandle,
     label: str,
 ) -> None:
-    touches_host = bool(config.facts.get("local")) and any(
+    touches_host = config.facts.local and any(
         s.layer != "postgresql" for s in config.to_apply(request.layers)
     )
     if touches_host and not request.yes:

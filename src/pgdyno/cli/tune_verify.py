@@ -35,16 +35,20 @@ def verify_plans(
             "settings from `pgdyno tune --apply` are still in effect, so every configuration "
             "would run with them: run `pgdyno rollback` first."
         )
-    cpus = ours.facts.get("cpus")
+    cpus, major = ours.facts.cpus, ours.facts.pg
+    if major is None:
+        raise UsageError(
+            "--verify needs the sandbox's PostgreSQL version, which was not read: run "
+            "`pgdyno doctor --sandbox` to see why."
+        )
     matrix = Matrix(
         workloads=options.workloads,
         scale=options.scale,
-        clients=options.clients or 2 * (cpus if isinstance(cpus, int) else 2),
+        clients=options.clients or 2 * (cpus if cpus is not None else 2),
         duration=options.duration,
         precision=options.precision if options.precision is not None else 3.0,
         budget=options.budget if options.budget is not None else "30m",
     )
-    major = int(str(ours.facts["pg"]))
     folder = env.data_dir / "tune"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")

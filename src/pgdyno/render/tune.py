@@ -9,6 +9,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.model import LAYERS, ApplyReport, Configuration, Setting
 
 _LAYER_TITLES = {
@@ -43,7 +44,7 @@ def configuration_data(config: Configuration, target: str) -> dict[str, Any]:
         "source": config.source,
         "profile": config.profile,
         "target": target,
-        "facts": _plain(config.facts),
+        "facts": facts_data(config.facts),
         "unknown": config.unknown,
         "notes": list(config.notes),
         "settings": [setting_data(s) for s in config.settings],
@@ -68,12 +69,22 @@ def baseline_data(
     return data
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+def facts_data(facts: TuneFacts) -> dict[str, Any]:
+    """The facts as `tune --json` prints them: the known `t` facts in the record's order, each
+    disk's `device` facts by name, and where each known fact came from."""
+    return {
+        **{name: _plain(value) for name, value in facts.known().items()},
+        "devices": {
+            disk.name: {name: _plain(value) for name, value in disk.scope().items()}
+            for disk in facts.devices
+        },
+        "sources": dict(facts.sources),
+    }
+
+
+def _plain(value: object) -> object:
+    """A tuple of offered values as a JSON list."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def render_configuration(config: Configuration, target: str) -> Iterator[RenderableType]:

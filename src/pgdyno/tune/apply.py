@@ -48,7 +48,7 @@ def apply_configuration(
 ) -> ApplyReport:
     """Apply `config`'s settings of `layers` (status "apply" only) to the server and host."""
     report = ApplyReport()
-    if not config.facts.get("local") and layers != ("postgresql",):
+    if not config.facts.local and layers != ("postgresql",):
         # The server runs elsewhere: this host's settings are not its host's.
         report.notes.append(
             "host and device settings not applied: the server runs on another host."

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pgdyno.errors import UsageError
-from pgdyno.tune.choices import DataSize, Profile, Storage
+from pgdyno.records.tune import DataSize, Profile, Storage
 
 Value = str | int | float
 Settings = dict[str, Value]

@@ -7,30 +7,30 @@ CPUs, the disks under the data and WAL directories with the schedulers they offe
 file system's free space, the server's version, settings and data size): nothing here reads a
 machine, so a snapshot taken on a server tunes the same on a laptop. Options override facts.
 
-`TuneFacts` is one frozen record: each field is a name data/tune.toml may ask of `t`
-(knowledge/load.py refuses any other), None when unknown, with the reason in `unknown` and the
-origin of each known fact in `sources`.
+The result is one frozen `TuneFacts` (records/tune.py): each field is a name data/tune.toml
+may ask of `t`, None when unknown, with the reason in `unknown` and the origin of each known
+fact in `sources`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any
 
-from pgdyno.tune.choices import (
-    DATA_RATIOS,
-    PROFILE_CONNECTIONS,
-    DataSize,
-    Profile,
-    Storage,
-)
+from pgdyno.records.tune import FACT_FIELDS, DataSize, Disk, Profile, Storage, TuneFacts
 
 Snapshot = Mapping[str, Any]
 NEW_SNAPSHOT = (
     "an older pgdyno's snapshot, or one written by hand: `pgdyno doctor --snapshot` takes a new one"
 )
+# The connections a profile plans for when neither the user nor the server says (pgtune's too).
+PROFILE_CONNECTIONS: Mapping[Profile, int] = {
+    "web": 200, "oltp": 300, "dw": 40, "desktop": 20, "mixed": 100,
+}  # fmt: skip
+# What a data-size class means as data / RAM, for rules that need a ratio.
+DATA_RATIOS: Mapping[DataSize, float] = {"less_ram": 0.3, "mid_ram": 1.0, "greater_ram": 2.0}
 
 
 @dataclass(frozen=True)
@@ -48,70 +48,6 @@ class Given:
     @property
     def offline(self) -> bool:
         return self.ram_bytes is not None
-
-
-@dataclass(frozen=True, slots=True)
-class Disk:
-    """A disk under the data or WAL directory: the `device` facts of data/tune.toml."""
-
-    name: str  # the whole disk: "nvme0n1", "vda"
-    role: str  # "data" or "wal"
-    scheduler: str | None  # the active I/O scheduler
-    schedulers: tuple[str, ...] | None  # what the disk offers; None: unknown
-    read_ahead_kb: int | None
-
-    def scope(self) -> dict[str, Any]:
-        """The names a device entry sees (`device.<name>`); None is unknown."""
-        return {name: getattr(self, name) for name in DEVICE_FACTS}
-
-
-DEVICE_FACTS = tuple(f.name for f in fields(Disk) if f.name != "name")
-
-
-@dataclass(frozen=True)
-class TuneFacts:
-    """The machine and server a configuration is for: one field per `t.<name>` of
-    data/tune.toml (None: unknown, and `unknown` says why), then the disks, and where each
-    known fact came from."""
-
-    profile: Profile
-    connections: int  # max_connections to plan for (given, the server's, else the profile's)
-    ram: int | None = None  # bytes PostgreSQL may use (the cgroup limit when lower)
-    cpus: int | None = None  # usable CPUs (affinity and cgroup quota applied)
-    pg: int | None = None  # PostgreSQL major version
-    storage: Storage | None = None  # the disk under the data directory
-    data_bytes: int | None = None  # the whole cluster's data, pgdyno's templates left out
-    data_ratio: float | None = None  # data_bytes / ram, or --data-size's class
-    wal_free: int | None = None  # free bytes of the WAL file system
-    hash_mem: float | None = None  # hash_mem_multiplier: the server's, else the default
-    io_methods: tuple[str, ...] | None = None  # io_method values the target's build offers
-    wal_compressions: tuple[str, ...] | None = None  # wal_compression values it offers
-    huge_page: int = 0  # huge page size in bytes; 0: not known here
-    local: bool = False  # the host is the server's host
-    numa_nodes: int = 1
-    thp: bool = False  # transparent huge pages exist
-    autogroup: bool = False  # kernel.sched_autogroup_enabled exists
-    migration_cost: bool = False  # kernel.sched_migration_cost_ns exists in /proc/sys
-    swap_bytes: int = 0
-    devices: tuple[Disk, ...] = ()
-    sources: Mapping[str, str] = field(default_factory=dict)
-    unknown: Mapping[str, str] = field(default_factory=dict)
-
-    def scope(self) -> dict[str, Any]:
-        """The names an entry sees as `t.<name>`; None is unknown."""
-        return {name: getattr(self, name) for name in FACT_FIELDS}
-
-    def known(self) -> dict[str, Any]:
-        return {name: value for name, value in self.scope().items() if value is not None}
-
-    def disk(self, name: str | None) -> Disk | None:
-        return next((disk for disk in self.devices if disk.name == name), None)
-
-
-# The facts data/tune.toml may ask of `t`: every field but the disks and the bookkeeping.
-FACT_FIELDS = tuple(
-    f.name for f in fields(TuneFacts) if f.name not in ("devices", "sources", "unknown")
-)
 
 
 class _Collected:

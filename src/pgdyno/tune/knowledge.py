@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pgdyno.doctor.rules import Rule, load_rules
 from pgdyno.knowledge import expr
 from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, read
-from pgdyno.tune.facts import DEVICE_FACTS, FACT_FIELDS
+from pgdyno.records.tune import DEVICE_FACTS, FACT_FIELDS
 from pgdyno.tune.model import Layer, Status
 
 Format = Literal["size", "bytes", "number", "text"]
@@ -31,8 +31,8 @@ KNOWLEDGE_FILE = Path(str(resources.files("pgdyno") / "data" / "tune.toml"))
 
 GUIDE = "docs/tune.md (the knowledge format)"
 # The facts an entry may ask of `t` and of `device` (each disk a device entry is computed
-# for): the fields of tune/facts.py's records, so a name that is not a field is refused when
-# the file is read (the header of data/tune.toml says what each is).
+# for): the fields of records/tune.py's TuneFacts and Disk, so a name that is not a field is
+# refused when the file is read (the header of data/tune.toml says what each is).
 FACT_NAMES: FactNames = {"t": frozenset(FACT_FIELDS), "device": frozenset(DEVICE_FACTS)}
 
 

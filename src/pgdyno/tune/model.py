@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pgdyno.records.tune import TuneFacts
+
 Layer = Literal["postgresql", "host", "device"]
 LAYERS: tuple[Layer, ...] = ("postgresql", "host", "device")
 TakesEffect = Literal["now", "reload", "restart", "reboot"]
@@ -61,7 +63,7 @@ class Configuration:
     source: str  # "pgdyno", "pgtune" or "timescaledb-tune"
     profile: str
     settings: tuple[Setting, ...]
-    facts: dict[str, object] = field(default_factory=dict)  # what it was computed from
+    facts: TuneFacts  # what it was computed from
     unknown: dict[str, str] = field(default_factory=dict)  # fact -> why it is not known
     notes: tuple[str, ...] = ()  # values dropped or changed by the version check, caveats
 

@@ -17,7 +17,7 @@ from pgdyno.doctor.snapshot import setting_value
 from pgdyno.errors import UsageError
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_meta import SettingMeta
-from pgdyno.tune.facts import TuneFacts
+from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
 from pgdyno.tune.model import Configuration, Setting, TakesEffect
 from pgdyno.tune.startable import fit_connections
@@ -70,7 +70,7 @@ def recommend(
             source="pgdyno",
             profile=facts.profile,
             settings=tuple(settings),
-            facts={**facts.known(), "devices": devices, "sources": dict(facts.sources)},
+            facts=facts,
             unknown=unknown,
             notes=tuple(notes),
         )
@@ -129,7 +129,7 @@ def baseline_configuration(
         source=source,
         profile=facts.profile,
         settings=tuple(settings),
-        facts={**facts.known(), "sources": dict(facts.sources)},
+        facts=facts,
         unknown=dict(facts.unknown),
         notes=tuple(notes),
     )

@@ -18,9 +18,9 @@ from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.postgres.settings_meta import COLUMNS, SettingMeta, settings_meta_from_rows
+from pgdyno.records.tune import DataSize, TuneFacts
 from pgdyno.tune.baselines import BASELINES, BaselineInputs
-from pgdyno.tune.choices import DataSize
-from pgdyno.tune.facts import NEW_SNAPSHOT, Given, TuneFacts, offline_facts, server_major
+from pgdyno.tune.facts import NEW_SNAPSHOT, Given, offline_facts, server_major
 from pgdyno.tune.facts import snapshot_facts as read_facts
 from pgdyno.tune.model import Configuration
 from pgdyno.tune.recommend import baseline_configuration, current_values, recommend

@@ -41,11 +41,11 @@ def fit_connections(config: Configuration) -> Configuration:
     """The configuration, with max_connections lowered when even the work_mem floor cannot
     hold the worst case of memory (see the module's docstring)."""
     values = config.pg_values()
-    ram, hash_mem = config.facts.get("ram"), config.facts.get("hash_mem")
-    if values.get("work_mem") != "64kB" or not isinstance(ram, int):
+    ram, hash_mem = config.facts.ram, config.facts.hash_mem
+    if values.get("work_mem") != "64kB" or ram is None:
         return config
     fixed = _fixed_memory(values)
-    per_session = WORK_MEM_FLOOR * (float(hash_mem) if isinstance(hash_mem, int | float) else 1.0)
+    per_session = WORK_MEM_FLOOR * (hash_mem if hash_mem is not None else 1.0)
     parallel = int(values.get("max_parallel_workers", DEFAULTS["max_parallel_workers"]))
     connections = int(values["max_connections"])
     budget = int(ram * BUDGET_SHARE)

@@ -67,9 +67,7 @@ def set_table(
 
 
 def data_disk(config: Configuration) -> str | None:
-    devices = config.facts.get("devices") or {}
-    assert isinstance(devices, Mapping)
-    return next((disk for disk, d in devices.items() if d.get("role") == "data"), None)
+    return config.facts.data_disk()
 
 
 def _number(text: str) -> int | str:

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from pgdyno.postgres.settings_catalog import recorded_settings
+from pgdyno.records.tune import Disk, TuneFacts
 from pgdyno.tune.baselines import BaselineInputs, pgtune
 from pgdyno.tune.facts import Given, offline_facts
 from pgdyno.tune.files import render_files
@@ -26,6 +27,7 @@ HERE = Path(__file__).parent
 DAY = datetime.date(2026, 5, 1)
 BY = "pgdyno tune 0.1.0"
 GiB, MiB = 1024**3, 1024**2
+FACTS = TuneFacts("oltp", connections=300)  # the files do not read the facts
 
 
 def pg(name: str, value: str, **kw: object) -> Setting:
@@ -64,9 +66,9 @@ def by_hand() -> dict[str, Configuration]:
         disk("scheduler", "none", "nvme0n1"),
         Setting("postgresql", "checkpoint_timeout", "15min", "a long reason " * 12
                 + "\nwith a line break", takes_effect="reload"),
-    ), unknown={"postgresql:wal_buffers": "needs wal_free (offline)"},
+    ), FACTS, unknown={"postgresql:wal_buffers": "needs wal_free (offline)"},
        notes=("pgtune's io_method = io_uring left out: this build has no io_uring",))  # fmt: skip
-    pg_only = Configuration("pgtune", "web", (pg("work_mem", "16MB"), pg("jit", "off")))
+    pg_only = Configuration("pgtune", "web", (pg("work_mem", "16MB"), pg("jit", "off")), FACTS)
     return {"mixed": mixed, "pg-only": pg_only}
 
 
@@ -79,13 +81,14 @@ def computed() -> dict[str, Configuration]:
     }.items():
         facts = offline_facts(given)
         if name.startswith("pgdyno-dw"):  # a local host with a disk, as from a doctor snapshot
-            facts.values.update(local=True, huge_page=2 * MiB, numa_nodes=2, autogroup=True,
-                                migration_cost=True, swap_bytes=4 * GiB)  # fmt: skip
-            facts.set("wal_free", 900 * GiB, "recorded")
             offered = ("mq-deadline", "kyber", "bfq", "none")
-            facts.devices["sdb"] = {"role": "data", "scheduler": "bfq", "read_ahead_kb": 128,
-                                    "schedulers": offered}  # fmt: skip
-        major = int(facts.values["pg"])
+            facts = dataclasses.replace(
+                facts, local=True, huge_page=2 * MiB, numa_nodes=2, autogroup=True,
+                migration_cost=True, swap_bytes=4 * GiB, wal_free=900 * GiB,
+                sources={**facts.sources, "wal_free": "recorded"},
+                devices=(Disk("sdb", "data", "bfq", offered, 128),),
+            )  # fmt: skip
+        major = facts.pg or 0
         current = {"shared_buffers": "128MB", "vm.swappiness": "60", "read_ahead_kb@sdb": "128"}
         found[name] = recommend(facts, recorded_settings(major), current)
     inputs = BaselineInputs(16, "web", 8 * GiB, cpus=2)
