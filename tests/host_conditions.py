@@ -1,8 +1,8 @@
 """Host conditions a test needs, made by the test itself, so that what it claims is checked on
 every host (a busy shared runner included) or skipped with the reason; never left to chance.
 
-- `cpu_hog`: another program busy on a CPU beside a run (the interference path), also inside
-  a quiet namespace, to flag some runs and not others.
+- `cpu_hog`: another program busy on a CPU beside a run (the interference path); also
+  detached, for pgdyno run in-process, or inside a quiet namespace, to flag some runs only.
 - `quiet_pgdyno`: pgdyno in a PID namespace of its own, where the only processes it can see are
   its own: no foreign CPU to flag, as in a container (the "quiet host" path). The rest of the
   machine still slows the runs, so no test asserts a noise level; only steal, which the
@@ -34,6 +34,24 @@ FLAG_PCT = 5.0
 
 
 HOG = (sys.executable, "-c", "while True: pass")
+HOG_NAME = "pgdyno-testhog"  # a detached hog's /proc/<pid>/comm (15 characters at most)
+# Detached twice (fork, the middle process exits): no descendant of the test process. Ends by
+# itself after two minutes should the test process die before it kills it.
+DETACHED_HOG = f"""
+import os, sys, time
+from pathlib import Path
+if os.fork():
+    os._exit(0)
+os.setsid()
+Path("/proc/self/comm").write_text("{HOG_NAME}")
+print(os.getpid(), flush=True)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 1)  # the starter's pipes closed: it returns now
+os.dup2(null, 2)
+end = time.monotonic() + 120
+while time.monotonic() < end:
+    pass
+"""
 
 
 def _children(pid: int) -> list[int]:
@@ -61,23 +79,62 @@ def _only_child(pid: int, timeout: float = 30) -> int:
 
 
 @contextmanager
-def cpu_hog(inside: subprocess.Popen[str] | None = None) -> Iterator[int]:
-    """A busy loop in a child process (a whole CPU: 50% of a 2-CPU machine), killed and reaped
-    when the block ends, whatever happens in it; yields its pid.
+def cpu_hog(
+    inside: subprocess.Popen[str] | None = None, *, detached: bool = False
+) -> Iterator[int]:
+    """A busy loop (a whole CPU: 50% of a 2-CPU machine), killed (and reaped) when the block
+    ends, whatever happens in it; yields its pid. Which pgdyno sees it as foreign:
 
-    Foreign to a pgdyno run as its own process (`conftest.pgdyno_process`), whose experiment is
-    its own descendants; NOT to pgdyno run in-process (`run_cli`), whose experiment then includes
-    every child of the test process, this one too. `inside`: a `quiet_process`, whose PID
-    namespace the hog joins (through nsenter, not as pgdyno's descendant), so pgdyno sees it."""
-    if inside is None:
+    - by default, a child of this process: a pgdyno run as its own process
+      (`conftest.pgdyno_process`), whose experiment is its own descendants; NOT pgdyno run
+      in-process (`run_cli`), whose experiment then includes every child of the test process;
+    - `detached`: re-parented away from this process (named HOG_NAME): any pgdyno, in-process
+      too; the kernel's reaper collects it;
+    - `inside`: a `quiet_process`, whose PID namespace it joins through nsenter, as no
+      descendant of pgdyno there."""
+    if detached:
+        with _detached_hog() as pid:
+            yield pid
+    elif inside is not None:
+        with _hog_inside(inside) as pid:
+            yield pid
+    else:
         child = subprocess.Popen(HOG, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             yield child.pid
         finally:
             child.kill()
             child.wait(timeout=30)
-        return
-    target = _only_child(inside.pid)  # pgdyno, as this namespace sees it
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"  # dead, not reaped yet: it takes no CPU
+
+
+@contextmanager
+def _detached_hog() -> Iterator[int]:
+    starter = subprocess.run(
+        [sys.executable, "-c", DETACHED_HOG], stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, check=True, timeout=30,
+    )  # fmt: skip
+    pid = int(starter.stdout.split()[0])
+    try:
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == HOG_NAME
+        yield pid
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+@contextmanager
+def _hog_inside(quiet: subprocess.Popen[str]) -> Iterator[int]:
+    target = _only_child(quiet.pid)  # pgdyno, in the namespace unshare made
     nsenter = subprocess.Popen(
         ["nsenter", "--target", str(target), "--pid", "--", *HOG],
         stdin=subprocess.DEVNULL, start_new_session=True,
