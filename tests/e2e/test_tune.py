@@ -288,6 +288,12 @@ def test_out_writes_files_naming_the_settings(
 # -- apply and rollback ----------------------------------------------------------------------------
 
 
+def advised_huge_pages(tune_json: str) -> int:
+    """The vm.nr_hugepages `tune --json` recommends (an estimate from shared_buffers)."""
+    settings = strict_loads(tune_json)["settings"]
+    return next(int(s["recommended"]) for s in settings if s["name"] == "vm.nr_hugepages")
+
+
 @pytest.fixture
 def huge_host(run_cli, workdir: Path, box: Sandbox) -> Iterator[dict[str, str]]:
     """host_guard's seeded host, with the huge pages tune asks for reserved beforehand, so that
@@ -298,9 +304,7 @@ def huge_host(run_cli, workdir: Path, box: Sandbox) -> Iterator[dict[str, str]]:
         pytest.skip("changes host settings: needs root")
     advice = run_cli(workdir, "tune", *SANDBOX, "--json")
     assert advice.code == 0, advice.stderr
-    pages = next(int(s["recommended"]) for s in strict_loads(advice.stdout)["settings"]
-                 if s["name"] == "vm.nr_hugepages")  # fmt: skip
-    with huge_pages(pages):
+    with huge_pages(advised_huge_pages(advice.stdout)):
         box.stop()
         box.start({}, owner_pid=None)
         try:
