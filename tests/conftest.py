@@ -69,6 +69,15 @@ def shared_workdir() -> Iterator[Path]:
     remove_workdir(path)
 
 
+@pytest.fixture(scope="session")
+def quiet_workdir() -> Iterator[Path]:
+    """A work directory only `host_conditions.quiet_pgdyno` measures in (its sandbox runs only
+    inside that command's PID namespace), shared so that its sandbox and datasets are made once."""
+    path = new_workdir()
+    yield path
+    remove_workdir(path)
+
+
 @pytest.fixture
 def box(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
     """A started sandbox of the embedded PostgreSQL, stopped afterwards."""

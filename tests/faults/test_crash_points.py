@@ -15,6 +15,7 @@ postgresql.auto.conf exactly as before. The number of points is printed (`-s` sh
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -25,7 +26,8 @@ from typing import Any
 import pytest
 
 from conftest import IS_ROOT, make_env
-from e2e.test_tune import host_state, pg_state, seeded_host
+from e2e.test_tune import advised_huge_pages, host_state, pg_state, seeded_host
+from host_conditions import huge_pages
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.journal import CRASH_ENV
 from pgdyno.postgres.binaries import Binaries
@@ -67,10 +69,10 @@ def sandbox(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sand
     box.stop()
 
 
-def sweep(workdir: Path, command: tuple[str, ...], state: Any) -> int:
+def sweep(workdir: Path, command: tuple[str, ...], state: Any) -> tuple[int, str]:
     """Kill `command` before and after each of its journal writes, in turn, until it runs to
     its end (no write N); `pgdyno rollback --yes` after each, and the state checked. Returns
-    the number of points a SIGKILL was delivered at."""
+    the number of points a SIGKILL was delivered at, and what the complete run printed."""
     before = state()
     points = 0
     for n in range(1, 500):
@@ -83,21 +85,33 @@ def sweep(workdir: Path, command: tuple[str, ...], state: Any) -> int:
             assert after == before, (point, _diff(before, after), back.stdout, back.stderr)
             if run.returncode == 0:  # the command had fewer writes: the sweep is complete
                 assert points >= 2, run.stderr
-                return points
+                return points, run.stdout
             assert run.returncode == -9, (point, run.returncode, run.stderr)
             points += 1
     raise AssertionError("more than 500 journal writes")
 
 
+@pytest.fixture
+def huge_host(workdir: Path, sandbox: Sandbox) -> Iterator[dict[str, str]]:
+    """host_guard's seeded host, with the huge pages tune asks for reserved beforehand, so that
+    every sweep reaches huge_pages = on (a kernel that cannot reserve them skips, visibly)."""
+    advice = pgdyno(workdir, "tune", "--sandbox", "--pg-version", "18", "--json")
+    assert advice.returncode == 0, advice.stderr
+    with huge_pages(advised_huge_pages(advice.stdout)), seeded_host(workdir) as before:
+        yield before
+
+
 def test_tune_apply_killed_at_every_journal_write(
-    workdir: Path, sandbox: Sandbox, host_guard: dict[str, str]
+    workdir: Path, sandbox: Sandbox, huge_host: dict[str, str]
 ) -> None:
     def state() -> tuple[dict[str, str], dict[str, Any]]:
         pg = running_state(sandbox)
         return host_state(workdir), {**pg, "settings": _stable(pg["settings"])}
 
-    command = ("tune", "--sandbox", "--pg-version", "18", "--apply", "--yes")
-    points = sweep(workdir, command, state)
+    command = ("tune", "--sandbox", "--pg-version", "18", "--apply", "--yes", "--json")
+    points, finished = sweep(workdir, command, state)
+    done = {a["name"]: a for a in json.loads(finished)["applied"]}
+    assert done["huge_pages"]["effective"] == "on", done  # the huge-page steps were swept
     print(f"tune --apply: {points} crash points, each rolled back exactly")
 
 
@@ -118,7 +132,7 @@ def test_compare_dsn_set_switch_killed_at_every_journal_write(
 
     command = ("compare", str(plan), "--dsn", server.conninfo(), "--data-dir",
                str(server.data_dir))  # fmt: skip
-    points = sweep(workdir, command, state)
+    points, _ = sweep(workdir, command, state)
     print(f"compare --dsn set switch: {points} crash points, each rolled back exactly")
 
 

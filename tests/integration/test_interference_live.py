@@ -5,34 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from host_conditions import HOG_NAME, cpu_hog
 from pgdyno.collect.interference import postmaster_of, server_pid
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
-
-HOG_NAME = "pgdyno-testhog"  # its /proc/<pid>/comm (15 characters at most)
-# Detached twice (fork, the middle process exits): the hog is no descendant of pytest, whose
-# pid is pgdyno's own when the CLI runs in-process. It ends by itself after two minutes.
-HOG = f"""
-import os, sys, time
-from pathlib import Path
-if os.fork():
-    os._exit(0)
-os.setsid()
-Path("/proc/self/comm").write_text("{HOG_NAME}")
-Path(sys.argv[1]).write_text(str(os.getpid()))
-end = time.monotonic() + 120
-while time.monotonic() < end:
-    pass
-"""
 
 
 def test_the_sandbox_postmaster_is_found_from_a_connection(box: Sandbox) -> None:
@@ -44,17 +25,10 @@ def test_the_sandbox_postmaster_is_found_from_a_connection(box: Sandbox) -> None
 
 
 @pytest.fixture
-def hog(tmp_path: Path) -> Iterator[int]:
-    pid_file = tmp_path / "hog.pid"
-    subprocess.run([sys.executable, "-c", HOG, str(pid_file)], check=True)
-    assert wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=10)
-    pid = int(pid_file.read_text())
-    try:
-        assert Path(f"/proc/{pid}/comm").read_text().strip() == HOG_NAME
+def hog() -> Iterator[int]:
+    """Detached: the CLI runs in-process, so pytest's pid is pgdyno's own."""
+    with cpu_hog(detached=True) as pid:
         yield pid
-    finally:
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not Path(f"/proc/{pid}").exists(), timeout=10)
 
 
 def bench_run(run_cli, workdir: Path) -> dict[str, object]:

@@ -40,6 +40,8 @@ def test_start_with_settings_then_stop(workdir: Path, cache_dir: Path, binaries:
     if IS_ROOT:
         assert uid_of(pid) == sandbox_user(True).uid  # never runs as root
         assert sandbox_user(True).name == SANDBOX_USER
+    else:  # a user's own sandbox runs as that user
+        assert uid_of(pid) == os.geteuid() and sandbox_user(False) is None
     with connect(box.conninfo()) as client:
         assert client.rows("SHOW work_mem")[0][0] == "7MB"
         assert client.rows("SHOW shared_buffers")[0][0] == "64MB"
