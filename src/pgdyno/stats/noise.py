@@ -132,9 +132,9 @@ def noise_report(
     >>> r.used, r.pairs, round(r.cv_pct, 2), round(r.pair_sd_pct, 2), r.round_seconds
     (6, 3, 1.86, 3.46, 16.0)
     >>> [(x.target, x.rounds) for x in r.resolve]
-    [('10%', 7), ('5%', 13), ('2%', 62)]
+    [('10%', 7), ('5%', 18), ('2%', 258)]
     >>> r.conclusion
-    'this host resolves 10% in about 2 min, 5% in about 3 min; 2% needs about 17 min'
+    'this host resolves 10% in about 2 min, 5% in about 5 min; 2% needs about 69 min'
     """
     if not (math.isfinite(run_seconds) and run_seconds > 0):
         raise ValueError(f"run_seconds must be a positive number, got {run_seconds}")

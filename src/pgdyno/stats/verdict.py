@@ -15,19 +15,18 @@ Method. The comparison works on the logarithms of the figures:
   more or less stable), and with 3-10 repeats the t quantile, not the normal one, sets the
   width. The interval is converted back with ``exp(x) - 1`` into a relative change in %.
 
-The verdict is "better" or "worse" only when the whole 97.5% interval (``COMPARE_CONFIDENCE``)
-lies on one side of zero (the change is detectable) *and* the observed change is at least
-``MIN_EFFECT_PCT`` (it matters). An A/A comparison (two sets of the same configuration) then
-says "no detectable difference" in about 97.5% of cases by construction of the interval, and
-more where the floor bites. The
-floor exists because the interval only accounts for random run-to-run noise: on a quiet host
-(CV of 1% or less) it becomes narrow enough to call changes of a few tenths of a percent, which
-small systematic effects the interleaving does not remove (data placement, the order of runs)
-can produce, and which no configuration change is worth acting on anyway. There it also cuts
-the interval's A/A false alarms further, since they are all small. At ordinary noise (CV
-around 3%) the interval is wider than the floor and decides alone; pgbench's skewed noise (a
-shared machine makes some runs slow, never fast) does not push the false alarms above the
-nominal 2.5% there. The unit tests simulate such noise.
+The verdict is "better" or "worse" only when the whole interval (at the plan's share of the plan-
+wide error, `pgdyno.stats.family`; 97.5% for one set and one cell) lies beyond ``MIN_EFFECT_PCT``
+on one side: every change it allows matters. An A/A comparison (two sets of the same configuration)
+then says "no detectable difference" in at least 97.5% of cases by construction of the interval,
+and more where the floor bites. The floor exists because the interval only accounts for random run-
+to-run noise: on a quiet host (CV of 1% or less) it becomes narrow enough to call changes of a few
+tenths of a percent, which small systematic effects the interleaving does not remove (data
+placement, the order of runs) can produce, and which no configuration change is worth acting on
+anyway. There it also cuts the interval's A/A false alarms further, since they are all small. At
+ordinary noise (CV around 3%) the interval is wider than the floor and decides alone; pgbench's
+skewed noise (a shared machine makes some runs slow, never fast) does not push the false alarms
+above the nominal rate there. The unit tests simulate such noise.
 
 How many repeats? ``repeats_needed`` (``pgdyno.stats.planning``) answers the planning
 question: with this noise, how many repeats per set would resolve a change of a given size, 90%
@@ -67,7 +66,7 @@ class Comparison:
     ci_low_pct: float | None  # 95% interval of change_pct; None when a side has n < 2
     ci_high_pct: float | None
     verdict: Verdict
-    noisy: bool  # a side's coefficient of variation is above NOISY_CV_PCT
+    noisy: bool  # the run-to-run spread is above NOISY_CV_PCT (paired: of the differences)
     # Per set (or rounds, when paired), to resolve a change of this size (see repeats_needed).
     repeats_needed: int | None
     # How the interval was made: "unpaired" (Welch), "paired" (within-round differences, one
@@ -91,8 +90,10 @@ def compare(
     *,
     higher_is_better: bool = True,
     min_effect_pct: float = MIN_EFFECT_PCT,
+    alpha: float = COMPARE_ALPHA,
 ) -> Comparison:
-    """The candidate's repeats against the baseline's (one figure, positive values).
+    """The candidate's repeats against the baseline's (one figure, positive values), the
+    interval at level ``1 - alpha``.
 
     ``change_pct`` is the ratio of geometric means minus one, in %. Its 95% interval is Welch's
     t-interval on the difference of mean logs. The verdict is ``BETTER``/``WORSE`` when the
@@ -127,7 +128,9 @@ def compare(
         sd_log = math.sqrt(sum(k * v for k, v in spreads) / sum(k for k, _ in spreads))
         if sd_log > 0 and abs(change_pct) > min_effect_pct:
             try:
-                needed = repeats_needed(sd_log, change_pct, min_effect_pct=min_effect_pct)
+                needed = repeats_needed(
+                    sd_log, change_pct, min_effect_pct=min_effect_pct, alpha=alpha
+                )
             except ValueError:  # the change rounds to zero or to the floor on the log scale
                 needed = None
 
@@ -141,7 +144,7 @@ def compare(
     else:
         # Welch-Satterthwaite degrees of freedom (between min(n)-1 and n_b+n_c-2).
         df = (a_b + a_c) ** 2 / (a_b**2 / (n_b - 1) + a_c**2 / (n_c - 1))
-        half = t_quantile(1.0 - COMPARE_ALPHA / 2.0, df) * se
+        half = t_quantile(1.0 - alpha / 2.0, df) * se
     ci_low_pct = 100.0 * math.expm1(diff - half)
     ci_high_pct = 100.0 * math.expm1(diff + half)
 
@@ -152,17 +155,20 @@ def compare(
 def decide(
     change_pct: float, low_pct: float, high_pct: float, higher_is_better: bool, floor_pct: float
 ) -> Verdict:
-    """Better or worse when the whole interval is on one side of zero and the change clears the
-    floor; no detectable difference otherwise.
+    """Better or worse when the whole interval is beyond the floor on one side: every change
+    it allows is an increase of at least ``floor_pct`` (or a decrease of at least that much);
+    no detectable difference otherwise. The point estimate does not decide: at an adaptive
+    stop it is biased away from zero (the rounds stop when it happens to be far out), the
+    interval's ends are not. ``change_pct`` is kept for the callers' records.
 
     >>> decide(5.0, 1.0, 9.0, True, 1.0), decide(-5.0, -9.0, -1.0, False, 1.0)
     ('better', 'better')
-    >>> decide(0.5, 0.1, 0.9, True, 1.0)
-    'no detectable difference'
+    >>> decide(0.5, 0.1, 0.9, True, 1.0), decide(3.0, 0.5, 5.5, True, 1.0)
+    ('no detectable difference', 'no detectable difference')
     """
-    if abs(change_pct) >= floor_pct:
-        if low_pct > 0:
-            return BETTER if higher_is_better else WORSE
-        if high_pct < 0:
-            return WORSE if higher_is_better else BETTER
+    del change_pct  # judged on the interval alone
+    if low_pct > 0 and low_pct >= floor_pct:
+        return BETTER if higher_is_better else WORSE
+    if high_pct < 0 and high_pct <= -floor_pct:
+        return WORSE if higher_is_better else BETTER
     return SAME
