@@ -92,6 +92,7 @@ def compare_rounds(
         _needed(sd, change_pct, sequential=sequential, min_effect_pct=min_effect_pct,
                 alpha=alpha),
         method="sequential" if sequential else "paired", pairs=n, left_out=left_out, sd_log=sd,
+        alpha=alpha,
     )  # fmt: skip
 
 
@@ -136,7 +137,9 @@ def _needed(
     if sd <= 0 or abs(change_pct) <= min_effect_pct:
         return None
     if sequential:
-        return rounds_to_detect(sd, change_pct, alpha=alpha / 2.0, min_effect_pct=min_effect_pct)
+        # The t-mixture at the comparison's alpha: what the intersection with the robust
+        # sequence gives under normal noise from about 20 rounds (pgdyno.stats.robust).
+        return rounds_to_detect(sd, change_pct, alpha=alpha, min_effect_pct=min_effect_pct)
     # The paired difference of n rounds has standard error sd/sqrt(n) = (sd/sqrt 2)*sqrt(2/n):
     # the two-sample planning formula with sd/sqrt(2) (its t has 2n-2 degrees of freedom
     # where the paired one has n-1, which only matters below about 5 rounds).

@@ -75,6 +75,7 @@ class Comparison:
     pairs: int | None = None  # complete rounds behind a paired interval
     left_out: int = 0  # runs without a partner in their round, not in a paired interval
     sd_log: float | None = None  # spread of the log figures (paired: of the differences)
+    alpha: float = COMPARE_ALPHA  # the interval is at 1 - alpha: the plan-wide error's share
 
 
 def _log_moments(values: Sequence[float]) -> tuple[int, float, float | None]:
@@ -135,7 +136,7 @@ def compare(
                 needed = None
 
     if var_b is None or var_c is None:
-        return Comparison(change_pct, None, None, SAME, noisy, needed, sd_log=sd_log)
+        return Comparison(change_pct, None, None, SAME, noisy, needed, sd_log=sd_log, alpha=alpha)
 
     a_b, a_c = var_b / n_b, var_c / n_c  # squared standard errors of the two mean logs
     se = math.sqrt(a_b + a_c)
@@ -149,7 +150,9 @@ def compare(
     ci_high_pct = 100.0 * math.expm1(diff + half)
 
     verdict = decide(change_pct, ci_low_pct, ci_high_pct, higher_is_better, min_effect_pct)
-    return Comparison(change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed, sd_log=sd_log)
+    return Comparison(
+        change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed, sd_log=sd_log, alpha=alpha
+    )
 
 
 def decide(
