@@ -36,7 +36,7 @@ MODELS = {
     "order effect": NoiseModel(first_faster=(0.02, 0.03)),
 }
 SEEDS = {name: 1300 + i for i, name in enumerate(MODELS)}  # A/A; +100 power, +200(+5) fixed
-AA_TRIALS = 10_000
+AA_TRIALS = 4_000
 AA_ROUNDS = 40  # the budget, in rounds, of the A/A procedures
 POWER_TRIALS = 4_000
 POWER_EFFECT_PCT = 3.0

@@ -48,7 +48,7 @@ CLIP: Final = 1.5  # Huber's tuning constant, in robust spreads
 LAMBDA_MAX: Final = 0.8  # the largest fraction of wealth bet on one round
 WARM: Final = 3  # differences needed before the first bet (a spread to scale by)
 MAD_TO_SD: Final = 1.4826  # the MAD of a normal sample times this estimates its sd
-_ITERATIONS: Final = 60
+_ITERATIONS: Final = 40  # reach / 2^40: far below any printed digit
 
 
 def _bets(diffs: Sequence[float], alpha: float) -> list[tuple[float, float]]:
