@@ -378,8 +378,8 @@ def _look(
     bounded = np.isfinite(low_log) & np.isfinite(high_log)
     low = np.where(bounded, 100.0 * np.expm1(low_log), -np.inf)
     high = np.where(bounded, 100.0 * np.expm1(high_log), np.inf)
-    better = bounded & (low > 0) & (low >= floor_pct)
-    worse = bounded & (high < 0) & (high <= -floor_pct)
+    better = bounded & (low > 0) & (high >= floor_pct)
+    worse = bounded & (high < 0) & (low <= -floor_pct)
     verdict = np.where(better, 1, np.where(worse, -1, 0))
     resolved = (verdict != 0) | (bounded & ((high - low) / 2.0 <= precision_pct))
     return verdict.astype(np.int64), resolved

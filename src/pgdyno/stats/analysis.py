@@ -17,10 +17,10 @@ from typing import Any
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.family import ErrorControl, family_size
 from pgdyno.stats.ladder import Ladder, ladder
-from pgdyno.stats.levels import COMPARE_ALPHA
+from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT
 from pgdyno.stats.paired import Rounds, compare_rounds
 from pgdyno.stats.summary import CellStats, describe
-from pgdyno.stats.verdict import Comparison, compare
+from pgdyno.stats.verdict import SAME, Comparison, compare, practically_equal
 
 CellKey = tuple[str, int, int]  # workload, scale, clients
 
@@ -104,25 +104,30 @@ def _warnings(runs: Sequence[RunOutcome], change: Comparison | None) -> tuple[st
             "hypervisor took CPU time during them (interference)",
             None,
         )
-    if change is None:
-        return tuple(seen)
+    for note in _change_notes(change) if change is not None else []:
+        seen.setdefault(note, None)
+    return tuple(seen)
+
+
+def _change_notes(change: Comparison) -> list[str]:
+    """What a reader of a comparison's verdict should know about its interval."""
+    notes = []
     if change.noisy:
-        seen.setdefault(
-            "noisy: repeats vary by more than 5%"
-            + (" within a round" if change.method != "unpaired" else ""),
-            None,
-        )
+        within = " within a round" if change.method != "unpaired" else ""
+        notes.append(f"noisy: repeats vary by more than 5%{within}")
     if change.method == "unpaired" and change.pairs is not None:
-        seen.setdefault("fewer than 2 complete rounds: judged unpaired", None)
+        notes.append("fewer than 2 complete rounds: judged unpaired")
     elif change.left_out:
         noun = "run" if change.left_out == 1 else "runs"
-        seen.setdefault(f"{change.left_out} {noun} without a partner in their round left out", None)
-    if change.verdict.startswith("no") and change.repeats_needed:
+        notes.append(f"{change.left_out} {noun} without a partner in their round left out")
+    if change.verdict == SAME and practically_equal(
+        change.ci_low_pct, change.ci_high_pct, MIN_EFFECT_PCT
+    ):
+        notes.append(f"practically equal: the whole interval is within +-{MIN_EFFECT_PCT:g}%")
+    elif change.verdict == SAME and change.repeats_needed:
         unit = "rounds" if change.method != "unpaired" else "repeats per set"
-        seen.setdefault(
-            f"about {change.repeats_needed} {unit} would resolve a change this size", None
-        )
-    return tuple(seen)
+        notes.append(f"about {change.repeats_needed} {unit} would resolve a change this size")
+    return notes
 
 
 def _usable(runs: Sequence[RunOutcome]) -> list[RunOutcome]:

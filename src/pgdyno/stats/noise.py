@@ -146,10 +146,10 @@ def noise_report(
     >>> r.used, r.pairs, round(r.cv_pct, 2), round(r.pair_sd_pct, 2), r.round_seconds
     (6, 3, 1.86, 3.46, 16.0)
     >>> [(x.target, x.rounds) for x in r.resolve]
-    [('10%', 7), ('5%', 18), ('2%', 258)]
+    [('10%', 7), ('5%', 13), ('2%', 62)]
     >>> print(r.conclusion)  # doctest: +NORMALIZE_WHITESPACE
-    this host resolves 10% in about 2 min (80 s to 17 min), 5% in about 5 min (2 min to 87 min);
-    2% needs about 69 min (22 min to more than 4.4 h)
+    this host resolves 10% in about 2 min (80 s to 14 min), 5% in about 3 min (2 min to 54 min);
+    2% needs about 17 min (6 min to more than 4.4 h)
     """
     if not (math.isfinite(run_seconds) and run_seconds > 0):
         raise ValueError(f"run_seconds must be a positive number, got {run_seconds}")

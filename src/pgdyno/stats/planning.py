@@ -35,21 +35,22 @@ def repeats_needed(
     at level ``alpha``. The difference of mean logs then has standard error
     ``se = sd_log * sqrt(2 / n)``, and ``n`` is the smallest count with
 
-    * ``(t(1 - alpha/2, 2n-2) + t(power, 2n-2)) * se <= |log(1 + effect/100)| -
-      |log(1 +/- min_effect/100)|``: the interval excludes every change smaller than the
-      ``min_effect_pct`` floor of the verdict (the usual sample-size formula with t instead of
-      normal quantiles and the floor in place of zero, counted up from the normal-quantile
-      answer since the t quantiles depend on ``n``). An effect at or below the floor is never
-      reported with probability above one half, so it raises ``ValueError``, as does a zero
-      effect.
+    * ``(t(1 - alpha/2, 2n-2) + t(power, 2n-2)) * se <= |log(1 + effect/100)|``: the interval
+      excludes zero (the usual sample-size formula with t instead of normal quantiles, counted
+      up from the normal-quantile answer since the t quantiles depend on ``n``), and
+    * ``t(power, 2n-2) * se <= |log(1 + effect/100)| - |log(1 +/- min_effect/100)|``: the
+      observed change also clears the ``min_effect_pct`` floor of the verdict with that
+      probability. This only binds when the effect is within a few tenths of the floor; an
+      effect at or below the floor is never reported with probability above one half, so it
+      raises ``ValueError``, as does a zero effect.
 
     The answer is at least 2 and at most ``MAX_REPEATS``, which means "that many or more".
     Without noise (``sd_log == 0``) 2 repeats suffice.
 
     >>> repeats_needed(0.03, 5.0)
-    17
+    11
     >>> repeats_needed(0.03, -5.0), repeats_needed(0.01, 5.0), repeats_needed(0.0, 5.0)
-    (15, 4, 2)
+    (10, 3, 2)
     """
     if not (math.isfinite(sd_log) and sd_log >= 0):
         raise ValueError(f"sd_log must be a finite number >= 0, got {sd_log}")
@@ -73,12 +74,15 @@ def repeats_needed(
         se = sd_log * math.sqrt(2.0 / n)
         t_power = t_quantile(power, 2 * n - 2)
         t_alpha = t_quantile(1.0 - alpha / 2.0, 2 * n - 2)
-        return (t_alpha + t_power) * se <= margin
+        return (t_alpha + t_power) * se <= effect and t_power * se <= margin
 
     normal = statistics.NormalDist()
     z_alpha, z_power = normal.inv_cdf(1.0 - alpha / 2.0), normal.inv_cdf(power)
-    # The same condition with normal quantiles gives a lower bound for n.
-    guess = 2.0 * (max(z_alpha + z_power, 0.0) * sd_log / margin) ** 2
+    # The same two conditions with normal quantiles give a lower bound for n.
+    guess = max(
+        2.0 * ((z_alpha + z_power) * sd_log / effect) ** 2,
+        2.0 * (max(z_power, 0.0) * sd_log / margin) ** 2,
+    )
     n = max(2, min(MAX_REPEATS, math.ceil(guess)))
     while n < MAX_REPEATS and not enough(n):
         n += 1

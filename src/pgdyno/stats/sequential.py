@@ -114,11 +114,11 @@ def rounds_to_detect(
     g: float = MIXTURE_G,
     min_effect_pct: float = 0.0,
 ) -> int:
-    """Rounds after which a true change of ``effect_pct`` is resolved (the sequence excludes
-    every change smaller than the ``min_effect_pct`` floor, in the direction of the effect)
-    with probability about 0.8, if the spread of the per-round differences is ``sd``: the
-    smallest ``n`` with ``half_width(n) + z(0.8) * sd / sqrt(n) <= |log(1 + effect)| -
-    |log(1 + floor)|``.
+    """Rounds after which a true change of ``effect_pct`` is resolved (the sequence excludes 0
+    and the change clears the ``min_effect_pct`` floor) with probability about 0.8, if the
+    spread of the per-round differences is ``sd``: the smallest ``n`` with
+    ``half_width(n) + z(0.8) * sd / sqrt(n) <= |log(1 + effect)|`` and
+    ``z(0.8) * sd / sqrt(n) <= |log(1 + effect)| - |log(1 + floor)|``.
 
     >>> rounds_to_detect(0.03, 3.0), rounds_to_detect(0.03, 10.0)
     (23, 6)
@@ -132,7 +132,7 @@ def rounds_to_detect(
 
     def enough(n: int) -> bool:
         spread = NORMAL_80 * sd / math.sqrt(n)
-        return half_width(n, sd, alpha=alpha, g=g) + spread <= effect - floor
+        return half_width(n, sd, alpha=alpha, g=g) + spread <= effect and spread <= effect - floor
 
     return _smallest_n(enough)
 

@@ -16,17 +16,18 @@ Method. The comparison works on the logarithms of the figures:
   width. The interval is converted back with ``exp(x) - 1`` into a relative change in %.
 
 The verdict is "better" or "worse" only when the whole interval (at the plan's share of the plan-
-wide error, `pgdyno.stats.family`; 97.5% for one set and one cell) lies beyond ``MIN_EFFECT_PCT``
-on one side: every change it allows matters. An A/A comparison (two sets of the same configuration)
-then says "no detectable difference" in at least 97.5% of cases by construction of the interval,
-and more where the floor bites. The floor exists because the interval only accounts for random run-
+wide error, `pgdyno.stats.family`; 97.5% for one set and one cell) lies on one side of zero (the
+change is detectable) *and* it reaches a change of at least ``MIN_EFFECT_PCT`` that way (the change
+may matter). An interval wholly inside +-``MIN_EFFECT_PCT`` is "practically equal": no detectable
+difference, said so in the notes. The floor is judged on the interval, not on the observed change:
+at an adaptive stop the observed change is biased away from zero, the interval is valid at any
+stop. An A/A comparison then says "no detectable difference" in at least 97.5% of cases by
+construction of the interval. The floor exists because the interval only accounts for random run-
 to-run noise: on a quiet host (CV of 1% or less) it becomes narrow enough to call changes of a few
 tenths of a percent, which small systematic effects the interleaving does not remove (data
 placement, the order of runs) can produce, and which no configuration change is worth acting on
-anyway. There it also cuts the interval's A/A false alarms further, since they are all small. At
-ordinary noise (CV around 3%) the interval is wider than the floor and decides alone; pgbench's
-skewed noise (a shared machine makes some runs slow, never fast) does not push the false alarms
-above the nominal rate there. The unit tests simulate such noise.
+anyway. pgbench's skewed noise (a shared machine makes some runs slow, never fast) does not push
+the false alarms above the nominal rate; the unit tests simulate such noise.
 
 How many repeats? ``repeats_needed`` (``pgdyno.stats.planning``) answers the planning
 question: with this noise, how many repeats per set would resolve a change of a given size, 90%
@@ -50,7 +51,16 @@ from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import describe, require_positive
 
-__all__ = ["BETTER", "SAME", "WORSE", "Comparison", "Verdict", "compare", "decide"]
+__all__ = [
+    "BETTER",
+    "SAME",
+    "WORSE",
+    "Comparison",
+    "Verdict",
+    "compare",
+    "decide",
+    "practically_equal",
+]
 
 Verdict = Literal["better", "worse", "no detectable difference"]
 BETTER: Final = "better"
@@ -155,23 +165,36 @@ def compare(
     )
 
 
+def practically_equal(low_pct: float | None, high_pct: float | None, floor_pct: float) -> bool:
+    """The whole interval lies inside ``(-floor, +floor)``: whatever the change, it is smaller
+    than the floor.
+
+    >>> practically_equal(-0.4, 0.7, 1.0), practically_equal(-0.4, 1.2, 1.0)
+    (True, False)
+    """
+    if low_pct is None or high_pct is None:
+        return False
+    return -floor_pct < low_pct and high_pct < floor_pct
+
+
 def decide(
     change_pct: float, low_pct: float, high_pct: float, higher_is_better: bool, floor_pct: float
 ) -> Verdict:
-    """Better or worse when the whole interval is beyond the floor on one side: every change
-    it allows is an increase of at least ``floor_pct`` (or a decrease of at least that much);
-    no detectable difference otherwise. The point estimate does not decide: at an adaptive
-    stop it is biased away from zero (the rounds stop when it happens to be far out), the
-    interval's ends are not. ``change_pct`` is kept for the callers' records.
+    """Better or worse when the whole interval is on one side of zero and it reaches a change
+    of at least ``floor_pct`` that way; no detectable difference otherwise. An interval wholly
+    inside ``(-floor, +floor)`` is practically equal (see `practically_equal`), even when it
+    excludes zero. The point estimate does not decide: at an adaptive stop it is biased away
+    from zero (the rounds stop when it happens to be far out); the interval is valid there.
+    ``change_pct`` is kept for the callers' records.
 
     >>> decide(5.0, 1.0, 9.0, True, 1.0), decide(-5.0, -9.0, -1.0, False, 1.0)
     ('better', 'better')
-    >>> decide(0.5, 0.1, 0.9, True, 1.0), decide(3.0, 0.5, 5.5, True, 1.0)
-    ('no detectable difference', 'no detectable difference')
+    >>> decide(0.5, 0.1, 0.9, True, 1.0), decide(0.9, 0.2, 1.6, True, 1.0)
+    ('no detectable difference', 'better')
     """
     del change_pct  # judged on the interval alone
-    if low_pct > 0 and low_pct >= floor_pct:
+    if low_pct > 0 and high_pct >= floor_pct:
         return BETTER if higher_is_better else WORSE
-    if high_pct < 0 and high_pct <= -floor_pct:
+    if high_pct < 0 and low_pct <= -floor_pct:
         return WORSE if higher_is_better else BETTER
     return SAME
