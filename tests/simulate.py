@@ -34,8 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pgdyno.experiment.rounds import rotated
-from pgdyno.stats.levels import COMPARE_ALPHA, MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats import robust
+from pgdyno.stats.levels import COMPARE_ALPHA, MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.paired import compare_rounds
 from pgdyno.stats.sequential import half_width
 from pgdyno.stats.stopping import MIN_ROUNDS, decide
@@ -323,7 +323,7 @@ class _Wealth:
         if todo.size:
             part = _Wealth(self.d[todo], self.scale[todo], self.fraction[todo], self.used[todo])
             low, high = inside[todo].copy(), outside[todo].copy()
-            for _ in range(robust._ITERATIONS):
+            for _ in range(robust.ITERATIONS):
                 mid = 0.5 * (low + high)
                 reached = part.log(mid, side) >= threshold
                 high = np.where(reached, mid, high)
@@ -332,9 +332,7 @@ class _Wealth:
         return end
 
 
-def _intersect(
-    packed: _Packed, n: Ints, t_low: Floats, t_high: Floats
-) -> tuple[Floats, Floats]:
+def _intersect(packed: _Packed, n: Ints, t_low: Floats, t_high: Floats) -> tuple[Floats, Floats]:
     """The t-mixture's ends intersected with the robust sequence's (their hull if disjoint).
     The robust ends are only computed where they may bind: where the t-mixture is unbounded
     or a robust gambler is already rich at a t-mixture end."""

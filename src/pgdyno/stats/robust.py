@@ -42,13 +42,13 @@ from typing import Final
 
 from pgdyno.stats.levels import COMPARE_ALPHA
 
-__all__ = ["CLIP", "LAMBDA_MAX", "WARM", "robust_interval"]
+__all__ = ["CLIP", "ITERATIONS", "LAMBDA_MAX", "MAD_TO_SD", "WARM", "robust_interval"]
 
 CLIP: Final = 1.5  # Huber's tuning constant, in robust spreads
 LAMBDA_MAX: Final = 0.8  # the largest fraction of wealth bet on one round
 WARM: Final = 3  # differences needed before the first bet (a spread to scale by)
 MAD_TO_SD: Final = 1.4826  # the MAD of a normal sample times this estimates its sd
-_ITERATIONS: Final = 40  # reach / 2^40: far below any printed digit
+ITERATIONS: Final = 40  # reach / 2^40: far below any printed digit
 
 
 def _bets(diffs: Sequence[float], alpha: float) -> list[tuple[float, float]]:
@@ -126,7 +126,7 @@ def _end(
         return -side * math.inf
     if _log_wealth(diffs, bets, inside, side) >= threshold:
         return inside
-    for _ in range(_ITERATIONS):
+    for _ in range(ITERATIONS):
         mid = 0.5 * (inside + outside)
         if _log_wealth(diffs, bets, mid, side) >= threshold:
             outside = mid
