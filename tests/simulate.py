@@ -13,10 +13,12 @@ Two implementations of that procedure live here:
   runner does. It costs about half a millisecond a look (the statistics module works in exact
   fractions), so some 40 seconds for 2000 comparisons of 40 rounds: too slow for every case.
 * `simulate` is its numpy twin, for thousands of comparisons at once: the same per-round log
-  differences, mean, standard deviation, interval (the half-width is linear in the spread, so
-  the factor of every round count comes from the real `half_width` or `t_quantile`), verdict
-  rule and stopping rule. The tests check that both give the same verdict, rounds, stop
-  reason, pairs and left-out runs on a sample of every noise model.
+  differences, mean, standard deviation, interval (the t-mixture's half-width is linear in the
+  spread, so the factor of every round count comes from the real `half_width` or
+  `t_quantile`; the robust betting sequence of `pgdyno.stats.robust` is recomputed with the
+  same bets and bisection, vectorised over trials), verdict rule and stopping rule. The tests
+  check that both give the same verdict, rounds, stop reason, pairs and left-out runs on a
+  sample of every noise model.
 
 Noise is generated on the log scale, run by run in the order the runs happen, then gathered
 into ``(trials, rounds, 2)`` arrays (column 0 is A, 1 is B).
@@ -32,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pgdyno.experiment.rounds import rotated
+from pgdyno.stats import robust
 from pgdyno.stats.levels import COMPARE_ALPHA, MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.paired import compare_rounds
 from pgdyno.stats.sequential import half_width
@@ -232,21 +235,134 @@ class Outcomes:
         return float(np.mean(hits))
 
 
-def _factors(rounds: int, sequential: bool) -> Floats:
-    """Half-width of the interval per unit of spread, for 0..rounds pairs (inf: none)."""
+def _factors(rounds: int, sequential: bool, alpha: float = COMPARE_ALPHA) -> Floats:
+    """Half-width of the interval per unit of spread, for 0..rounds pairs (inf: none): the
+    t-mixture at alpha/2 (its half of the intersection with the robust sequence), or the
+    one-look t-interval at alpha."""
     factors = np.full(rounds + 1, np.inf)
     for n in range(2, rounds + 1):
         if sequential:
-            factors[n] = half_width(n, 1.0)
+            factors[n] = half_width(n, 1.0, alpha=alpha / 2.0)
         else:
-            factors[n] = t_quantile(1.0 - COMPARE_ALPHA / 2.0, n - 1) / math.sqrt(n)
+            factors[n] = t_quantile(1.0 - alpha / 2.0, n - 1) / math.sqrt(n)
     return factors
 
 
+@dataclass(frozen=True)
+class _Packed:
+    """Each trial's paired differences moved to the front, in round order, with the robust
+    sequence's bets for each position (they depend on the positions before it only)."""
+
+    diffs: Floats  # (trials, rounds), NaN past the trial's last pair
+    scale: Floats
+    fraction: Floats
+
+    @classmethod
+    def of(cls, diffs: Floats, paired: Bools, alpha: float) -> _Packed:
+        trials, rounds = diffs.shape
+        order = np.argsort(~paired, axis=1, kind="stable")
+        packed = np.take_along_axis(np.where(paired, diffs, np.nan), order, axis=1)
+        scale, fraction = np.ones((trials, rounds)), np.zeros((trials, rounds))
+        target = 2.0 * math.log(2.0 / alpha)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for t in range(robust.WARM, rounds):
+                past = packed[:, :t]
+                centre = np.median(past, axis=1)
+                spread = robust.MAD_TO_SD * np.median(np.abs(past - centre[:, None]), axis=1)
+                bet = spread > 0.0
+                sc = np.where(bet, robust.CLIP * spread, 1.0)
+                square = (np.minimum(1.0, np.abs(past - centre[:, None]) / sc[:, None]) ** 2).sum(
+                    axis=1
+                )
+                mean_square = (0.25 + square) / (t + 1)
+                frac = np.sqrt(target / (mean_square * (t + 1) * math.log(t + 2)))
+                scale[:, t] = sc
+                fraction[:, t] = np.where(bet, np.minimum(robust.LAMBDA_MAX, frac), 0.0)
+        return cls(packed, np.nan_to_num(scale, nan=1.0), np.nan_to_num(fraction, nan=0.0))
+
+    def bounds(self, k: Ints, alpha: float, rows: Ints) -> tuple[Floats, Floats]:
+        """`robust.robust_interval`'s ends after the first ``k`` pairs of the trials ``rows``."""
+        sub = _Wealth.of(self, k[rows], rows)
+        centre = np.nanmedian(sub.d, axis=1)
+        bet_scale = np.where(sub.used, sub.scale, -np.inf).max(axis=1)
+        reach = np.nanmax(np.abs(sub.d - centre[:, None]), axis=1) + np.maximum(bet_scale, 1.0)
+        threshold = math.log(2.0 / alpha)
+        ends = [sub.end(centre, centre - side * reach, side, threshold) for side in (1, -1)]
+        return ends[0], ends[1]
+
+    def reaches(self, k: Ints, alpha: float, mu: Floats, side: int) -> Bools:
+        """Whether the robust gambler on ``side`` is rich at ``mu`` (the end lies beyond it)."""
+        sub = _Wealth.of(self, k, np.arange(len(k)))
+        return sub.log(mu, side) >= math.log(2.0 / alpha)
+
+
+@dataclass(frozen=True)
+class _Wealth:
+    """The bets of some trials, restricted to the pairs seen so far."""
+
+    d: Floats
+    scale: Floats
+    fraction: Floats
+    used: Bools
+
+    @classmethod
+    def of(cls, packed: _Packed, k: Ints, rows: Ints) -> _Wealth:
+        d = packed.diffs[rows]
+        used = np.arange(d.shape[1])[None, :] < k[:, None]
+        fraction = np.where(used, packed.fraction[rows], 0.0)
+        return cls(np.where(used, d, np.nan), packed.scale[rows], fraction, used)
+
+    def log(self, mu: Floats, side: int) -> Floats:
+        bets = np.clip((np.nan_to_num(self.d) - mu[:, None]) / self.scale, -1.0, 1.0)
+        return np.asarray(np.log1p(side * self.fraction * bets).sum(axis=1), dtype=np.float64)
+
+    def end(self, inside: Floats, outside: Floats, side: int, threshold: float) -> Floats:
+        end = np.where(self.log(outside, side) < threshold, -side * np.inf, np.nan)
+        end = np.where(np.isnan(end) & (self.log(inside, side) >= threshold), inside, end)
+        todo = np.flatnonzero(np.isnan(end))
+        if todo.size:
+            part = _Wealth(self.d[todo], self.scale[todo], self.fraction[todo], self.used[todo])
+            low, high = inside[todo].copy(), outside[todo].copy()
+            for _ in range(robust.ITERATIONS):
+                mid = 0.5 * (low + high)
+                reached = part.log(mid, side) >= threshold
+                high = np.where(reached, mid, high)
+                low = np.where(reached, low, mid)
+            end[todo] = 0.5 * (low + high)
+        return end
+
+
+def _intersect(packed: _Packed, n: Ints, t_low: Floats, t_high: Floats) -> tuple[Floats, Floats]:
+    """The t-mixture's ends intersected with the robust sequence's (their hull if disjoint).
+    The robust ends are only computed where they may bind: where the t-mixture is unbounded
+    or a robust gambler is already rich at a t-mixture end."""
+    alpha = COMPARE_ALPHA / 2.0
+    bounded = np.isfinite(t_low) & np.isfinite(t_high)
+    safe_low, safe_high = np.where(bounded, t_low, 0.0), np.where(bounded, t_high, 0.0)
+    binds = ~bounded | packed.reaches(n, alpha, safe_low, 1)
+    binds |= packed.reaches(n, alpha, safe_high, -1)
+    rows = np.flatnonzero(binds)
+    low, high = t_low.copy(), t_high.copy()
+    if rows.size:
+        r_low, r_high = packed.bounds(n, alpha, rows)
+        lo, hi = np.maximum(t_low[rows], r_low), np.minimum(t_high[rows], r_high)
+        empty = lo > hi
+        low[rows] = np.where(empty, np.minimum(t_low[rows], r_low), lo)
+        high[rows] = np.where(empty, np.maximum(t_high[rows], r_high), hi)
+    return low, high
+
+
 def _look(
-    diffs: Floats, paired: Bools, factors: Floats, precision_pct: float, floor_pct: float
+    diffs: Floats,
+    paired: Bools,
+    factors: Floats,
+    packed: _Packed | None,
+    goals: tuple[float, float],
 ) -> tuple[Ints, Bools]:
-    """Verdict codes and "resolved" after the rounds in `diffs`, as compare_rounds + is_resolved."""
+    """Verdict codes and "resolved" after the rounds in `diffs`, as compare_rounds + is_resolved
+    (`packed`: the robust sequence's bets, for the sequential interval; `goals`: the precision
+    and the floor, in %)."""
+    precision_pct, floor_pct = goals
     n = paired.sum(axis=1)
     if (n < 2).any():
         raise ValueError("fewer than 2 pairs: the twin has no unpaired fallback")
@@ -254,12 +370,15 @@ def _look(
     deviations = np.where(paired, diffs - mean[:, None], 0.0)
     sd = np.sqrt((deviations**2).sum(axis=1) / (n - 1))
     half = factors[n] * sd
-    change = 100.0 * np.expm1(mean)
-    bounded = np.isfinite(half)
-    low = np.where(bounded, 100.0 * np.expm1(mean - half), -np.inf)
-    high = np.where(bounded, 100.0 * np.expm1(mean + half), np.inf)
-    clears = np.abs(change) >= floor_pct
-    verdict = np.where(clears & (low > 0), 1, np.where(clears & (high < 0), -1, 0))
+    low_log, high_log = mean - half, mean + half
+    if packed is not None:  # the intersection with the robust sequence, else their hull
+        low_log, high_log = _intersect(packed, n, low_log, high_log)
+    bounded = np.isfinite(low_log) & np.isfinite(high_log)
+    low = np.where(bounded, 100.0 * np.expm1(low_log), -np.inf)
+    high = np.where(bounded, 100.0 * np.expm1(high_log), np.inf)
+    better = bounded & (low > 0) & (high >= floor_pct)
+    worse = bounded & (high < 0) & (low <= -floor_pct)
+    verdict = np.where(better, 1, np.where(worse, -1, 0))
     resolved = (verdict != 0) | (bounded & ((high - low) / 2.0 <= precision_pct))
     return verdict.astype(np.int64), resolved
 
@@ -280,12 +399,15 @@ def simulate(
     diffs = runs.log_tps[:, :, 1] - runs.log_tps[:, :, 0]
     paired = ~runs.flagged.any(axis=2)
     factors = _factors(max_rounds, sequential)
+    packed = _Packed.of(diffs, paired, COMPARE_ALPHA / 2.0) if sequential else None
     verdict = np.zeros(trials, dtype=np.int64)
     stopped = np.zeros(trials, dtype=np.int64)
     resolved = np.zeros(trials, dtype=np.bool_)
     ever = np.zeros(trials, dtype=np.bool_)
     for n in range(MIN_ROUNDS, max_rounds + 1):
-        codes, done = _look(diffs[:, :n], paired[:, :n], factors, precision_pct, min_effect_pct)
+        codes, done = _look(
+            diffs[:, :n], paired[:, :n], factors, packed, (precision_pct, min_effect_pct)
+        )
         ever |= codes != 0
         now = (stopped == 0) & (done | (n == max_rounds))
         verdict[now], stopped[now], resolved[now] = codes[now], n, done[now]

@@ -1,15 +1,18 @@
 """Rounds: how many, in which order, and for how long (adaptive repeats).
 
-A round runs every set (compare) or every cell (bench) once. With a fixed number of repeats
-the rounds are counted; with ``precision`` / ``budget`` they go on until
-`pgdyno.stats.stopping.decide` says stop. Within a round the sets run in an order rotated by
-one from round to round, so every set runs first, second, ... equally often and a position
-effect (the first run after a restart is slower, the cache warmer for the second) cancels in
-the paired differences instead of favouring one set.
+A round runs every set (compare) or every cell (bench) once. With a fixed number of repeats the
+rounds are counted; with ``precision`` / ``budget`` they go on until
+`pgdyno.stats.stopping.decide` says stop. `run_rounds` is the loop and `judge_round` the look
+after each round of a compare; `pgdyno.experiment.sets_runner` runs them with pgbench, and
+tests/unit/test_plan_error_sim.py with simulated pgbench outcomes. Within a round the sets run
+in an order rotated by one from round to round, so every set runs first, second, ... equally
+often and a position effect (the first run after a restart is slower, the cache warmer for the
+second) cancels in the paired differences instead of favouring one set.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -19,8 +22,11 @@ from typing import Final
 
 from pgdyno.errors import UsageError
 from pgdyno.records.rounds import RoundHistory
+from pgdyno.records.stored import RunOutcome
+from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.stats.levels import MAX_REPEATS
-from pgdyno.stats.stopping import MIN_ROUNDS, Decision
+from pgdyno.stats.stopping import MIN_ROUNDS, Decision, decide
+from pgdyno.stats.verdict import SAME, ChangeVerdict
 
 DEFAULT_PRECISION_PCT: Final = 2.0
 DEFAULT_BUDGET_S: Final = 20 * 60.0
@@ -124,3 +130,66 @@ class RoundLog:
             precision_pct=self.adaptive.precision_pct if self.adaptive else None,
             budget_s=self.adaptive.budget_s if self.adaptive else None,
         )
+
+
+def run_rounds[T](
+    items: Sequence[T],
+    log: RoundLog,
+    run_one: Callable[[T, int], None],
+    after: Callable[[int], bool],
+    name: Callable[[T], str],
+) -> int:
+    """Rounds of every item in rotated order until `after(round_no)` says stop; the rounds run.
+
+    >>> seen = []
+    >>> run_rounds("ab", RoundLog(None), lambda x, r: seen.append(x), lambda r: r == 3, str)
+    3
+    >>> "".join(seen)
+    'abbaab'
+    """
+    for round_no in itertools.count(1):
+        order = rotated(items, round_no)
+        log.begin([name(item) for item in order])
+        for item in order:
+            run_one(item, round_no)
+        log.end()
+        if after(round_no):
+            return round_no
+    raise AssertionError("unreachable: itertools.count does not end")
+
+
+# A set with no usable run yet in a cell (all failed or discarded): unresolved, time unknown.
+NOTHING_YET = ChangeVerdict(0.0, None, None, SAME, False, None)
+
+
+def watched(analysis: Analysis) -> list[ChangeVerdict]:
+    """The comparisons adaptive rounds wait for: TPS of every set against the baseline, and of
+    every ladder step against the step before (see pgdyno.stats.stopping)."""
+    found = [
+        r.tps_change or NOTHING_YET for r in analysis.results if r.set_name != analysis.baseline
+    ]
+    for _, lad in analysis.ladders:
+        found.extend(s.step_gain for s in lad.steps if s.step_gain is not None)
+    return found
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """What the look after a round judges: the sets in plan order, the baseline, the mode."""
+
+    set_names: tuple[str, ...]
+    baseline: str
+    mode: str
+
+
+def judge_round(
+    runs: Sequence[RunOutcome], plan: RoundPlan, adaptive: Adaptive, log: RoundLog, round_no: int
+) -> Analysis:
+    """The look after round `round_no`: every comparison with its always-valid interval at its
+    share of the plan-wide error, and whether to stop (set on `log.decision`)."""
+    analysis = analyse(runs, plan.set_names, plan.baseline, plan.mode, Judging(sequential=True))
+    log.decision = decide(
+        watched(analysis), precision_pct=adaptive.precision_pct, rounds=round_no,
+        elapsed_s=log.elapsed_s, round_s=log.round_s, budget_s=adaptive.budget_s,
+    )  # fmt: skip
+    return analysis

@@ -17,7 +17,6 @@ here, or `pgdyno.experiment.server_sets.ServerSwitcher` (ALTER SYSTEM on an exis
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -39,7 +38,7 @@ from pgdyno.experiment.bench import (
 )
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
-from pgdyno.experiment.rounds import RoundLog, rotated
+from pgdyno.experiment.rounds import RoundLog, RoundPlan, judge_round, run_rounds
 from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
 from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean
@@ -51,9 +50,6 @@ from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
 from pgdyno.records.stored import NewComparison
-from pgdyno.stats.analysis import Analysis, Judging, analyse
-from pgdyno.stats.stopping import decide
-from pgdyno.stats.verdict import SAME, ChangeVerdict
 from pgdyno.store.interface import ComparisonsBackend
 
 
@@ -237,35 +233,17 @@ def run_compare(
         if comparison_id is not None:
             comparisons.resume(comparison_id)  # running again, owned by this process
             run.finish_on_exit(comparison_id)
-        for round_no in itertools.count(1):
-            order = rotated(checked, round_no)
-            run.rounds.begin([c.name for c in order])
-            for checked_set in order:
-                run.run_set(checked_set, round_no)
-            run.rounds.end()
+
+        def after(round_no: int) -> bool:
             stop = run.enough(round_no)
             if run.comparison_id is not None:
                 comparisons.record_rounds(run.comparison_id, run.rounds.history())
-            if stop:
-                break
+            return stop
+
+        run_rounds(checked, run.rounds, run.run_set, after, lambda c: c.name)
     if run.comparison_id is None:  # only when the plan had no set to run
         raise UsageError(f"{plan.path} has no configuration set to run: add a set to the plan.")
     return CompareOutcome(run.comparison_id, session_id, run.made, run.skipped, run.rounds)
-
-
-# A set with no usable run yet in a cell (all failed or discarded): unresolved, time unknown.
-NOTHING_YET = ChangeVerdict(0.0, None, None, SAME, False, None)
-
-
-def watched(analysis: Analysis) -> list[ChangeVerdict]:
-    """The comparisons adaptive rounds wait for: TPS of every set against the baseline, and of
-    every ladder step against the step before (see pgdyno.stats.stopping)."""
-    found = [
-        r.tps_change or NOTHING_YET for r in analysis.results if r.set_name != analysis.baseline
-    ]
-    for _, lad in analysis.ladders:
-        found.extend(s.step_gain for s in lad.steps if s.step_gain is not None)
-    return found
 
 
 @dataclass
@@ -304,16 +282,10 @@ class _CompareRun:
         if self.comparison_id is None:
             return True  # nothing was connected: nothing to judge
         plan = self.plan.spec
-        analysis = analyse(
-            self.comparisons.runs(self.comparison_id), [c.name for c in self.checked],
-            plan.baseline_name, plan.mode, Judging(sequential=True),
-        )  # fmt: skip
-        rounds = self.rounds
-        rounds.decision = decide(
-            watched(analysis), precision_pct=adaptive.precision_pct, rounds=round_no,
-            elapsed_s=rounds.elapsed_s, round_s=rounds.round_s, budget_s=adaptive.budget_s,
-        )  # fmt: skip
-        return rounds.decision.stop
+        judged = RoundPlan(tuple(c.name for c in self.checked), plan.baseline_name, plan.mode)
+        runs = self.comparisons.runs(self.comparison_id)
+        judge_round(runs, judged, adaptive, self.rounds, round_no)
+        return self.rounds.decision is not None and self.rounds.decision.stop
 
     def planned_rounds(self) -> int:
         """Rounds the progress bar plans for: the repeats, or as many as the budget could hold

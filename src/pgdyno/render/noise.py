@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pgdyno.formatting import fmt
-from pgdyno.stats.noise import NoiseReport, Resolution, about
+from pgdyno.stats.noise import NoiseReport, Resolution, about, span
 
 
 def _pct(value: float | None, signed: bool = False) -> str:
@@ -80,9 +80,10 @@ def _figures(report: NoiseReport, cell: str) -> Table:
 
 def _resolution_table(rows: Sequence[Resolution]) -> Table:
     # Rounds of `compare --precision/--budget` on two sets: its 97.5% always-valid interval,
-    # a true change of that size found about 80% of the time (pgdyno.stats.sequential).
+    # a true change of that size found about 80% of the time (pgdyno.stats.sequential); the
+    # 90% interval of the forecast from that of the paired spread (pgdyno.stats.noise).
     table = Table(title="an A vs B compare here (adaptive)", title_justify="left")
-    for name in ("to", "rounds (A+B)", "machine time"):
+    for name in ("to", "rounds (A+B)", "machine time", "90% interval"):
         table.add_column(name, justify="left" if name == "to" else "right")
     for row in rows:
         what = (
@@ -91,7 +92,7 @@ def _resolution_table(rows: Sequence[Resolution]) -> Table:
             else (f"reach {row.target} precision")
         )
         more = ">= " if row.capped else ""
-        table.add_row(what, f"{more}{row.rounds}", f"{more}{about(row.seconds)}")
+        table.add_row(what, f"{more}{row.rounds}", f"{more}{about(row.seconds)}", span(row))
     return table
 
 

@@ -70,9 +70,22 @@ def rounds_summary(rounds: RoundHistory) -> str:
     return f"{head} (adaptive), {took}: {why}."
 
 
+def level(analysis: Analysis) -> str:
+    """The confidence level every interval of the analysis is at (the plan-wide error's share).
+
+    >>> from pgdyno.stats.family import ErrorControl
+    >>> level(Analysis("a", "sets", (), (), ErrorControl(2))), level(
+    ...     Analysis("a", "sets", (), (), ErrorControl(8)))
+    ('97.5%', '99.38%')
+    """
+    return f"{100.0 * (1.0 - analysis.error_control.alpha):.4g}%"
+
+
 def verdict_table(analysis: Analysis, title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for name in ("cell", "set", "runs", "TPS median", "CV %", "TPS change vs baseline [97.5% CI]",
+    table.caption = f"error control: {analysis.error_control.text}"
+    for name in ("cell", "set", "runs", "TPS median", "CV %",
+                 f"TPS change vs baseline [{level(analysis)} CI]",
                  "p99 ms", "p99 change", "verdict (TPS)", "notes"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("cell", "set", "notes") else "right")
     for r in analysis.results:
@@ -94,7 +107,7 @@ def ladder_tables(analysis: Analysis) -> list[Table]:
     tables = []
     for (workload, scale, clients), lad in analysis.ladders:
         table = Table(title=f"ladder: {workload} s{scale} c{clients}", title_justify="left")
-        for name in ("step", "TPS median", "level", "step gain [97.5% CI]", "verdict",
+        for name in ("step", "TPS median", "level", f"step gain [{level(analysis)} CI]", "verdict",
                      "cumulative"):  # fmt: skip
             table.add_column(name, justify="left" if name == "step" else "right")
         for step in lad.steps:

@@ -35,7 +35,6 @@ from pgdyno.report.selection import (
 )
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
 from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
-from pgdyno.stats.levels import COMPARE_CONFIDENCE
 from pgdyno.stats.summary import describe
 from pgdyno.store.encode import to_json
 
@@ -364,7 +363,8 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "source": data.source,
         "generated_at": generated_at,
         "pgdyno_version": version,
-        "confidence_pct": round(COMPARE_CONFIDENCE * 100, 1),
+        "confidence_pct": round((1.0 - analysis.error_control.alpha) * 100, 3),
+        "error_control": analysis.error_control.as_dict(),
         "notes": _notes(data, len(cells)),
         "groups": [
             {

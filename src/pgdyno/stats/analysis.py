@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pgdyno.records.stored import RunOutcome
+from pgdyno.stats.family import ErrorControl, family_size
 from pgdyno.stats.ladder import Ladder, ladder
+from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT
 from pgdyno.stats.paired import Rounds, compare_rounds
 from pgdyno.stats.summary import CellStats, describe
-from pgdyno.stats.verdict import ChangeVerdict, compare
+from pgdyno.stats.verdict import SAME, ChangeVerdict, compare, practically_equal
 
 CellKey = tuple[str, int, int]  # workload, scale, clients
 
@@ -30,14 +32,19 @@ class Judging:
 
     paired: bool = True
     sequential: bool = False
+    alpha: float = COMPARE_ALPHA  # this comparison's share of the plan-wide error
 
     def __call__(self, base: Rounds, cand: Rounds, higher_is_better: bool = True) -> ChangeVerdict:
         """`base` against `cand`, one figure."""
         if self.paired:
             return compare_rounds(
-                base, cand, higher_is_better=higher_is_better, sequential=self.sequential
-            )
-        return compare(list(base.values()), list(cand.values()), higher_is_better=higher_is_better)
+                base, cand, higher_is_better=higher_is_better, sequential=self.sequential,
+                alpha=self.alpha,
+            )  # fmt: skip
+        return compare(
+            list(base.values()), list(cand.values()), higher_is_better=higher_is_better,
+            alpha=self.alpha,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -65,11 +72,13 @@ class Analysis:
     mode: str
     results: tuple[SetResult, ...]
     ladders: tuple[tuple[CellKey, Ladder], ...]  # per cell, for ladder plans
+    error_control: ErrorControl  # the plan-wide rule every verdict above follows
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "baseline": self.baseline,
             "mode": self.mode,
+            "error_control": self.error_control.as_dict(),
             "results": [r.as_dict() for r in self.results],
             "ladders": [
                 {"cell": {"workload": k[0], "scale": k[1], "clients": k[2]}, **asdict(lad)}
@@ -95,21 +104,30 @@ def _warnings(runs: Sequence[RunOutcome], change: ChangeVerdict | None) -> tuple
             "hypervisor took CPU time during them (interference)",
             None,
         )
-    if change is None:
-        return tuple(seen)
+    for note in _change_notes(change) if change is not None else []:
+        seen.setdefault(note, None)
+    return tuple(seen)
+
+
+def _change_notes(change: ChangeVerdict) -> list[str]:
+    """What a reader of a comparison's verdict should know about its interval."""
+    notes = []
     if change.noisy:
-        seen.setdefault("noisy: repeats vary by more than 5%", None)
+        within = " within a round" if change.method != "unpaired" else ""
+        notes.append(f"noisy: repeats vary by more than 5%{within}")
     if change.method == "unpaired" and change.pairs is not None:
-        seen.setdefault("fewer than 2 complete rounds: judged unpaired", None)
+        notes.append("fewer than 2 complete rounds: judged unpaired")
     elif change.left_out:
         noun = "run" if change.left_out == 1 else "runs"
-        seen.setdefault(f"{change.left_out} {noun} without a partner in their round left out", None)
-    if change.verdict.startswith("no") and change.repeats_needed:
+        notes.append(f"{change.left_out} {noun} without a partner in their round left out")
+    if change.verdict == SAME and practically_equal(
+        change.ci_low_pct, change.ci_high_pct, MIN_EFFECT_PCT
+    ):
+        notes.append(f"practically equal: the whole interval is within +-{MIN_EFFECT_PCT:g}%")
+    elif change.verdict == SAME and change.repeats_needed:
         unit = "rounds" if change.method != "unpaired" else "repeats per set"
-        seen.setdefault(
-            f"about {change.repeats_needed} {unit} would resolve a change this size", None
-        )
-    return tuple(seen)
+        notes.append(f"about {change.repeats_needed} {unit} would resolve a change this size")
+    return notes
 
 
 def _usable(runs: Sequence[RunOutcome]) -> list[RunOutcome]:
@@ -144,10 +162,12 @@ def analyse(
     >>> result.set_name, round(result.tps_change.change_pct), result.tps_change.verdict
     ('b', 20, 'better')
     """
-    judge = judging or Judging()
     by_cell: dict[CellKey, dict[str, list[RunOutcome]]] = {}
     for run in runs:
         by_cell.setdefault(_key(run), {}).setdefault(str(run.set_name), []).append(run)
+    # Every verdict takes its share of the plan-wide error (pgdyno.stats.family).
+    control = ErrorControl(family_size(len(set_names), len(by_cell), ladder=mode == "ladder"))
+    judge = replace(judging or Judging(), alpha=control.alpha)
     results: list[SetResult] = []
     ladders: list[tuple[CellKey, Ladder]] = []
     for cell in sorted(by_cell):
@@ -157,7 +177,7 @@ def analyse(
             steps = [(name, _by_round(_usable(per_set.get(name, [])), "tps")) for name in set_names]
             if all(values for _, values in steps):
                 ladders.append((cell, ladder(steps, judge=judge.__call__)))
-    return Analysis(baseline, mode, tuple(results), tuple(ladders))
+    return Analysis(baseline, mode, tuple(results), tuple(ladders), control)
 
 
 def _cell_results(

@@ -14,7 +14,13 @@ times and TPS this module computes:
   tilt it, as it would a least-squares line), with its 95% interval;
 * the machine time the adaptive method (``precision`` / ``budget``) needs here to resolve a
   change of 10%, 5% and 2% (`rounds_to_detect`, about 80% of the time) and to reach the default
-  precision of +-2% (`rounds_for_precision`), times the seconds one round of two runs took.
+  precision of +-2% (`rounds_for_precision`), times the seconds one round of two runs took;
+* with each forecast, its 90% interval: the rounds at the ends of the chi-square interval of
+  the paired spread (``(k - 1) s^2 / sigma^2`` has ``k - 1`` degrees of freedom for ``k`` normal
+  differences). Two calibrations of a few minutes differ mostly by this: with 15 pairs the
+  spread is known to about +-30%, the rounds (which go with its square) to a factor of two.
+  Slow runs that escape the interference flag make the spread's own spread larger still, so the
+  interval is a lower bound on the uncertainty there.
 
 Runs flagged for interference (other processes or the hypervisor took CPU time) are counted
 and left out of every figure, as the verdicts leave them out; a pair with a flagged run forms
@@ -40,6 +46,8 @@ __all__ = [
     "Resolution",
     "about",
     "noise_report",
+    "span",
+    "spread_interval",
     "top_foreign",
 ]
 
@@ -47,6 +55,7 @@ EFFECTS_PCT: Final = (10.0, 5.0, 2.0)  # the changes the seeds measured range fr
 PRECISION_PCT: Final = 2.0  # the adaptive method's default precision (experiment/rounds.py)
 DRIFT_METHOD: Final = "scipy.stats.theilslopes"
 TOP_COMMANDS: Final = 3
+FORECAST_CONFIDENCE: Final = 0.90
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +77,11 @@ class Resolution:
     rounds: int
     seconds: float
     capped: bool  # rounds reached MAX_REPEATS: "that many or more"
+    # The 90% interval of the forecast, from that of the paired spread (FORECAST_CONFIDENCE).
+    rounds_low: int | None = None
+    rounds_high: int | None = None
+    seconds_low: float | None = None
+    seconds_high: float | None = None
 
     @property
     def target(self) -> str:
@@ -133,8 +147,9 @@ def noise_report(
     (6, 3, 1.86, 3.46, 16.0)
     >>> [(x.target, x.rounds) for x in r.resolve]
     [('10%', 7), ('5%', 13), ('2%', 62)]
-    >>> r.conclusion
-    'this host resolves 10% in about 2 min, 5% in about 3 min; 2% needs about 17 min'
+    >>> print(r.conclusion)  # doctest: +NORMALIZE_WHITESPACE
+    this host resolves 10% in about 2 min (80 s to 14 min), 5% in about 3 min (2 min to 54 min);
+    2% needs about 17 min (6 min to more than 4.4 h)
     """
     if not (math.isfinite(run_seconds) and run_seconds > 0):
         raise ValueError(f"run_seconds must be a positive number, got {run_seconds}")
@@ -150,10 +165,14 @@ def noise_report(
     resolve: tuple[Resolution, ...] = ()
     precision = None
     if pair_sd is not None:
-        resolve = tuple(_resolution("change", e, _detect(pair_sd, e), round_s) for e in effects_pct)
-        precision = _resolution(
-            "precision", precision_pct, rounds_for_precision(pair_sd, precision_pct), round_s
+        sds = (pair_sd, *spread_interval(pair_sd, len(diffs)))
+        resolve = tuple(
+            _resolution("change", e, [_detect(sd, e) for sd in sds], round_s) for e in effects_pct
         )
+        precision = _resolution(
+            "precision", precision_pct,
+            [rounds_for_precision(sd, precision_pct) for sd in sds], round_s,
+        )  # fmt: skip
     return NoiseReport(
         runs=len(runs),
         flagged=len(runs) - len(clean),
@@ -183,9 +202,34 @@ def _detect(sd: float, effect_pct: float) -> int:
 
 
 def _resolution(
-    kind: Literal["change", "precision"], pct: float, rounds: int, round_s: float
+    kind: Literal["change", "precision"], pct: float, rounds: Sequence[int], round_s: float
 ) -> Resolution:
-    return Resolution(kind, pct, rounds, rounds * round_s, rounds >= MAX_REPEATS)
+    """From the rounds at the measured spread and at the low and high ends of its interval."""
+    mid, low, high = rounds
+    return Resolution(
+        kind, pct, mid, mid * round_s, mid >= MAX_REPEATS, low, high, low * round_s,
+        high * round_s,
+    )  # fmt: skip
+
+
+def spread_interval(
+    sd: float, k: int, confidence: float = FORECAST_CONFIDENCE
+) -> tuple[float, float]:
+    """The ``confidence`` interval of the standard deviation of normal values, from the sample
+    sd of ``k`` of them (chi-square with ``k - 1`` degrees of freedom).
+
+    >>> [round(x, 4) for x in spread_interval(0.03, 16)]
+    [0.0232, 0.0431]
+    """
+    if k < 2:
+        return sd, sd
+    from scipy.stats import chi2  # on first use, as theilslopes
+
+    tail = (1.0 - confidence) / 2.0
+    df = k - 1
+    low = sd * math.sqrt(df / float(chi2.ppf(1.0 - tail, df)))
+    high = sd * math.sqrt(df / float(chi2.ppf(tail, df)))
+    return low, high
 
 
 def paired_differences(runs: Sequence[NoiseRun]) -> list[float]:
@@ -261,7 +305,24 @@ def about(seconds: float) -> str:
 
 
 def _phrase(row: Resolution) -> str:
-    return f"{'more than' if row.capped else 'about'} {about(row.seconds)}"
+    text = f"{'more than' if row.capped else 'about'} {about(row.seconds)}"
+    if not row.capped and row.seconds_low is not None:
+        text += f" ({span(row)})"
+    return text
+
+
+def span(row: Resolution) -> str:
+    """The forecast's interval in machine time, as a person says it.
+
+    >>> span(Resolution("change", 5.0, 18, 288.0, False, 9, 40, 144.0, 640.0))
+    '2 min to 11 min'
+    >>> span(Resolution("change", 2.0, 258, 4128.0, False, 80, 1000, 1280.0, 16000.0))
+    '21 min to more than 4.4 h'
+    """
+    if row.seconds_low is None or row.seconds_high is None:
+        return "-"
+    more = "more than " if row.rounds_high is not None and row.rounds_high >= MAX_REPEATS else ""
+    return f"{about(row.seconds_low)} to {more}{about(row.seconds_high)}"
 
 
 def conclusion(report: NoiseReport) -> str:

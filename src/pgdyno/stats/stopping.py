@@ -82,9 +82,10 @@ def rounds_left(change: ChangeVerdict, precision_pct: float) -> int | None:
     "narrow enough" and "resolves a true change of the size seen"; None without a spread."""
     if change.sd_log is None or not change.pairs:
         return None
-    needed = rounds_for_precision(change.sd_log, precision_pct)
+    needed = rounds_for_precision(change.sd_log, precision_pct, alpha=change.alpha)
     if abs(change.change_pct) > MIN_EFFECT_PCT:
         needed = min(needed, rounds_to_detect(change.sd_log, change.change_pct,
+                                              alpha=change.alpha,
                                               min_effect_pct=MIN_EFFECT_PCT))  # fmt: skip
     return max(1, needed - change.pairs)
 

@@ -12,6 +12,7 @@ commands never compute an interval.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 __all__ = ["t_cdf", "t_quantile"]
 
@@ -35,6 +36,7 @@ def t_cdf(t: float, df: float) -> float:
     return float(student.cdf(t, df))
 
 
+@lru_cache(maxsize=4096)  # every look after a round asks for the same few quantiles again
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` (> 0, real) degrees of freedom.
 

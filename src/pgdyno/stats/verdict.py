@@ -15,19 +15,19 @@ Method. The comparison works on the logarithms of the figures:
   more or less stable), and with 3-10 repeats the t quantile, not the normal one, sets the
   width. The interval is converted back with ``exp(x) - 1`` into a relative change in %.
 
-The verdict is "better" or "worse" only when the whole 97.5% interval (``COMPARE_CONFIDENCE``)
-lies on one side of zero (the change is detectable) *and* the observed change is at least
-``MIN_EFFECT_PCT`` (it matters). An A/A comparison (two sets of the same configuration) then
-says "no detectable difference" in about 97.5% of cases by construction of the interval, and
-more where the floor bites. The
-floor exists because the interval only accounts for random run-to-run noise: on a quiet host
-(CV of 1% or less) it becomes narrow enough to call changes of a few tenths of a percent, which
-small systematic effects the interleaving does not remove (data placement, the order of runs)
-can produce, and which no configuration change is worth acting on anyway. There it also cuts
-the interval's A/A false alarms further, since they are all small. At ordinary noise (CV
-around 3%) the interval is wider than the floor and decides alone; pgbench's skewed noise (a
-shared machine makes some runs slow, never fast) does not push the false alarms above the
-nominal 2.5% there. The unit tests simulate such noise.
+The verdict is "better" or "worse" only when the whole interval (at the plan's share of the plan-
+wide error, `pgdyno.stats.family`; 97.5% for one set and one cell) lies on one side of zero (the
+change is detectable) *and* it reaches a change of at least ``MIN_EFFECT_PCT`` that way (the change
+may matter). An interval wholly inside +-``MIN_EFFECT_PCT`` is "practically equal": no detectable
+difference, said so in the notes. The floor is judged on the interval, not on the observed change:
+at an adaptive stop the observed change is biased away from zero, the interval is valid at any
+stop. An A/A comparison then says "no detectable difference" in at least 97.5% of cases by
+construction of the interval. The floor exists because the interval only accounts for random run-
+to-run noise: on a quiet host (CV of 1% or less) it becomes narrow enough to call changes of a few
+tenths of a percent, which small systematic effects the interleaving does not remove (data
+placement, the order of runs) can produce, and which no configuration change is worth acting on
+anyway. pgbench's skewed noise (a shared machine makes some runs slow, never fast) does not push
+the false alarms above the nominal rate; the unit tests simulate such noise.
 
 How many repeats? ``repeats_needed`` (``pgdyno.stats.planning``) answers the planning
 question: with this noise, how many repeats per set would resolve a change of a given size, 90%
@@ -51,7 +51,16 @@ from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import describe, require_positive
 
-__all__ = ["BETTER", "SAME", "WORSE", "ChangeVerdict", "Verdict", "compare", "decide"]
+__all__ = [
+    "BETTER",
+    "SAME",
+    "WORSE",
+    "ChangeVerdict",
+    "Verdict",
+    "compare",
+    "decide",
+    "practically_equal",
+]
 
 Verdict = Literal["better", "worse", "no detectable difference"]
 BETTER: Final = "better"
@@ -68,7 +77,7 @@ class ChangeVerdict:
     ci_low_pct: float | None  # 95% interval of change_pct; None when a side has n < 2
     ci_high_pct: float | None
     verdict: Verdict
-    noisy: bool  # a side's coefficient of variation is above NOISY_CV_PCT
+    noisy: bool  # the run-to-run spread is above NOISY_CV_PCT (paired: of the differences)
     # Per set (or rounds, when paired), to resolve a change of this size (see repeats_needed).
     repeats_needed: int | None
     # How the interval was made: "unpaired" (Welch), "paired" (within-round differences, one
@@ -77,6 +86,7 @@ class ChangeVerdict:
     pairs: int | None = None  # complete rounds behind a paired interval
     left_out: int = 0  # runs without a partner in their round, not in a paired interval
     sd_log: float | None = None  # spread of the log figures (paired: of the differences)
+    alpha: float = COMPARE_ALPHA  # the interval is at 1 - alpha: the plan-wide error's share
 
 
 def _log_moments(values: Sequence[float]) -> tuple[int, float, float | None]:
@@ -92,8 +102,10 @@ def compare(
     *,
     higher_is_better: bool = True,
     min_effect_pct: float = MIN_EFFECT_PCT,
+    alpha: float = COMPARE_ALPHA,
 ) -> ChangeVerdict:
-    """The candidate's repeats against the baseline's (one figure, positive values).
+    """The candidate's repeats against the baseline's (one figure, positive values), the
+    interval at level ``1 - alpha``.
 
     ``change_pct`` is the ratio of geometric means minus one, in %. Its 95% interval is Welch's
     t-interval on the difference of mean logs. The verdict is ``BETTER``/``WORSE`` when the
@@ -128,12 +140,16 @@ def compare(
         sd_log = math.sqrt(sum(k * v for k, v in spreads) / sum(k for k, _ in spreads))
         if sd_log > 0 and abs(change_pct) > min_effect_pct:
             try:
-                needed = repeats_needed(sd_log, change_pct, min_effect_pct=min_effect_pct)
+                needed = repeats_needed(
+                    sd_log, change_pct, min_effect_pct=min_effect_pct, alpha=alpha
+                )
             except ValueError:  # the change rounds to zero or to the floor on the log scale
                 needed = None
 
     if var_b is None or var_c is None:
-        return ChangeVerdict(change_pct, None, None, SAME, noisy, needed, sd_log=sd_log)
+        return ChangeVerdict(
+            change_pct, None, None, SAME, noisy, needed, sd_log=sd_log, alpha=alpha
+        )
 
     a_b, a_c = var_b / n_b, var_c / n_c  # squared standard errors of the two mean logs
     se = math.sqrt(a_b + a_c)
@@ -142,28 +158,46 @@ def compare(
     else:
         # Welch-Satterthwaite degrees of freedom (between min(n)-1 and n_b+n_c-2).
         df = (a_b + a_c) ** 2 / (a_b**2 / (n_b - 1) + a_c**2 / (n_c - 1))
-        half = t_quantile(1.0 - COMPARE_ALPHA / 2.0, df) * se
+        half = t_quantile(1.0 - alpha / 2.0, df) * se
     ci_low_pct = 100.0 * math.expm1(diff - half)
     ci_high_pct = 100.0 * math.expm1(diff + half)
 
     verdict = decide(change_pct, ci_low_pct, ci_high_pct, higher_is_better, min_effect_pct)
-    return ChangeVerdict(change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed, sd_log=sd_log)
+    return ChangeVerdict(
+        change_pct, ci_low_pct, ci_high_pct, verdict, noisy, needed, sd_log=sd_log, alpha=alpha
+    )
+
+
+def practically_equal(low_pct: float | None, high_pct: float | None, floor_pct: float) -> bool:
+    """The whole interval lies inside ``(-floor, +floor)``: whatever the change, it is smaller
+    than the floor.
+
+    >>> practically_equal(-0.4, 0.7, 1.0), practically_equal(-0.4, 1.2, 1.0)
+    (True, False)
+    """
+    if low_pct is None or high_pct is None:
+        return False
+    return -floor_pct < low_pct and high_pct < floor_pct
 
 
 def decide(
     change_pct: float, low_pct: float, high_pct: float, higher_is_better: bool, floor_pct: float
 ) -> Verdict:
-    """Better or worse when the whole interval is on one side of zero and the change clears the
-    floor; no detectable difference otherwise.
+    """Better or worse when the whole interval is on one side of zero and it reaches a change
+    of at least ``floor_pct`` that way; no detectable difference otherwise. An interval wholly
+    inside ``(-floor, +floor)`` is practically equal (see `practically_equal`), even when it
+    excludes zero. The point estimate does not decide: at an adaptive stop it is biased away
+    from zero (the rounds stop when it happens to be far out); the interval is valid there.
+    ``change_pct`` is kept for the callers' records.
 
     >>> decide(5.0, 1.0, 9.0, True, 1.0), decide(-5.0, -9.0, -1.0, False, 1.0)
     ('better', 'better')
-    >>> decide(0.5, 0.1, 0.9, True, 1.0)
-    'no detectable difference'
+    >>> decide(0.5, 0.1, 0.9, True, 1.0), decide(0.9, 0.2, 1.6, True, 1.0)
+    ('no detectable difference', 'better')
     """
-    if abs(change_pct) >= floor_pct:
-        if low_pct > 0:
-            return BETTER if higher_is_better else WORSE
-        if high_pct < 0:
-            return WORSE if higher_is_better else BETTER
+    del change_pct  # judged on the interval alone
+    if low_pct > 0 and high_pct >= floor_pct:
+        return BETTER if higher_is_better else WORSE
+    if high_pct < 0 and low_pct <= -floor_pct:
+        return WORSE if higher_is_better else BETTER
     return SAME
