@@ -16,7 +16,7 @@ from pgdyno.postgres.inventory import is_local, queries_for, read_server
 
 CACHE = {"blks_hit", "blks_read", "temp_files", "temp_bytes", "deadlocks"}
 SETTING = {"setting", "unit", "vartype", "source", "sourcefile", "sourceline", "pending_restart",
-           "context", "boot_val"}  # fmt: skip
+           "context", "boot_val", "min_val", "max_val", "enumvals"}  # fmt: skip
 
 
 def watcher_dsn(box: Sandbox) -> str:

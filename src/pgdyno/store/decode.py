@@ -106,8 +106,8 @@ def health(blob: Mapping[str, Json] | None) -> RunHealth:
 
 def interference(blob: Mapping[str, Json] | None) -> Interference | None:
     """
-    >>> interference({"foreign_cpu_pct": 48.2, "steal_pct": 0, "top": [["yes", 47.5]]})
-    Interference(foreign_cpu_pct=48.2, steal_pct=0, top=(('yes', 47.5),))
+    >>> interference({"foreign_cpu_pct": 48.2, "steal_pct": 0.0, "top": [["yes", 47.5]]})
+    Interference(foreign_cpu_pct=48.2, steal_pct=0.0, top=(('yes', 47.5),))
     >>> interference(None) is None
     True
     """
@@ -115,8 +115,9 @@ def interference(blob: Mapping[str, Json] | None) -> Interference | None:
         return None
     top = blob.get("top")
     return Interference(
-        foreign_cpu_pct=_number(blob, "foreign_cpu_pct") or 0.0,
-        steal_pct=_number(blob, "steal_pct") or 0,
+        # float(): a stored 0.0 reads back as 0.0, never as the integer 0 (`or` would give it)
+        foreign_cpu_pct=float(_number(blob, "foreign_cpu_pct") or 0.0),
+        steal_pct=float(_number(blob, "steal_pct") or 0.0),
         top=tuple(
             (str(entry[0]), float(entry[1]))
             for entry in (top if isinstance(top, list) else [])
