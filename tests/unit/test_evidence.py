@@ -17,7 +17,7 @@ from pgdyno.stats.levels import VERDICT_METHOD
 
 ROOT = Path(__file__).parent.parent.parent
 REGISTRY = ROOT / "src" / "pgdyno" / "data" / "evidence.toml"
-FIGURES = tomllib.loads(REGISTRY.read_text())["figure"]
+FIGURES = tomllib.loads(REGISTRY.read_text()).get("figure", [])
 RULES = sorted((ROOT / "src" / "pgdyno" / "doctor" / "rules").glob("*.toml"))
 TUNE = ROOT / "src" / "pgdyno" / "data" / "tune.toml"
 

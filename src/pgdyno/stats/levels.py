@@ -39,7 +39,9 @@ POWER = 0.9
 # ``repeats_needed`` stops counting here: this many repeats or more is "not worth it".
 MAX_REPEATS = 1000
 # The verdict method's version. 1: Welch's interval on fixed repeats (issues 4-12); 2: paired
-# by round, always-valid intervals for adaptive rounds, interference discarded (issue 13).
+# by round, always-valid intervals for adaptive rounds, interference discarded (issue 13); 3:
+# the plan-wide error split over the plan's comparisons, the t-mixture intersected with a robust
+# betting sequence, the 1% floor judged on the interval (issue 20).
 # pgdyno's own figures cited as evidence (data/evidence.toml) must be measured with this
 # method: bump it when the method changes, and tests/unit/test_evidence.py lists what to re-run.
-VERDICT_METHOD = 2
+VERDICT_METHOD = 3
