@@ -31,7 +31,7 @@ from pgdyno.metrics import (
     pg_counters,
 )
 from pgdyno.pgbench.progress import Progress
-from pgdyno.records import Event, SecondRow
+from pgdyno.records import DeviceLayout, Event, RunDevice, SecondRow
 from pgdyno.records.stored import StoredRun
 from pgdyno.render.timeline import compact_table, timeline_csv
 from pgdyno.report.charts import Series, cpu_memory, disk_io, tps_latency
@@ -162,7 +162,7 @@ def a_run() -> tuple[StoredRun, dict[str, dict[int, float]]]:
     run = dataclasses.replace(
         recorded,
         id=7,
-        devices={"data": {"name": "vda"}},
+        devices=DeviceLayout(True, RunDevice("data", "/", "vda", None, "254:0", "/", "", "", "")),
         events=(Event(101.5, "checkpoint_start", {}),),
         seconds=(
             SecondRow(100, 1234.0, latency_p99_ms=3.456),

@@ -109,7 +109,7 @@ def connected(
         if data_path is None and info.data_directory and Path(info.data_directory).is_dir():
             data_path = Path(info.data_directory)
         devices = locate_devices(data_path, ctx.proc_root, ctx.sys_root)
-        if not devices:
+        if not devices.on_host:
             log(
                 "disk metrics cover every device: the server's data directory is not on this "
                 "host or is hidden from this role (it needs pg_read_all_settings)"

@@ -14,26 +14,47 @@ from typing import Any
 from pgdyno.errors import ParseError
 from pgdyno.host.devices import BlockDevice, device_for_path
 from pgdyno.host.facts import LIVE_PROC
+from pgdyno.records.devices import DeviceLayout, RunDevice
 
-__all__ = ["device_fields", "read_devices"]
+__all__ = ["device_fields", "find_devices", "read_devices"]
 
 
 class _Unknown(Exception):
     """Why the device under a path is unknown (one clause)."""
 
 
+def _run_device(
+    role: str, path: Path, device: BlockDevice, free_bytes: int | None = None
+) -> RunDevice:
+    """The device under `path` as a run keeps it; `free_bytes` is the free space of the file
+    system holding `path` (None when not read)."""
+    disk = device.disk or ""
+    return RunDevice(
+        role, str(path), device.name, device.disk, device.major_minor, device.mount_point,
+        device.source, device.fstype, device.mount_options, device.rotational,
+        nvme=disk.startswith("nvme"), virtual=disk.startswith(("vd", "xvd")),
+        scheduler=device.scheduler, schedulers=device.schedulers,
+        read_ahead_kb=device.read_ahead_kb, free_bytes=free_bytes,
+    )  # fmt: skip
+
+
 def device_fields(path: Path, device: BlockDevice, free_bytes: int | None = None) -> dict[str, Any]:
     """One entry of the `devices` section; `free_bytes` is the free space of the file system
     holding `path` (None when not read)."""
-    disk = device.disk or ""
+    return _entry(_run_device("", path, device, free_bytes))
+
+
+def _entry(found: RunDevice) -> dict[str, Any]:
+    """A device as the snapshot holds it: the same keys, in the same order, as the runs table's
+    `devices` column (store/encode.py; tests/unit/test_device_records.py keeps them equal)."""
     return {
-        "path": str(path), "name": device.name, "disk": device.disk,
-        "major_minor": device.major_minor, "mount_point": device.mount_point,
-        "source": device.source, "fstype": device.fstype, "mount_options": device.mount_options,
-        "rotational": device.rotational, "nvme": disk.startswith("nvme"),
-        "virtual": disk.startswith(("vd", "xvd")), "scheduler": device.scheduler,
-        "schedulers": list(device.schedulers) if device.schedulers is not None else None,
-        "read_ahead_kb": device.read_ahead_kb, "free_bytes": free_bytes,
+        "path": found.path, "name": found.name, "disk": found.disk,
+        "major_minor": found.major_minor, "mount_point": found.mount_point,
+        "source": found.source, "fstype": found.fstype, "mount_options": found.mount_options,
+        "rotational": found.rotational, "nvme": found.nvme, "virtual": found.virtual,
+        "scheduler": found.scheduler,
+        "schedulers": list(found.schedulers) if found.schedulers is not None else None,
+        "read_ahead_kb": found.read_ahead_kb, "free_bytes": found.free_bytes,
     }  # fmt: skip
 
 
@@ -47,19 +68,37 @@ def read_devices(
     bool|None}, and unread entries ("devices.data": reason). A directory given as None is null
     without a word (the caller says why); one that cannot be looked up is null with a reason.
     """
+    found, unread = find_devices(data_dir, wal_dir, proc_root, sys_root)
+    section = {
+        "data": None if found.data is None else _entry(found.data),
+        "wal": None if found.wal is None else _entry(found.wal),
+        "wal_on_data_device": found.wal_on_data_device,
+    }
+    return section, unread
+
+
+def find_devices(
+    data_dir: Path | None,
+    wal_dir: Path | None,
+    proc_root: Path,
+    sys_root: Path,
+) -> tuple[DeviceLayout, dict[str, str]]:
+    """read_devices' facts as a record (what a run keeps), with the same unread entries."""
     unread: dict[str, str] = {}
     data = _device("data", data_dir, proc_root, sys_root, unread)
     wal = _device("wal", wal_dir, proc_root, sys_root, unread)
     # One physical disk under both (two partitions of it share its queue); without a block
     # device, the same filesystem.
-    key = "disk" if data and wal and data["disk"] and wal["disk"] else "major_minor"
-    same = None if data is None or wal is None else data[key] == wal[key]
-    return {"data": data, "wal": wal, "wal_on_data_device": same}, unread
+    same = None
+    if data is not None and wal is not None:
+        both_disks = bool(data.disk and wal.disk)
+        same = data.disk == wal.disk if both_disks else data.major_minor == wal.major_minor
+    return DeviceLayout(True, data, wal, same), unread
 
 
 def _device(
     role: str, path: Path | None, proc_root: Path, sys_root: Path, unread: dict[str, str]
-) -> dict[str, Any] | None:
+) -> RunDevice | None:
     if path is None:
         return None
     key = f"devices.{role}"
@@ -78,7 +117,7 @@ def _device(
     except (_Unknown, OSError, RuntimeError, ParseError) as error:
         unread[key] = f"the device under {path} is unknown: {str(error).rstrip('.')}."
     else:
-        return device_fields(path, device, _free_bytes(key, path, proc_root, unread))
+        return _run_device(role, path, device, _free_bytes(key, path, proc_root, unread))
     return None
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pgdyno.host.device_inventory import read_devices
+from pgdyno.host.device_inventory import find_devices
+from pgdyno.records.devices import DeviceLayout
 
 
 def wal_directory(data_dir: Path) -> Path:
@@ -13,27 +14,24 @@ def wal_directory(data_dir: Path) -> Path:
     return (data_dir / "pg_wal").resolve(strict=True)
 
 
-def locate_devices(data_dir: Path | None, proc_root: Path, sys_root: Path) -> dict[str, object]:
-    """{"data": device, "wal": device, "wal_on_data_device": bool}; {} when not on this host.
-    The same description as a doctor snapshot's `devices` section."""
+def locate_devices(data_dir: Path | None, proc_root: Path, sys_root: Path) -> DeviceLayout:
+    """The data and WAL devices, the facts of a doctor snapshot's `devices` section;
+    DeviceLayout() (not on_host) when the data directory is not on this host."""
     if data_dir is None or not data_dir.is_dir():
-        return {}
+        return DeviceLayout()
     try:
         wal_dir: Path | None = wal_directory(data_dir)
     except OSError:
         wal_dir = None
-    devices, _unread = read_devices(data_dir.resolve(), wal_dir, proc_root, sys_root)
+    devices, _unread = find_devices(data_dir.resolve(), wal_dir, proc_root, sys_root)
     return devices
 
 
-def device_names(devices: dict[str, object]) -> list[str] | None:
+def device_names(devices: DeviceLayout) -> list[str] | None:
     """Devices to sample: those under data and WAL and their whole disks (None: all)."""
     names: list[str] = []
-    for role in ("data", "wal"):
-        device = devices.get(role)
-        if isinstance(device, dict):
-            for key in ("name", "disk"):
-                name = device.get(key)
-                if isinstance(name, str) and name not in names:
-                    names.append(name)
+    for device in devices.found:
+        for name in (device.name, device.disk):
+            if name and name not in names:
+                names.append(name)
     return names or None

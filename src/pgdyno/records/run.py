@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pgdyno.records.devices import DeviceLayout
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import Summary
@@ -83,9 +84,9 @@ class RunRecord:
     samples: tuple[Sample, ...] = ()
     events: tuple[Event, ...] = ()
     health: RunHealth = field(default_factory=RunHealth)  # RunHealth(): not assessed
-    # The data and WAL devices, as the doctor snapshot's `devices` section describes them
-    # (host/inventory.py); {} when the server's data directory is not on this host.
-    devices: dict[str, object] = field(default_factory=dict)
+    # The data and WAL devices (host/device_inventory.py); DeviceLayout() when the server's
+    # data directory is not on this host.
+    devices: DeviceLayout = field(default_factory=DeviceLayout)
     comparison_id: int | None = None  # set when the run belongs to `pgdyno compare`
     set_name: str | None = None
     # Foreign CPU and steal when they exceeded a threshold (collect/interference.py);

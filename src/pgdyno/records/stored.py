@@ -1,10 +1,10 @@
 """What the results store gives back, as frozen records: runs, their sessions, comparisons.
 
 store/ fills them (any backend); report/, render/ and stats/analysis.py read them with
-checked attribute names. Health, interference and the rounds are records of their own
-(records/health.py, interference.py, rounds.py); free-form objects kept as JSON (host facts,
-settings, devices: the doctor snapshot's sections) stay `Json`, with typed views (`Device`,
-`HostBrief`) for the fields the code reads. store/encode.py turns these records into the JSON
+checked attribute names. Health, interference, the devices and the rounds are records of their
+own (records/health.py, interference.py, devices.py, rounds.py); free-form objects kept as JSON
+(host facts, settings: the doctor snapshot's sections) stay `Json`, with a typed view
+(`HostBrief`) for the fields the code reads. store/encode.py turns these records into the JSON
 the commands print: the same keys, order and values as when the store returned rows.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from pgdyno.records.devices import DeviceLayout, RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import StatementLatency
@@ -36,21 +37,6 @@ def _number(blob: Mapping[str, Json] | None, key: str) -> float | None:
     """A number from a JSON object as stored (an int stays an int), else None."""
     value = (blob or {}).get(key)
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    """One block device a run's data or WAL lived on (host/devices.py's facts, as stored)."""
-
-    role: str  # data / wal
-    name: Json
-    fstype: Json
-    mount_point: Json
-    mount_options: Json
-    path: Json
-    scheduler: Json
-    read_ahead_kb: Json
-    rotational: Json
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +135,7 @@ class StoredRun(_RunColumns):
     latency_max_ms: float | None
     latency_source: str | None
     health: RunHealth | None  # None for runs stored before health was kept
-    devices: JsonObject | None
+    devices: DeviceLayout | None  # None for runs stored before devices were kept
     comparison_id: int | None
     set_name: str | None
     interference: Interference | None  # None: a clean run
@@ -174,22 +160,12 @@ class StoredRun(_RunColumns):
             _number(host, "memory_bytes"),
         )  # fmt: skip
 
-    def device_list(self) -> list[Device]:
-        """Every device the run recorded, in stored order (data, then WAL)."""
-        found = []
-        for role, dev in (self.devices or {}).items():
-            if isinstance(dev, dict):
-                found.append(
-                    Device(
-                        role, dev.get("name"), dev.get("fstype"), dev.get("mount_point"),
-                        dev.get("mount_options"), dev.get("path"), dev.get("scheduler"),
-                        dev.get("read_ahead_kb"), dev.get("rotational"),
-                    )
-                )  # fmt: skip
-        return found
+    def device_list(self) -> tuple[RunDevice, ...]:
+        """Every device the run recorded, data first; () for a run stored without them."""
+        return () if self.devices is None else self.devices.found
 
-    def device(self, role: str) -> Device | None:
-        return next((d for d in self.device_list() if d.role == role), None)
+    def device(self, role: str) -> RunDevice | None:
+        return None if self.devices is None else self.devices.device(role)
 
     def outcome(self, set_name: str | None = None) -> RunOutcome:
         """This run as a comparison's analysis takes it, grouped under `set_name`."""

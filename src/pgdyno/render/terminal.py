@@ -9,8 +9,9 @@ from rich.text import Text
 
 from pgdyno.formatting import fmt
 from pgdyno.records import Available, RunRecord, Status
+from pgdyno.records.devices import RunDevice
 from pgdyno.records.health import RunHealth
-from pgdyno.records.stored import Device, RunListing, StoredRun
+from pgdyno.records.stored import RunListing, StoredRun
 
 # The tail of pgbench's stderr that `runs show` prints for a run that did not finish.
 STDERR_TAIL_LINES = 20
@@ -161,7 +162,7 @@ def _health_rows(health: RunHealth | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _device_rows(devices: Sequence[Device]) -> list[tuple[str, str]]:
+def _device_rows(devices: Sequence[RunDevice]) -> list[tuple[str, str]]:
     rows = []
     for role in ("data", "wal"):
         device = next((d for d in devices if d.role == role), None)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pgdyno.errors import StoreUnavailable
 from pgdyno.records import Event, SecondRow, StatementLatency
+from pgdyno.records.devices import DeviceLayout, RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.rounds import RoundHistory
@@ -25,6 +26,7 @@ from pgdyno.records.stored import (
     StoredComparison,
     StoredRun,
 )
+from pgdyno.store.encode import DEVICE_KEYS
 
 Row = Mapping[str, Any]
 
@@ -127,6 +129,57 @@ def interference(blob: Mapping[str, Json] | None) -> Interference | None:
     )  # fmt: skip
 
 
+def devices(blob: Mapping[str, Json] | None) -> DeviceLayout | None:
+    """A run's devices as stored (None for runs stored before they were kept); tolerant of
+    what earlier versions kept: a missing key reads as None ("" for a text) and the device
+    remembers the keys it had, so it prints as stored.
+
+    >>> found = devices({"data": {"path": "/d", "name": "vda", "rotational": True},
+    ...                  "wal": None, "wal_on_data_device": None})
+    >>> found.data.name, found.data.disk, found.data.stored_keys, found.wal
+    ('vda', None, ('path', 'name', 'rotational'), None)
+    >>> devices({}) == DeviceLayout(), devices(None)
+    (True, None)
+    """
+    if blob is None:
+        return None
+    same = blob.get("wal_on_data_device")
+    return DeviceLayout(
+        on_host=bool(blob),
+        data=_device("data", blob.get("data")),
+        wal=_device("wal", blob.get("wal")),
+        wal_on_data_device=same if isinstance(same, bool) else None,
+    )
+
+
+def _device(role: str, entry: Json) -> RunDevice | None:
+    if not isinstance(entry, dict):
+        return None
+    keys = tuple(key for key in entry if key in DEVICE_KEYS)
+    schedulers = entry.get("schedulers")
+
+    def text(key: str) -> str:
+        return _text(entry.get(key)) or ""
+
+    def flag(key: str) -> bool | None:
+        value = entry.get(key)
+        return value if isinstance(value, bool) else None
+
+    return RunDevice(
+        role, text("path"), text("name"), _text(entry.get("disk")), text("major_minor"),
+        text("mount_point"), text("source"), text("fstype"), text("mount_options"),
+        flag("rotational"), flag("nvme"), flag("virtual"), _text(entry.get("scheduler")),
+        tuple(str(s) for s in schedulers) if isinstance(schedulers, list) else None,
+        _integer(entry, "read_ahead_kb"), _integer(entry, "free_bytes"),
+        stored_keys=None if keys == DEVICE_KEYS else keys,
+    )  # fmt: skip
+
+
+def _integer(blob: Mapping[str, Json], key: str) -> int | None:
+    value = blob.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def rounds(blob: Mapping[str, Json] | None) -> RoundHistory | None:
     """A comparison's rounds as stored (None for comparisons stored before they were kept).
 
@@ -172,6 +225,7 @@ def stored_run(
     typed = {
         "health": None if blob is None else health(blob),
         "interference": _interference(run),
+        "devices": devices(decoded["devices"]),
     }
     return StoredRun(
         **{**run, **decoded, **typed, "pgbench_argv": argv},

@@ -13,12 +13,16 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pgdyno.errors import StoreError
+from pgdyno.records.devices import DeviceLayout, RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.rounds import RoundHistory
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+# A device's JSON keys in the order pgdyno writes them (the doctor snapshot's order too).
+DEVICE_KEYS = tuple(f.name for f in fields(RunDevice) if f.name not in ("role", "stored_keys"))
 
 
 def now_iso() -> str:
@@ -60,6 +64,32 @@ def interference_json(found: Interference) -> dict[str, object]:
     return _fields(found)
 
 
+def devices_json(layout: DeviceLayout) -> dict[str, object]:
+    """A run's devices as the runs table keeps them and the commands print them: `{}` when the
+    data directory was not on the host; a device stored by an earlier pgdyno keeps its keys.
+
+    >>> devices_json(DeviceLayout())
+    {}
+    >>> wal = RunDevice("wal", "/pg_wal", "vda", None, "254:0", "/", "/dev/vda", "ext4", "rw",
+    ...                 stored_keys=("path", "name"))
+    >>> devices_json(DeviceLayout(True, None, wal, None))
+    {'data': None, 'wal': {'path': '/pg_wal', 'name': 'vda'}, 'wal_on_data_device': None}
+    """
+    if not layout.on_host:
+        return {}
+    return {
+        "data": _device_json(layout.data),
+        "wal": _device_json(layout.wal),
+        "wal_on_data_device": layout.wal_on_data_device,
+    }
+
+
+def _device_json(device: RunDevice | None) -> dict[str, object] | None:
+    if device is None:
+        return None
+    return {key: _json(getattr(device, key)) for key in device.stored_keys or DEVICE_KEYS}
+
+
 def rounds_json(rounds: RoundHistory) -> dict[str, object]:
     """The rounds as `compare --json` prints them and the comparisons table keeps them: the
     precision and budget only when the rounds were adaptive.
@@ -86,7 +116,8 @@ def rounds_json(rounds: RoundHistory) -> dict[str, object]:
 def to_json(record: object) -> dict[str, object]:
     """A record as the commands print it (`runs show --json`, `runs list --json`, `compare
     --json`, the report): its fields in declaration order, nested records and tuples as
-    JSON-ready values, health, interference and rounds as the results database keeps them."""
+    JSON-ready values, health, devices, interference and rounds as the results database keeps
+    them."""
     if not is_dataclass(record) or isinstance(record, type):
         raise TypeError(f"not a record: {record!r}")
     return _fields(record)
@@ -101,6 +132,8 @@ def _json(value: object) -> object:
         return health_json(value)
     if isinstance(value, RoundHistory):
         return rounds_json(value)
+    if isinstance(value, DeviceLayout):
+        return devices_json(value)
     if is_dataclass(value) and not isinstance(value, type):
         return _fields(value)
     if isinstance(value, tuple | list):

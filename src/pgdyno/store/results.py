@@ -19,7 +19,7 @@ from pgdyno.records import RunRecord
 from pgdyno.records.stored import ReportSource, RunListing, StoredRun
 from pgdyno.store.comparisons import Comparisons
 from pgdyno.store.decode import RUN_ROW_SQL, run_listing, stored_run
-from pgdyno.store.encode import dumps, health_json, interference_json, now_iso
+from pgdyno.store.encode import devices_json, dumps, health_json, interference_json, now_iso
 from pgdyno.store.migrate import latest_version, migrate
 from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
 
@@ -227,7 +227,7 @@ class ResultsStore:
                     lat.p99_ms if lat else None, lat.p999_ms if lat else None,
                     lat.max_ms if lat else None, run.latency_source,
                     dumps(health_json(run.health), "the run's health"),
-                    dumps(run.devices, "the devices"),
+                    dumps(devices_json(run.devices), "the devices"),
                     run.comparison_id,
                     run.set_name,
                     None if run.interference is None
