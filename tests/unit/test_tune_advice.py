@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from pgdyno.cli.tune_request import VerifyOptions, check_verify, parse_workloads
+from pgdyno.cli.tune_request import VerifyOptions, check_verify, workload_names
 from pgdyno.errors import UsageError
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import recorded_defaults, recorded_settings
@@ -222,7 +222,7 @@ def test_verify_options_without_verify_are_refused_online():
 
 
 def _verify(workloads: str, scale: str, budget: str | None = None) -> VerifyOptions:
-    return VerifyOptions(parse_workloads(workloads), scale, None, 30, None, budget, False)
+    return VerifyOptions(workload_names(workloads), scale, None, 30, None, budget, False)
 
 
 @pytest.mark.parametrize(("options", "words"), [

@@ -26,7 +26,7 @@ from pgdyno.cli.tune_request import (
     VerifyOptions,
     check_verify,
     parse_layers,
-    parse_workloads,
+    workload_names,
 )
 from pgdyno.cli.tune_verify import run_verify, verify_plans
 from pgdyno.doctor.snapshot import load_snapshot
@@ -238,7 +238,7 @@ def tune(
     check_pg_version(pg_version)
     check_connections(connections, {}, pg_version)  # again with the configuration's workers
     measure = VerifyOptions(
-        parse_workloads(workloads), scale, clients, duration, precision, budget, ladder
+        workload_names(workloads), scale, clients, duration, precision, budget, ladder
     )
     request = TuneRequest(
         given=Given(profile, ram, cpus, connections, pg_version, storage, data_size),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno.errors import UsageError
-from pgdyno.experiment.matrix import parse_workloads as parse_workload_names
+from pgdyno.experiment.matrix import parse_workloads
 from pgdyno.experiment.rounds import parse_budget
 from pgdyno.pgbench.scale import parse_scale_spec
 from pgdyno.tune.facts import Given
@@ -90,13 +90,14 @@ def parse_layers(text: str) -> tuple[Layer, ...]:
     return tuple(name for name in LAYERS if name in names)
 
 
-def parse_workloads(text: str) -> tuple[str, ...]:
+def workload_names(text: str) -> tuple[str, ...]:
+    """--workload's names as typed (checked by `check_verify`, with the bench's own parser)."""
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def check_verify(options: VerifyOptions) -> None:
     """The --verify options, checked before a sandbox is started or a plan written."""
-    parse_workload_names(",".join(options.workloads), [])
+    parse_workloads(",".join(options.workloads), [])
     for scale in options.scale.split(","):
         parse_scale_spec(scale)
     if options.budget is not None:
