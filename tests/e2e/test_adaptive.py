@@ -16,6 +16,7 @@ from pathlib import Path
 
 from conftest import one_clear_sentence, pgdyno_process, wait_for
 from host_conditions import cpu_hog, no_steal, quiet_pgdyno, quiet_process
+from verdicts import assert_judged_on_clean_rounds
 
 MATRIX = """
 [matrix]
@@ -162,12 +163,12 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
 
 
-def test_aa_with_a_cpu_hog_flags_its_runs_and_finds_no_difference(
+def test_aa_with_a_cpu_hog_flags_its_runs_and_judges_the_clean_rounds(
     run_cli, quiet_workdir: Path, tmp_path: Path
 ):
     """pgdyno sees only itself and, for a while, a CPU hog that joins its PID namespace without
     descending from it: the runs beside the hog are flagged, those before it are not, and the
-    A/A comparison rests on the clean rounds."""
+    A/A comparison rests on the clean rounds only."""
     aa = plan(tmp_path, "repeats = 5", seconds=2)
     results = quiet_workdir / "results.sqlite"
     earlier = len(_runs(results))
@@ -197,8 +198,10 @@ def test_aa_with_a_cpu_hog_flags_its_runs_and_finds_no_difference(
         assert any("python" in command for command, _ in flagged["top"]), flagged
     discarded = sum(r["discarded"] for r in data["analysis"]["results"])
     assert discarded >= len(during)
-    change = b_change(data)
-    assert change["pairs"] >= 1 and change["verdict"] == "no detectable difference", change
+    # Judged on the clean rounds only (a single A/A may say "better" with probability alpha:
+    # tests/verdicts.py); the runs beside the hog were 3x faster here, and would decide it.
+    change = assert_judged_on_clean_rounds(data, "a", "b")
+    assert change["pairs"] >= 1 and change["method"] == "paired", change
     listed = {r["id"]: r["interference"] for r in data["runs"]}
     assert all(listed[run_id] is not None for run_id, *_ in during)
     assert all(listed[run_id] is None for run_id, *_ in before)
