@@ -1,14 +1,15 @@
 """Time to a verdict: adaptive rounds against the seeds' fixed protocol, in one run.
 
     python benchmarks/time_to_verdict.py [--precision 2] [--budget 20m] [--run-seconds 5]
-                                         [--fixed-seconds 300] [--clients N]
+                                         [--warmup 2] [--fixed-seconds 300] [--clients N]
 
 Both arms compare two sets of the same configuration (A vs B, select-only, small scale,
 clients = CPUs, PostgreSQL 18) with `pgdyno compare` in a throwaway work directory, one after
 the other:
 
-* adaptive: short runs in rounds (`--run-seconds`, 2 s warm-up) with `precision` and `budget`,
-  until the TPS interval is at most +-precision % wide (always-valid, 97.5%) or the budget ends;
+* adaptive: short runs in rounds (`--run-seconds`, after `--warmup` seconds of warm-up) with
+  `precision` and `budget`, until the TPS interval is at most +-precision % wide (always-valid,
+  97.5%) or the budget ends;
 * fixed: the protocol of seeds 000/002, 3 runs of `--fixed-seconds` (300) per set, judged by
   pgdyno's one-look paired interval (97.5%).
 
@@ -81,6 +82,7 @@ def main() -> None:
     parser.add_argument("--precision", type=float, default=2.0)
     parser.add_argument("--budget", default="20m")
     parser.add_argument("--run-seconds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--fixed-seconds", type=int, default=300)
     parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
@@ -89,10 +91,13 @@ def main() -> None:
     try:
         adaptive = compare(
             workdir, "adaptive", args.clients, args.run_seconds,
-            f'precision = {args.precision}\nbudget = "{args.budget}"', warmup=2,
+            f'precision = {args.precision}\nbudget = "{args.budget}"', warmup=args.warmup,
         )  # fmt: skip
         a_time, a_half, a_text = arm(adaptive)
-        print(f"adaptive (precision {args.precision}%, budget {args.budget}): {a_text}")
+        print(
+            f"adaptive (precision {args.precision}%, budget {args.budget}, "
+            f"{args.warmup} s + {args.run_seconds} s runs): {a_text}"
+        )
         fixed = compare(workdir, "fixed", args.clients, args.fixed_seconds, "repeats = 3", 0)
         f_time, f_half, f_text = arm(fixed)
         print(f"fixed (3 x {args.fixed_seconds} s per set): {f_text}")
