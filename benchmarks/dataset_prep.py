@@ -22,7 +22,7 @@ from throwaway import throwaway_sandbox
 
 from pgdyno import process
 from pgdyno.pgbench.command import INIT_STEPS, init_argv
-from pgdyno.pgbench.dataset import drop_datasets, ensure_dataset, reset_bench_db
+from pgdyno.pgbench.dataset import Generator, drop_datasets, ensure_dataset, reset_bench_db
 from pgdyno.postgres.client import Client, connect, with_dbname
 
 RUNS = 3  # the issue's figure; --runs changes it
@@ -58,7 +58,7 @@ def templated(
     Returns the total and the part spent generating the template."""
     settle(client)
     started = time.perf_counter()
-    dataset = ensure_dataset(client, pgbench, scale)
+    dataset = ensure_dataset(client, scale, Generator(pgbench=pgbench))
     generated = time.perf_counter() - started
     for _ in range(runs):
         reset_bench_db(client, dataset.template, version_num)

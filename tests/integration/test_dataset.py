@@ -8,6 +8,7 @@ from conftest import plain_role
 from pgdyno import process
 from pgdyno.errors import DatasetError
 from pgdyno.pgbench.dataset import (
+    Generator,
     ensure_dataset,
     is_pristine,
     mark_in_use,
@@ -24,10 +25,10 @@ from pgdyno.postgres.footprint import BENCH_DB
 def test_generate_once_reuse_and_reset(box: Sandbox, binaries):
     pgbench = binaries.tool("pgbench")
     with connect(box.conninfo()) as client:
-        first = ensure_dataset(client, pgbench, 2)
+        first = ensure_dataset(client, 2, Generator(pgbench=pgbench))
         assert first.generated and first.template == template_name(2)
         assert first.size_bytes > 20 * 1024**2  # 200,000 accounts with indexes
-        again = ensure_dataset(client, pgbench, 2)
+        again = ensure_dataset(client, 2, Generator(pgbench=pgbench))
         assert not again.generated and again.size_bytes == first.size_bytes
 
         version = client.server_info().version_num
@@ -48,7 +49,7 @@ def test_generate_once_reuse_and_reset(box: Sandbox, binaries):
 
 def test_prewarm_fills_shared_buffers_after_a_restart(box: Sandbox, binaries):
     with connect(box.conninfo()) as client:
-        dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
+        dataset = ensure_dataset(client, 1, Generator(pgbench=binaries.tool("pgbench")))
         reset_bench_db(client, dataset.template, client.server_info().version_num)
     box.stop()
     box.start({}, owner_pid=None)  # shared buffers are empty again
@@ -78,7 +79,7 @@ def test_incomplete_template_is_rebuilt(box: Sandbox, binaries):
         # What an interrupted `pgbench -i` leaves: the database without pgdyno's marker.
         client.execute(compose("CREATE DATABASE {}", identifier(template_name(1))))
         assert ready_templates(client) == {}
-        dataset = ensure_dataset(client, binaries.tool("pgbench"), 1)
+        dataset = ensure_dataset(client, 1, Generator(pgbench=binaries.tool("pgbench")))
         assert dataset.generated
         assert template_name(1) in ready_templates(client)
 
@@ -88,7 +89,7 @@ def test_a_role_that_may_not_create_databases_gets_one_sentence(box: Sandbox, bi
     error, and nothing is left behind."""
     with connect(plain_role(box, "plain")) as client:
         with pytest.raises(DatasetError) as caught:
-            ensure_dataset(client, binaries.tool("pgbench"), 1)
+            ensure_dataset(client, 1, Generator(pgbench=binaries.tool("pgbench")))
         assert ready_templates(client) == {}
     assert str(caught.value) == (
         "creating the database pgdyno_tpl_s1 for scale 1 failed (permission denied to create "

@@ -27,7 +27,7 @@ from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads, w
 from pgdyno.experiment.rounds import DEFAULT_PRECISION_PCT
 from pgdyno.experiment.target import Target, bench_target, check_target_settings
 from pgdyno.host.facts import read_host
-from pgdyno.pgbench.command import PROTOCOLS, parse_int_list
+from pgdyno.pgbench.command import PROTOCOLS, parse_int_list, with_tpcc_options
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.footprint import (
     BENCH_DB,
@@ -37,6 +37,7 @@ from pgdyno.postgres.footprint import (
     leftovers_line,
     server_objects,
 )
+from pgdyno.records.tpcc import TpccOptions
 from pgdyno.render.terminal import results_table
 from pgdyno.render.verdict_tables import rounds_summary
 from pgdyno.store.encode import to_json
@@ -50,7 +51,20 @@ from pgdyno.textsafe import scrub_argv
     "--workload",
     metavar="LIST",
     help="Built-in workloads to sweep: tpcb-like, select-only, simple-update "
-    "(comma list, NAME@WEIGHT allowed; default tpcb-like).",
+    "(comma list, NAME@WEIGHT allowed; default tpcb-like), or tpcc (TPC-C-like: scale = "
+    "warehouses; alone).",
+)
+@click.option(
+    "--tpcc-all-warehouses",
+    is_flag=True,
+    help="tpcc: each transaction picks its warehouse among all (pushes I/O) instead of a fixed "
+    "home warehouse per client.",
+)
+@click.option(
+    "--tpcc-keying",
+    is_flag=True,
+    help="tpcc: the specification's keying and think times (then at most 12.86 NOPM per "
+    "warehouse).",
 )
 @click.option(
     "-f",
@@ -192,6 +206,8 @@ def bench(
     ctx: click.Context,
     /,
     workload: str | None,
+    tpcc_all_warehouses: bool,
+    tpcc_keying: bool,
     scripts: tuple[str, ...],
     scale: str,
     clients: str,
@@ -228,13 +244,17 @@ def bench(
       pgdyno bench -w tpcb-like,select-only -s small,50 -c 1,2,4,8 --repeats 3 --warmup 10
       pgdyno bench -w select-only -c 2 -T 10 --repeats auto --precision 1 --budget 10m
       pgdyno bench -f my.sql@3 -w select-only@1 -T 30
+      pgdyno bench -w tpcc -s 2 -c 2 -T 20
       pgdyno bench --dsn "host=db1 user=bench dbname=postgres" -c 8 -T 120
     """
     env = environment(ctx)
     settings = parse_assignments(assignments)
     check_target_settings(dsn, settings)
     spec = make_spec(
-        workloads=parse_workloads(workload, scripts),
+        workloads=with_tpcc_options(
+            parse_workloads(workload, scripts),
+            TpccOptions(all_warehouses=tpcc_all_warehouses, keying_thinking=tpcc_keying),
+        ),
         scales=parse_scales(scale),
         clients=parse_int_list(clients, "-c/--clients"),
         jobs=jobs,
@@ -277,8 +297,9 @@ def bench(
     console.print(results_table(outcome.records))
     for dataset in outcome.datasets:
         how = "generated" if dataset.generated else "reused"
+        unit = "tpcc warehouses" if dataset.kind == "tpcc" else "scale"
         console.print(
-            f"dataset scale {dataset.scale}: {dataset.size_bytes / 1024**2:,.0f} MiB ({how}, "
+            f"dataset {unit} {dataset.scale}: {dataset.size_bytes / 1024**2:,.0f} MiB ({how}, "
             f"{dataset.prepare_seconds:.1f} s)"
         )
     if line := leftovers_line(left or [], target.label):

@@ -26,6 +26,7 @@ from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
+from pgdyno.pgbench.scale import choose_scale
 from pgdyno.plan.check import (
     CheckedSet,
     HostTarget,
@@ -35,12 +36,16 @@ from pgdyno.plan.check import (
 )
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.policy import Allowed
+from pgdyno.postgres.setting_values import convert_to_setting_unit, read_number
 from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
 from pgdyno.stats.analysis import Analysis
 from pgdyno.store.encode import rounds_json, to_json
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+
+
+DEFAULT_SHARED_BUFFERS = 128 * 1024**2  # PostgreSQL's, when a plan does not set it
 
 
 def allow_options[F: Callable[..., Any]](func: F) -> F:
@@ -202,6 +207,18 @@ def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison
     console.print(f"results database: {env.results_path} (comparison {comparison_id})")
 
 
+def _shared_buffers(baseline: CheckedSet) -> int:
+    """The baseline's shared_buffers in bytes as its settings write it (8kB pages when bare),
+    or PostgreSQL's default, for the size of a `small` dataset."""
+    text = baseline.pg.get("shared_buffers")
+    found = read_number(text, integer=True) if text is not None else None
+    if found is None:
+        return DEFAULT_SHARED_BUFFERS
+    number, unit = found
+    in_kb = convert_to_setting_unit(number, unit or "8kB", "kB")
+    return DEFAULT_SHARED_BUFFERS if in_kb is None else int(in_kb) * 1024
+
+
 @click.group()
 def plan() -> None:
     """Plan files: configuration sets to compare (see examples/).
@@ -253,6 +270,10 @@ def plan_check(
         )
     console = out(env)
     console.print(table)
+    for scale in spec.scales:  # before a server runs: its shared_buffers as the plan sets it
+        buffers = _shared_buffers(checked[0]) if checked else DEFAULT_SHARED_BUFFERS
+        sizing = choose_scale(scale, host.memory_bytes, buffers, None, spec.dataset)
+        console.print(sizing.describe())
     adaptive = spec.adaptive
     if adaptive is None:
         runs = run_count(spec, len(checked))

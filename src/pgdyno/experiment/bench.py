@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,13 +26,16 @@ from pgdyno.experiment.failure import Verdict, Where, failed_run
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.measure import Collect, MeasureRequest, measure
 from pgdyno.experiment.rounds import Adaptive, RoundLog
+from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
+from pgdyno.experiment.tpcc_run import TpccMeter
 from pgdyno.host.facts import HostFacts, free_disk_bytes
 from pgdyno.host.layout import device_names, locate_devices
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, Workload, run_argv
 from pgdyno.pgbench.dataset import (
     Dataset,
+    Generator,
     ensure_dataset,
     is_pristine,
     mark_in_use,
@@ -61,7 +66,15 @@ def resolve_scales(
     spec: BenchSpec, host: HostFacts, shared_buffers: int, data_path: Path | None
 ) -> list[ScaleChoice]:
     free = free_disk_bytes(data_path) if data_path is not None else None
-    return [choose_scale(s, host.memory_bytes, shared_buffers, free) for s in spec.scales]
+    return [
+        choose_scale(s, host.memory_bytes, shared_buffers, free, spec.dataset) for s in spec.scales
+    ]
+
+
+# Parallel sessions of the TPC-C-like loader: one per CPU (the server generates the rows), at
+# most one per warehouse.
+def loader_sessions(warehouses: int) -> int:
+    return max(1, min(warehouses, len(os.sched_getaffinity(0)), 8))
 
 
 @dataclass
@@ -78,6 +91,16 @@ class Connected:
     pgbench: Path
     env: dict[str, str]
     datasets: dict[int, Dataset] = field(default_factory=dict)
+
+    def dataset(self, scale: int, kind: str, progress: ProgressReporter) -> Dataset:
+        """The template of this scale (warehouses for tpcc), reused or generated once."""
+        if scale not in self.datasets:
+            unit = "warehouses" if kind == "tpcc" else "scale"
+            progress.phase(f"dataset {kind} {unit} {scale}: reusing or generating it")
+            how = Generator(kind, self.pgbench, self.env, self.target.password,
+                            loader_sessions(scale))  # fmt: skip
+            self.datasets[scale] = ensure_dataset(self.client, scale, how)
+        return self.datasets[scale]
 
     @property
     def server(self) -> dict[str, object]:
@@ -147,6 +170,10 @@ def connected(
             ctx.sys_root,
         )  # fmt: skip
         runner = _CellRunner(spec, target, client, collect, ctx, expected_tps, where)
+        if spec.dataset == "tpcc":  # its scripts are rendered for this run of pgdyno
+            scripts = Path(tempfile.mkdtemp(prefix="tpcc-scripts-", dir=ctx.run_root))
+            stack.callback(shutil.rmtree, scripts, ignore_errors=True)
+            runner.workloads = {w.name: w.with_scripts(scripts) for w in spec.workloads}
         yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)
 
 
@@ -167,15 +194,10 @@ def run_cells(
     base = replace(ready.base, **record_fields)  # type: ignore[arg-type]
     progress = ctx.progress
     for cell in cells:
-        if cell.scale not in ready.datasets:
-            progress.phase(f"dataset scale {cell.scale}: reusing or generating it")
-            ready.datasets[cell.scale] = ensure_dataset(
-                ready.client, ready.pgbench, cell.scale, env=ready.env
-            )
+        kind = ready.runner.workloads[cell.workload].dataset
+        dataset = ready.dataset(cell.scale, kind, progress)
         run_dir = ctx.run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
-        record, fatal = ready.runner.run(
-            cell, replace(base, cell=cell), ready.datasets[cell.scale], run_dir
-        )
+        record, fatal = ready.runner.run(cell, replace(base, cell=cell), dataset, run_dir)
         if not ctx.keep_files:  # first: on a full disk, the run's files are what frees space
             shutil.rmtree(run_dir, ignore_errors=True)
         run_id = ctx.store.add_run(session_id, record)
@@ -188,37 +210,6 @@ def run_cells(
     return records
 
 
-@contextmanager
-def finished_as(finish: Callable[[str], None]) -> Iterator[None]:
-    """Call `finish` with done, interrupted or failed, by how the block ends."""
-    status = "done"
-    try:
-        yield
-    except (KeyboardInterrupt, Interrupted):
-        status = "interrupted"
-        raise
-    except BaseException:
-        status = "failed"
-        raise
-    finally:
-        finish(status)
-
-
-@contextmanager
-def recorded_session(
-    ctx: RunContext, command: list[str], target: str, host: HostFacts, server: Mapping[str, object]
-) -> Iterator[int]:
-    """A session row that ends as done, interrupted or failed however the block ends."""
-    store = ctx.store
-    session_id = store.begin_session(command, target, host.as_dict(), server)
-    try:
-        with finished_as(lambda status: store.finish_session(session_id, status)):
-            yield session_id
-    finally:
-        if not ctx.keep_files:
-            shutil.rmtree(ctx.run_root / f"session-{session_id}", ignore_errors=True)
-
-
 def run_bench(
     spec: BenchSpec, target: Target, host: HostFacts, ctx: RunContext, *, command: list[str]
 ) -> BenchOutcome:
@@ -226,8 +217,7 @@ def run_bench(
         info = ready.info
         scales = resolve_scales(spec, host, info.shared_buffers_bytes, ready.data_path)
         for choice in scales:
-            if choice.note:
-                ctx.log(choice.note)
+            ctx.log(choice.note or choice.describe())
         server = ready.server
         sizes = [c.scale for c in scales]
         with recorded_session(ctx, command, target.label, host, server) as session_id:
@@ -282,7 +272,7 @@ def _usable_tps(cells: list[RunCell], records: list[tuple[int, RunRecord]]) -> l
         (c.workload, c.scale, c.clients): [] for c in cells
     }
     for _, record in records:
-        tps = record.summary.tps if record.summary else 0.0
+        tps = record.throughput  # NOPM for the TPC-C-like workload
         if record.status == "ok" and tps > 0 and record.interference is None:
             by_cell[(record.cell.workload, record.cell.scale, record.cell.clients)].append(tps)
     return list(by_cell.values())
@@ -314,6 +304,9 @@ class _CellRunner:
         self.bench_dsn = with_dbname(target.dsn, BENCH_DB)
         self.password = target.password
         self.workloads: dict[str, Workload] = {w.name: w for w in spec.workloads}
+        # --max-tries came with pgbench 15: older ones run each transaction once.
+        self.retries = target.binaries.major >= 15
+        self.tpcc = TpccMeter(client, self.bench_dsn, target.password, ctx.log)
 
     def _sampling_rate(self, cell: RunCell, warmup_tps: float | None) -> float:
         mode = self.spec.latency_log
@@ -359,7 +352,7 @@ class _CellRunner:
         opts = RunOptions(
             workload, cell.clients, cell.jobs, self.spec.duration_s, self.spec.protocol,
             self.spec.rate, self.spec.latency_limit_ms, self.spec.per_statement,
-            self.spec.progress,
+            self.spec.progress, workload.max_tries if self.retries else 1,
         )  # fmt: skip
         record = replace(record, started_at=self.clock(), dataset_bytes=dataset.size_bytes)
         try:
@@ -394,10 +387,16 @@ class _CellRunner:
                 else trim_s,
                 run_dir, self.env,
             )  # fmt: skip
+            before = self.tpcc.before() if workload.tpcc is not None else None
             measured = measure(
                 request, self.collect,
                 on_tick=lambda t: self.progress.tick(cell, offset + t), log=self.log,
             )  # fmt: skip
+            if before is not None:
+                self.progress.phase("checking consistency")
+                measured = self.tpcc.figures(
+                    cell.scale, workload, before, measured, float(self.spec.duration_s)
+                )
         except (KeyboardInterrupt, Interrupted):
             return replace(
                 record, status="interrupted", finished_at=self.clock(),
@@ -405,9 +404,17 @@ class _CellRunner:
             ), None  # fmt: skip
         except (PgbenchFailed, ConnectionFailed, ParseError, OSError) as exc:
             return failed_run(self.where, record, exc, log_mark, run_dir, clock=self.clock)
-        return replace(
+        record = replace(
             record, finished_at=self.clock(), summary=measured.summary, seconds=measured.seconds,
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
-            health=measured.health, interference=measured.interference,
-        ), None  # fmt: skip
+            health=measured.health, interference=measured.interference, tpcc=measured.tpcc,
+        )  # fmt: skip
+        if measured.tpcc is not None and not measured.tpcc.consistent:
+            # The data the run left breaks the specification's invariants: its figures are
+            # not to be trusted (a bug, or a server that lost writes).
+            record = replace(
+                record, status="failed",
+                error=f"the TPC-C-like consistency check failed: {measured.tpcc.consistency}",
+            )  # fmt: skip
+        return record, None

@@ -17,15 +17,17 @@ from pgdyno.experiment.rounds import (
     parse_budget,
 )
 from pgdyno.pgbench.command import (
-    BUILTINS,
+    WORKLOADS,
     Workload,
     builtin_workload,
     jobs_for,
     script_workload,
+    with_tpcc_options,
 )
 from pgdyno.pgbench.scale import parse_scale_spec
 from pgdyno.plan.load import Plan
 from pgdyno.records import RunCell
+from pgdyno.records.tpcc import TpccOptions
 
 # Seconds a run costs beyond warm-up and -T (dataset copy, connections, the probe): the one
 # figure behind every run-time estimate, the progress bar's and `plan check`'s alike.
@@ -68,6 +70,12 @@ class BenchSpec(BaseModel):
             self.precision_pct if self.precision_pct is not None else DEFAULT_PRECISION_PCT,
             self.budget_s if self.budget_s is not None else DEFAULT_BUDGET_S,
         )
+
+    @property
+    def dataset(self) -> str:
+        """The dataset every workload runs on: pgbench's, or the TPC-C-like one (whose scale is
+        warehouses); one matrix does not mix them (`_check_combinations`)."""
+        return "tpcc" if any(w.tpcc is not None for w in self.workloads) else "pgbench"
 
     @field_validator("latency_log")
     @classmethod
@@ -155,6 +163,12 @@ def make_spec(**fields: object) -> BenchSpec:
 def _check_combinations(spec: BenchSpec) -> None:
     """Options that are valid alone but not together."""
     jobs_for(1, spec.jobs, 1)  # the policy itself: auto, clients or a number >= 1
+    kinds = {w.dataset for w in spec.workloads}
+    if len(kinds) > 1:
+        raise UsageError(
+            "tpcc runs on a dataset of its own whose scale is warehouses, so it cannot share a "
+            "matrix with pgbench's workloads: bench or plan them separately."
+        )
     most = max(spec.clients)
     if spec.jobs.isdigit() and int(spec.jobs) > most:
         raise UsageError(
@@ -225,7 +239,7 @@ def parse_workloads(workload: str | None, scripts: Sequence[str]) -> list[Worklo
     names = [w.strip() for w in (workload or "").split(",") if w.strip()]
     if workload is not None and not names:
         raise UsageError(
-            f"-w/--workload {workload!r} names no workload: choose from {', '.join(BUILTINS)} "
+            f"-w/--workload {workload!r} names no workload: choose from {', '.join(WORKLOADS)} "
             "(comma list), or leave the option out for tpcb-like."
         )
     if not names and not scripts:
@@ -256,7 +270,10 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
     """The plan's matrix as bench options; a bad value is reported at its line."""
     m = plan.spec.matrix
     try:
-        workloads = [builtin_workload(w) for w in m.workloads]
+        workloads = with_tpcc_options(
+            [builtin_workload(w) for w in m.workloads],
+            TpccOptions(all_warehouses=m.tpcc_all_warehouses, keying_thinking=m.tpcc_keying),
+        )
     except PgdynoError as exc:
         raise UsageError(f"{plan.where(('matrix', 'workloads'))}: {exc}") from None
     try:

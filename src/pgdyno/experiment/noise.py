@@ -17,18 +17,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
-from pgdyno.experiment.bench import (
-    Connected,
-    connected,
-    recorded_session,
-    resolve_scales,
-    run_cells,
-)
+from pgdyno.experiment.bench import Connected, connected, resolve_scales, run_cells
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
+from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
 from pgdyno.host.facts import HostFacts
-from pgdyno.pgbench.dataset import ensure_dataset
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.noise import NoiseReport, NoiseRun, noise_report
 
@@ -93,11 +87,7 @@ def _cells(cell: RunCell, count: int) -> list[RunCell]:
 
 def _prepare(ready: Connected, cell: RunCell, ctx: RunContext) -> None:
     """The dataset before the clock starts: generating it is not the host's noise."""
-    if cell.scale not in ready.datasets:
-        ctx.progress.phase(f"dataset scale {cell.scale}: reusing or generating it")
-        ready.datasets[cell.scale] = ensure_dataset(
-            ready.client, ready.pgbench, cell.scale, env=ready.env
-        )
+    ready.dataset(cell.scale, ready.runner.workloads[cell.workload].dataset, ctx.progress)
 
 
 def _run_pairs(

@@ -28,17 +28,11 @@ from pgdyno.changes.alter import refuse_changed_sandbox
 from pgdyno.changes.live import reloaded
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, UsageError
-from pgdyno.experiment.bench import (
-    Connected,
-    connected,
-    finished_as,
-    recorded_session,
-    resolve_scales,
-    run_cells,
-)
+from pgdyno.experiment.bench import Connected, connected, resolve_scales, run_cells
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, RoundPlan, judge_round, run_rounds
+from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
 from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean
@@ -346,8 +340,7 @@ class _CompareRun:
                 self.spec, self.host, ready.info.shared_buffers_bytes, ready.data_path
             )
             for choice in choices:
-                if choice.note:
-                    self.ctx.log(choice.note)
+                self.ctx.log(choice.note or choice.describe())
             self.scales = [c.scale for c in choices]
         if self.comparison_id is None:
             self.comparison_id = self._create_comparison(self.scales)

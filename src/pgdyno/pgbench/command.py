@@ -6,8 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno.errors import UsageError
+from pgdyno.records.tpcc import TpccOptions
+from pgdyno.tpcc.scripts import TRANSACTIONS, write_scripts
 
 BUILTINS = ("tpcb-like", "simple-update", "select-only")
+TPCC = "tpcc"  # the TPC-C-like workload (pgdyno.tpcc): five scripts on its own dataset
+WORKLOADS = (*BUILTINS, TPCC)
+# pgbench retries a TPC-C transaction that failed on a serialization or deadlock error up to
+# this many times (--max-tries, pgbench 15+), and counts the retries.
+TPCC_MAX_TRIES = 10
 READ_ONLY_BUILTINS = frozenset({"select-only"})
 PROTOCOLS = ("simple", "extended", "prepared")
 # pgbench -i steps: drop, tables, client-side generate, vacuum, primary keys. Client-side
@@ -32,15 +39,61 @@ class Script:
 
 @dataclass(frozen=True)
 class Workload:
-    """What the clients run: one or more weighted scripts."""
+    """What the clients run: one or more weighted scripts.
+
+    The TPC-C-like workload (`tpcc` set) has its five scripts rendered from templates into a
+    directory before it runs (`with_scripts`); until then `scripts` only names them."""
 
     name: str
     scripts: tuple[Script, ...]
+    tpcc: TpccOptions | None = None
 
     @property
     def may_write(self) -> bool:
         """False only when every script is a read-only built-in (custom files may write)."""
+        if self.tpcc is not None:
+            return True
         return not all(s.path is None and s.name in READ_ONLY_BUILTINS for s in self.scripts)
+
+    @property
+    def dataset(self) -> str:
+        """The dataset the workload runs on: pgbench's (`pgbench -i`) or the TPC-C-like one."""
+        return TPCC if self.tpcc is not None else "pgbench"
+
+    @property
+    def max_tries(self) -> int:
+        return TPCC_MAX_TRIES if self.tpcc is not None else 1
+
+    def with_scripts(self, directory: Path) -> Workload:
+        """The TPC-C-like workload with its scripts written into `directory`; others as they
+        are."""
+        if self.tpcc is None:
+            return self
+        written = write_scripts(directory, self.tpcc)
+        return Workload(self.name, tuple(Script(n, w, p) for n, w, p in written), self.tpcc)
+
+
+def with_tpcc_options(workloads: list[Workload], options: TpccOptions) -> list[Workload]:
+    """The workloads with the TPC-C-like one's options set; options asked for without it are
+    refused (they would silently do nothing)."""
+    if options != TpccOptions() and not any(w.tpcc is not None for w in workloads):
+        raise UsageError(
+            "--tpcc-all-warehouses and --tpcc-keying apply to the tpcc workload only: add "
+            "-w tpcc or leave them out."
+        )
+    return [w if w.tpcc is None else Workload(w.name, w.scripts, options) for w in workloads]
+
+
+def tpcc_workload(options: TpccOptions | None = None) -> Workload:
+    """
+    >>> w = tpcc_workload()
+    >>> [(s.name, s.weight) for s in w.scripts][:2], w.may_write, w.dataset
+    ([('new_order', 45), ('payment', 43)], True, 'tpcc')
+    """
+    return Workload(
+        TPCC, tuple(Script(name, weight) for name, weight in TRANSACTIONS),
+        options or TpccOptions(),
+    )  # fmt: skip
 
 
 def _split_weight(spec: str) -> tuple[str, int]:
@@ -68,9 +121,13 @@ def builtin_workload(name: str) -> Workload:
     pgdyno.errors.UsageError: unknown workload 'tpcb': choose from tpcb-like, ...
     """
     base, weight = _split_weight(name)
+    if base == TPCC:
+        if "@" in name:
+            raise UsageError(f"{name!r}: tpcc takes no weight; write tpcc.")
+        return tpcc_workload()
     if base not in BUILTINS:
         raise UsageError(
-            f"unknown workload {base!r}: choose from {', '.join(BUILTINS)}, or give a script "
+            f"unknown workload {base!r}: choose from {', '.join(WORKLOADS)}, or give a script "
             "file with --script."
         )
     return Workload(base, (Script(base, weight),))
@@ -84,6 +141,11 @@ def script_workload(specs: list[str], builtins: list[str] | None = None) -> Work
         file = _script_file(path)
         scripts.append(Script(file.stem, weight, file))
     for name in builtins or []:
+        if _split_weight(name)[0] == TPCC:
+            raise UsageError(
+                "tpcc cannot join a mix with script files: its scripts run on a dataset of "
+                "their own; run it as a workload of its own (-w tpcc)."
+            )
         scripts.extend(builtin_workload(name).scripts)
     label = "+".join(f"{s.name}@{s.weight}" if len(scripts) > 1 else s.name for s in scripts)
     return Workload(f"custom:{label}", tuple(scripts))
@@ -155,6 +217,7 @@ class RunOptions:
     # 2-CPU machine (benchmarks/harness_overhead.py), and the timeline does not need them.
     per_statement: bool = False  # -r: average latency per statement
     progress: bool = False  # -P 1: pgbench's own per-second report, kept as a cross-check
+    max_tries: int = 1  # --max-tries (pgbench 15+): retries of serialization/deadlock failures
 
 
 def run_argv(
@@ -181,7 +244,12 @@ def run_argv(
     >>> o = RunOptions(builtin_workload("select-only"), 2, 2, 5, per_statement=True, progress=True)
     >>> run_argv(Path("pgbench"), "dbname=b", o, Path("/r/tx"))[10:]
     ['-M', 'simple', '-r', '-P', '1', '-l', '--log-prefix=/r/tx', 'dbname=b']
+    >>> from dataclasses import replace
+    >>> run_argv(Path("pgbench"), "dbname=b", replace(o, max_tries=10), None)[12]
+    '--max-tries=10'
     """
+    if any(s.path is None and s.name not in BUILTINS for s in opts.workload.scripts):
+        raise ValueError(f"workload {opts.workload.name} has scripts not written yet")
     argv = [str(pgbench), "-n"]
     for script in opts.workload.scripts:
         argv += script.option
@@ -193,6 +261,8 @@ def run_argv(
         argv += ["-R", f"{opts.rate:g}"]
     if opts.latency_limit_ms is not None:
         argv += ["-L", f"{opts.latency_limit_ms:g}"]
+    if opts.max_tries != 1:
+        argv += [f"--max-tries={opts.max_tries}"]
     if log_prefix is not None:
         argv += ["-r"] if opts.per_statement else []
         argv += ["-P", "1"] if opts.progress else []

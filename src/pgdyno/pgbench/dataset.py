@@ -1,8 +1,11 @@
-"""Prepared pgbench datasets: generated once into a template database, copied for each run.
+"""Prepared datasets: generated once into a template database, copied for each run.
 
-`pgbench -i` runs once per scale into `pgdyno_tpl_s<scale>`; a comment on that database marks it
-complete. Before a run the bench database is re-created from the template with a file copy, so
-every run starts from the same data state without generating the data again.
+`pgbench -i` runs once per scale into `pgdyno_tpl_s<scale>`, the TPC-C-like loader
+(pgdyno.tpcc.load) once per warehouse count into `pgdyno_tpl_tpcc_w<warehouses>`; a comment on
+that database marks it complete, so an interrupted generation (even a SIGKILL) leaves a template
+without it, which the next attempt drops and makes again. Before a run the bench database is
+re-created from the template with a file copy, so every run starts from the same data state
+without generating the data again.
 """
 
 from __future__ import annotations
@@ -14,11 +17,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno import process
-from pgdyno.errors import DatasetError, InsufficientPrivilege, ProcessError, QueryRefused
+from pgdyno.errors import (
+    DatasetError,
+    InsufficientPrivilege,
+    PgdynoError,
+    ProcessError,
+    QueryRefused,
+)
 from pgdyno.pgbench.command import INIT_STEPS, init_argv
 from pgdyno.postgres.client import Client, compose, connect, identifier, literal, with_dbname
-from pgdyno.postgres.footprint import BENCH_DB, EXTENSION_NOTE, MARKER_PREFIX, PRISTINE
+from pgdyno.postgres.footprint import (
+    BENCH_DB,
+    EXTENSION_NOTE,
+    MARKER_PREFIX,
+    PRISTINE,
+)
+from pgdyno.postgres.footprint import template_name as footprint_template_name
 from pgdyno.postgres.queries import load
+from pgdyno.tpcc import load as tpcc_load
 
 # The bench copy's comment once a writing run changed it (PRISTINE, in postgres/footprint.py, is
 # the other one).
@@ -28,21 +44,29 @@ IN_USE = "pgdyno bench: changed by a writing run"
 @dataclass(frozen=True)
 class Dataset:
     template: str
-    scale: int
+    scale: int  # pgbench's scale, or the TPC-C-like workload's warehouses
     size_bytes: int
     generated: bool  # False when an existing template was reused
     prepare_seconds: float
+    kind: str = "pgbench"  # or "tpcc"
+    table_bytes: int | None = None  # heap of the tables, when generated (load throughput)
 
 
-def template_name(scale: int) -> str:
+def template_name(scale: int, kind: str = "pgbench") -> str:
     """
-    >>> template_name(10)
-    'pgdyno_tpl_s10'
+    >>> template_name(10), template_name(3, "tpcc")
+    ('pgdyno_tpl_s10', 'pgdyno_tpl_tpcc_w3')
     """
-    return f"pgdyno_tpl_s{scale}"
+    return footprint_template_name(scale, kind)
 
 
-def marker(scale: int, steps: str = INIT_STEPS) -> str:
+def marker(scale: int, steps: str = INIT_STEPS, kind: str = "pgbench") -> str:
+    """
+    >>> marker(2, kind="tpcc")
+    'pgdyno dataset v1 tpcc warehouses=2 ready'
+    """
+    if kind == "tpcc":
+        return f"{MARKER_PREFIX} tpcc warehouses={scale} ready"
     return f"{MARKER_PREFIX} scale={scale} init={steps} ready"
 
 
@@ -59,32 +83,63 @@ def _drop(client: Client, dbname: str) -> None:
     client.execute(compose("DROP DATABASE IF EXISTS {} WITH (FORCE)", identifier(dbname)))
 
 
-def ensure_dataset(
-    client: Client,
-    pgbench: Path,
-    scale: int,
-    *,
-    env: Mapping[str, str] | None = None,
-) -> Dataset:
-    """The template for `scale`, generated only when no complete one exists."""
+@dataclass(frozen=True)
+class Generator:
+    """How to make a missing template: the dataset's kind, pgbench for its -i, the environment
+    pgbench runs in, the password and the parallel sessions of the TPC-C-like loader."""
+
+    kind: str = "pgbench"
+    pgbench: Path | None = None
+    env: Mapping[str, str] | None = None
+    password: str | None = None
+    sessions: int = 1
+
+
+def ensure_dataset(client: Client, scale: int, how: Generator) -> Dataset:
+    """The template for `scale` (warehouses for TPC-C), generated only when no complete one
+    exists."""
     started = time.monotonic()
-    name = template_name(scale)
+    name = template_name(scale, how.kind)
+    what = f"{how.kind} {'warehouses' if how.kind == 'tpcc' else 'scale'} {scale}"
     existing = ready_templates(client)
     if name in existing:
-        return Dataset(name, scale, existing[name], False, time.monotonic() - started)
-    with _as_dataset_error(f"creating the database {name} for scale {scale}"):
+        return Dataset(name, scale, existing[name], False, time.monotonic() - started, how.kind)
+    with _as_dataset_error(f"creating the database {name} for {what}"):
         _drop(client, name)  # an incomplete one from an interrupted run
         client.execute(compose("CREATE DATABASE {}", identifier(name)))
+    table_bytes = None
+    try:
+        if how.kind == "tpcc":
+            loaded = tpcc_load.load(
+                with_dbname(client.dsn, name), how.password, scale, sessions=how.sessions
+            )
+            table_bytes = loaded.table_bytes
+        else:
+            _pgbench_init(client, name, scale, how)
+    except BaseException:  # a failure, ^C or SIGTERM: no half-made template stays behind
+        # (after a SIGKILL the next attempt drops it: it has no marker). The first error is
+        # the story; a connection lost meanwhile must not replace it.
+        with contextlib.suppress(PgdynoError):
+            _drop(client, name)
+        raise
+    with _as_dataset_error(f"finishing the dataset {name}"):
+        _comment(client, name, marker(scale, kind=how.kind))
+        _checkpoint(client)
+        size = client.database_size(name)
+    return Dataset(name, scale, size, True, time.monotonic() - started, how.kind, table_bytes)
+
+
+def _pgbench_init(client: Client, name: str, scale: int, how: Generator) -> None:
+    if how.pgbench is None:
+        raise ValueError("a pgbench dataset needs pgbench")
     try:
         process.run(
-            init_argv(pgbench, with_dbname(client.dsn, name), scale),
+            init_argv(how.pgbench, with_dbname(client.dsn, name), scale),
             what=f"pgbench -i -s {scale}",
-            env=env,
+            env=how.env,
             timeout=None,
         )
     except ProcessError as exc:
-        with _as_dataset_error(f"removing the incomplete dataset {name}"):
-            _drop(client, name)
         if "No space left on device" in exc.stderr:
             raise DatasetError(
                 f"the disk under the database filled up while generating scale {scale}: free "
@@ -94,11 +149,6 @@ def ensure_dataset(
         raise DatasetError(
             f"generating the dataset (pgbench -i -s {scale}) failed: {reason}"
         ) from exc
-    with _as_dataset_error(f"finishing the dataset {name}"):
-        _comment(client, name, marker(scale))
-        _checkpoint(client)
-        size = client.database_size(name)
-    return Dataset(name, scale, size, True, time.monotonic() - started)
 
 
 @contextlib.contextmanager

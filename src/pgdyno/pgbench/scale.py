@@ -1,6 +1,8 @@
 """Dataset scale presets (seed 002, Vondra) and the free-disk cap: pure functions.
 
-The presets and the sizes they rest on are data, in ``data/scales.toml``.
+The presets and the sizes they rest on are data, in ``data/scales.toml``. The same presets size
+the TPC-C-like workload's dataset, whose scale is its number of warehouses (their size:
+pgdyno.tpcc.load.dataset_bytes).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pgdyno.errors import DatasetError, UsageError
+from pgdyno.tpcc.load import dataset_bytes as tpcc_bytes
 
 MIB = 1024**2
 GIB = 1024**3
@@ -51,13 +54,41 @@ class ScaleChoice:
     scale: int
     preset: str | None  # small / medium / large, or None for an absolute scale
     note: str | None = None  # why the scale differs from what the preset asked for
+    kind: str = "pgbench"  # the dataset: pgbench's, or the TPC-C-like one (scale: warehouses)
+
+    def describe(self) -> str:
+        """
+        >>> ScaleChoice(4, None, kind="tpcc").describe()  # doctest: +ELLIPSIS
+        'dataset tpcc: 4 warehouses, about ... MiB'
+        >>> ScaleChoice(10, "small").describe()
+        'dataset pgbench: scale 10 (small), about 150 MiB'
+        """
+        size = estimated_bytes(self.scale, self.kind) / MIB
+        what = f"{self.scale} warehouses" if self.kind == "tpcc" else f"scale {self.scale}"
+        preset = f" ({self.preset})" if self.preset else ""
+        return f"dataset {self.kind}: {what}{preset}, about {size:,.0f} MiB"
 
 
-def estimated_bytes(scale: int) -> int:
-    return scale * BYTES_PER_SCALE
+def estimated_bytes(scale: int, kind: str = "pgbench") -> int:
+    """The dataset's size on disk, tables and indexes: pgbench's at a scale, or the TPC-C-like
+    one's at a number of warehouses."""
+    return tpcc_bytes(scale) if kind == "tpcc" else scale * BYTES_PER_SCALE
 
 
-def preset_scale(preset: str, memory_bytes: int, shared_buffers_bytes: int) -> int:
+def unit_name(kind: str) -> str:
+    return "warehouses" if kind == "tpcc" else "scale"
+
+
+def _largest_within(budget: int, kind: str) -> int:
+    """The largest scale (>= 0) whose estimated size is at most `budget` bytes."""
+    per_unit = estimated_bytes(2, kind) - estimated_bytes(1, kind)
+    fixed = estimated_bytes(1, kind) - per_unit
+    return max(0, (budget - fixed) // per_unit)
+
+
+def preset_scale(
+    preset: str, memory_bytes: int, shared_buffers_bytes: int, kind: str = "pgbench"
+) -> int:
     """The scale a preset means on this host.
 
     As data/scales.toml defines them: small is half of shared_buffers (the data fits in it:
@@ -71,7 +102,7 @@ def preset_scale(preset: str, memory_bytes: int, shared_buffers_bytes: int) -> i
     chosen = PRESET_TABLE[preset]
     basis = memory_bytes if chosen.of == "memory" else shared_buffers_bytes
     target = int(basis * chosen.fraction)
-    return max(1, target // BYTES_PER_SCALE)
+    return max(1, _largest_within(target, kind))
 
 
 def parse_scale_spec(spec: str) -> str | int:
@@ -90,7 +121,11 @@ def parse_scale_spec(spec: str) -> str | int:
 
 
 def choose_scale(
-    spec: str | int, memory_bytes: int, shared_buffers_bytes: int, free_disk: int | None
+    spec: str | int,
+    memory_bytes: int,
+    shared_buffers_bytes: int,
+    free_disk: int | None,
+    kind: str = "pgbench",
 ) -> ScaleChoice:
     """Resolve a preset and cap it by free disk space, saying so when capped.
 
@@ -100,23 +135,25 @@ def choose_scale(
     ScaleChoice(scale=10, preset=None, note=None)
     """
     preset = spec if isinstance(spec, str) else None
-    scale = preset_scale(preset, memory_bytes, shared_buffers_bytes) if preset else int(spec)
+    scale = preset_scale(preset, memory_bytes, shared_buffers_bytes, kind) if preset else int(spec)
     if free_disk is None:
-        return ScaleChoice(scale, preset)
-    needed = int(estimated_bytes(scale) * DISK_FACTOR) + DISK_RESERVE
+        return ScaleChoice(scale, preset, kind=kind)
+    needed = int(estimated_bytes(scale, kind) * DISK_FACTOR) + DISK_RESERVE
     if needed <= free_disk:
-        return ScaleChoice(scale, preset)
-    capped = int((free_disk - DISK_RESERVE) / DISK_FACTOR) // BYTES_PER_SCALE
+        return ScaleChoice(scale, preset, kind=kind)
+    capped = _largest_within(int((free_disk - DISK_RESERVE) / DISK_FACTOR), kind)
+    unit = unit_name(kind)
     if capped < 1:
         raise DatasetError(
-            f"only {free_disk / GIB:.1f} GiB of disk is free, too little for even scale 1: "
+            f"only {free_disk / GIB:.1f} GiB of disk is free, too little for even {unit} 1: "
             "free some space or choose another --workdir."
         )
     wanted = (
-        f"scale {scale} (~{estimated_bytes(scale) / GIB:.1f} GiB) needs ~{needed / GIB:.1f} GiB "
-        f"of free disk but {free_disk / GIB:.1f} GiB is free"
+        f"{unit} {scale} (~{estimated_bytes(scale, kind) / GIB:.1f} GiB) needs "
+        f"~{needed / GIB:.1f} GiB of free disk but {free_disk / GIB:.1f} GiB is free"
     )
     if preset is None:
         raise DatasetError(f"{wanted}; choose --scale {capped} or less, or free some space.")
-    note = f"{preset}: {wanted}: using scale {capped} (~{estimated_bytes(capped) / GIB:.1f} GiB)"
-    return ScaleChoice(capped, preset, note)
+    size = estimated_bytes(capped, kind) / GIB
+    note = f"{preset}: {wanted}: using {unit} {capped} (~{size:.1f} GiB)"
+    return ScaleChoice(capped, preset, note, kind)

@@ -169,6 +169,10 @@ class MatrixSpec(BaseModel):
     # interval is `precision` % wide each way (or decided), or `budget` ("20m") is spent.
     precision: Annotated[float, Field(gt=0, le=50)] | None = None
     budget: Text | None = None
+    # The TPC-C-like workload (workloads = ["tpcc"]): every warehouse dealt to every client
+    # instead of a home warehouse each; the specification's keying and think times.
+    tpcc_all_warehouses: bool = False
+    tpcc_keying: bool = False
 
     @model_validator(mode="after")
     def _repeats_or_adaptive(self) -> MatrixSpec:

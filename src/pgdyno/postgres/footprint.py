@@ -37,8 +37,12 @@ PRISTINE = "pgdyno bench: pristine copy of {template}"
 # The comment on an extension pgdyno created (pg_prewarm), so `pgdyno datasets list` can tell
 # it from one that was there before.
 EXTENSION_NOTE = "pgdyno: created for --prewarm"
-TEMPLATE_RE = re.compile(r"pgdyno_tpl_s(\d+)")
-_PRISTINE_RE = re.compile(re.escape(PRISTINE).replace(r"\{template\}", r"pgdyno_tpl_s(\d+)"))
+# Templates: pgdyno_tpl_s<scale> (pgbench -i) and pgdyno_tpl_tpcc_w<warehouses> (TPC-C-like).
+TEMPLATE_RE = re.compile(r"pgdyno_tpl_(s|tpcc_w)(\d+)")
+_PRISTINE_RE = re.compile(
+    re.escape(PRISTINE).replace(r"\{template\}", r"pgdyno_tpl_(s|tpcc_w)(\d+)")
+)
+_KIND = {"s": "pgbench", "tpcc_w": "tpcc"}
 OBJECT_IN_USE = "55006"
 
 
@@ -47,13 +51,16 @@ class PgdynoDatabase:
     name: str
     template: bool  # a dataset template; else the bench copy
     scale: int | None  # None: the bench copy was changed by a writing run (or is unmarked)
+    # pgbench (scale) or tpcc (scale = warehouses); None where the scale is None
     bytes: int | None  # None: the role may not measure it (no CONNECT, no pg_read_all_stats)
     complete: bool  # a template's ready marker is there (False: an interrupted generation)
+    dataset: str | None = None
 
     def as_json(self) -> dict[str, object]:
         return {
             "kind": "database", "name": self.name, "template": self.template,
             "scale": self.scale, "bytes": self.bytes, "complete": self.complete,
+            "dataset": self.dataset,
         }  # fmt: skip
 
 
@@ -105,6 +112,8 @@ def is_pgdyno_name(name: str) -> bool:
     """
     >>> is_pgdyno_name("pgdyno_tpl_s5"), is_pgdyno_name("pgdyno_bench")
     (True, True)
+    >>> is_pgdyno_name("pgdyno_tpl_tpcc_w2"), is_pgdyno_name("pgdyno_tpl_tpcc_s2")
+    (True, False)
     >>> is_pgdyno_name("pgdyno_tpl_s5x"), is_pgdyno_name("postgres")
     (False, False)
     """
@@ -115,19 +124,33 @@ def database_of(name: str, note: str | None, size: int | None) -> PgdynoDatabase
     """A row of pgdyno_databases.sql as a record: scale from the name or the bench copy's note.
 
     >>> database_of("pgdyno_tpl_s5", "pgdyno dataset v1 scale=5 init=dtgvp ready", 9)
-    PgdynoDatabase(name='pgdyno_tpl_s5', template=True, scale=5, bytes=9, complete=True)
+    PgdynoDatabase(name='pgdyno_tpl_s5', template=True, scale=5, bytes=9, complete=True, \
+dataset='pgbench')
     >>> database_of("pgdyno_tpl_s7", None, None).complete
     False
-    >>> database_of("pgdyno_bench", "pgdyno bench: pristine copy of pgdyno_tpl_s5", 9).scale
-    5
+    >>> copy = database_of("pgdyno_bench", "pgdyno bench: pristine copy of pgdyno_tpl_tpcc_w5", 9)
+    >>> copy.scale, copy.dataset
+    (5, 'tpcc')
     """
     template = TEMPLATE_RE.fullmatch(name)
     if template is not None:
         complete = bool(note) and str(note).startswith(MARKER_PREFIX)
-        return PgdynoDatabase(name, True, int(template.group(1)), size, complete)
+        kind, scale = _KIND[template.group(1)], int(template.group(2))
+        return PgdynoDatabase(name, True, scale, size, complete, kind)
     copy_of = _PRISTINE_RE.fullmatch(note or "")
-    scale = int(copy_of.group(1)) if copy_of else None
-    return PgdynoDatabase(name, False, scale, size, True)
+    if copy_of is None:
+        return PgdynoDatabase(name, False, None, size, True)
+    return PgdynoDatabase(name, False, int(copy_of.group(2)), size, True, _KIND[copy_of.group(1)])
+
+
+def template_name(scale: int, dataset: str = "pgbench") -> str:
+    """The template database of a dataset: pgbench's at a scale, or TPC-C-like's at a number
+    of warehouses.
+
+    >>> template_name(10), template_name(2, "tpcc")
+    ('pgdyno_tpl_s10', 'pgdyno_tpl_tpcc_w2')
+    """
+    return f"pgdyno_tpl_s{scale}" if dataset == "pgbench" else f"pgdyno_tpl_tpcc_w{scale}"
 
 
 def pgdyno_databases(client: Client) -> list[PgdynoDatabase]:
@@ -263,7 +286,8 @@ def check_drop_request(names: Sequence[str], every: bool) -> None:
     if foreign:
         raise UsageError(
             f"{foreign[0]} is not a database pgdyno creates: `pgdyno datasets drop` removes only "
-            f"pgdyno_tpl_s<scale> and {BENCH_DB} (see `pgdyno datasets list`)."
+            f"pgdyno_tpl_s<scale>, pgdyno_tpl_tpcc_w<warehouses> and {BENCH_DB} (see `pgdyno "
+            "datasets list`)."
         )
 
 

@@ -39,7 +39,7 @@ _SETTING_COLUMNS = ("setting", "unit", "vartype", "source", "sourcefile", "sourc
                     "enumvals")  # fmt: skip
 _CACHE_COLUMNS = ("blks_hit", "blks_read", "temp_files", "temp_bytes", "deadlocks")
 # pgdyno's dataset templates (pgbench/dataset.py `template_name`), as queries/*.sql match them.
-_TEMPLATE_RE = re.compile(r"pgdyno_tpl_s[0-9]+")
+_TEMPLATE_RE = re.compile(r"pgdyno_tpl_(s|tpcc_w)[0-9]+")
 _READ_ALL_SETTINGS = "superusers and members of pg_read_all_settings (or pg_monitor)"
 
 

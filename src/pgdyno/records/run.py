@@ -8,6 +8,7 @@ from pgdyno.records.devices import DeviceLayout
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import Summary
+from pgdyno.records.tpcc import TpccResult
 
 Sample = tuple[int, str, float]  # (epoch second, metric, value): one point of a series
 
@@ -92,3 +93,12 @@ class RunRecord:
     # Foreign CPU and steal when they exceeded a threshold (collect/interference.py);
     # None: a clean run, or one not measured.
     interference: Interference | None = None
+    tpcc: TpccResult | None = None  # the TPC-C-like workload's figures (NOPM, TPM, per type)
+
+    @property
+    def throughput(self) -> float:
+        """The figure a run is judged by: NOPM for the TPC-C-like workload, else TPS; 0 when
+        the run measured none."""
+        if self.tpcc is not None:
+            return self.tpcc.nopm
+        return self.summary.tps if self.summary is not None else 0.0

@@ -19,6 +19,7 @@ from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import StatementLatency
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.run import Event, SecondRow
+from pgdyno.records.tpcc import TpccResult
 
 type Json = bool | int | float | str | list[Json] | dict[str, Json] | None
 type JsonObject = dict[str, Json]
@@ -66,10 +67,16 @@ class RunOutcome:
     health: RunHealth  # RunHealth() when the run has none
     pg_version: str
     interference: Interference | None = None  # None: a clean run (or one stored before schema 5)
+    tpcc: TpccResult | None = None  # the TPC-C-like workload's figures
 
     @property
     def warnings(self) -> tuple[str, ...]:
         return self.health.warnings
+
+    @property
+    def throughput(self) -> float | None:
+        """The figure the run is judged by: NOPM for the TPC-C-like workload, else TPS."""
+        return self.tpcc.nopm if self.tpcc is not None else self.tps
 
     @property
     def interfered(self) -> bool:
@@ -116,6 +123,7 @@ class RunListing(_RunColumns):
     latency_max_ms: float | None
     latency_source: str | None
     interference: Interference | None  # None: a clean run
+    tpcc: TpccResult | None  # the TPC-C-like workload's figures
     session_status: str
 
 
@@ -139,6 +147,7 @@ class StoredRun(_RunColumns):
     comparison_id: int | None
     set_name: str | None
     interference: Interference | None  # None: a clean run
+    tpcc: TpccResult | None  # the TPC-C-like workload's figures
     host: JsonObject  # of the run's session
     server: JsonObject
     target: str
@@ -173,7 +182,7 @@ class StoredRun(_RunColumns):
             self.id, self.set_name if set_name is None else set_name, self.status,
             self.workload, self.scale, self.clients, self.repeat, self.tps,
             self.latency_p99_ms, self.latency_avg_ms, self.health or RunHealth(), self.pg_version,
-            self.interference,
+            self.interference, self.tpcc,
         )  # fmt: skip
 
 

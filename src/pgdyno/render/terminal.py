@@ -12,6 +12,7 @@ from pgdyno.records import Available, RunRecord, Status
 from pgdyno.records.devices import RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunListing, StoredRun
+from pgdyno.render.tpcc_tables import tpcc_rows, tpcc_table
 
 # The tail of pgbench's stderr that `runs show` prints for a run that did not finish.
 STDERR_TAIL_LINES = 20
@@ -19,14 +20,19 @@ STDERR_TAIL_LINES = 20
 
 def results_table(records: Sequence[tuple[int, RunRecord]]) -> Table:
     table = Table(title="pgbench results", title_justify="left")
-    for name in ("run", "workload", "scale", "clients", "jobs", "repeat", "TPS", "lat avg ms",
-                 "lat stddev ms", "failed", "status"):  # fmt: skip
+    tpcc = any(rec.tpcc is not None for _, rec in records)
+    for name in ("run", "workload", "scale", "clients", "jobs", "repeat",
+                 *(("NOPM", "TPM") if tpcc else ()), "TPS", "lat avg ms", "lat stddev ms",
+                 "failed", "status"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("workload", "status") else "right")
     for run_id, rec in records:
         s = rec.summary
+        t = rec.tpcc
         table.add_row(
             str(run_id), rec.cell.workload, str(rec.cell.scale), str(rec.cell.clients),
-            str(rec.cell.jobs), str(rec.cell.repeat), fmt(s.tps if s else None),
+            str(rec.cell.jobs), str(rec.cell.repeat),
+            *((fmt(t.nopm if t else None), fmt(t.tpm if t else None)) if tpcc else ()),
+            fmt(s.tps if s else None),
             fmt(s.latency_avg_ms if s else None, 3), fmt(s.latency_stddev_ms if s else None, 3),
             str(s.failed_transactions) if s else "-", status_text(rec.status),
         )  # fmt: skip
@@ -55,13 +61,16 @@ def _text(value: object) -> str:
 
 def runs_table(rows: Sequence[RunListing]) -> Table:
     table = Table(title="runs (newest first)", title_justify="left")
-    for name in ("id", "session", "finished", "workload", "scale", "clients", "TPS",
-                 "lat avg ms", "PostgreSQL", "status"):  # fmt: skip
+    tpcc = any(row.tpcc is not None for row in rows)
+    for name in ("id", "session", "finished", "workload", "scale", "clients",
+                 *(("NOPM",) if tpcc else ()), "TPS", "lat avg ms", "PostgreSQL",
+                 "status"):  # fmt: skip
         table.add_column(name)
     for row in rows:
+        nopm = (fmt(row.tpcc.nopm if row.tpcc else None),) if tpcc else ()
         table.add_row(
             str(row.id), _session(row), row.finished_at[:19].replace("T", " "),
-            row.workload, str(row.scale), str(row.clients), fmt(row.tps),
+            row.workload, str(row.scale), str(row.clients), *nopm, fmt(row.tps),
             fmt(row.latency_avg_ms, 3), _text(row.pg_version),
             _flagged(status_text(row.status), row.interference is not None),
         )  # fmt: skip
@@ -93,6 +102,7 @@ def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
         ("started / finished", f"{run.started_at} / {run.finished_at}"),
         ("workload", f"{run.workload}, scale {run.scale}, {run.clients} clients, "
                      f"{run.jobs} jobs, {run.duration_s} s, protocol {run.protocol}"),
+        *(tpcc_rows(run.tpcc) if run.tpcc is not None else []),
         ("TPS", fmt(run.tps)),
         ("latency avg / stddev ms", f"{fmt(run.latency_avg_ms, 3)} / "
                                     f"{fmt(run.latency_stddev_ms, 3)}"),
@@ -118,6 +128,8 @@ def run_detail(run: StoredRun) -> list[Table]:
     for name, value in _detail_rows(run):
         info.add_row(name, value)
     tables = [info]
+    if run.tpcc is not None:
+        tables.append(tpcc_table(run.tpcc))
     if run.status != "ok":
         tables.append(stderr_tail(run.stderr or ""))
     if run.statements:

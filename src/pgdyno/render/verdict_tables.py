@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.table import Table
 from rich.text import Text
 
@@ -81,12 +83,23 @@ def level(analysis: Analysis) -> str:
     return f"{100.0 * (1.0 - analysis.error_control.alpha):.4g}%"
 
 
+def figure_name(figures: Sequence[str]) -> str:
+    """What the throughput columns measure: TPS, NOPM (the TPC-C-like workload), or both.
+
+    >>> figure_name(["tps"]), figure_name(["nopm", "nopm"]), figure_name(["tps", "nopm"])
+    ('TPS', 'NOPM', 'TPS/NOPM')
+    """
+    found = {f.upper() for f in figures}
+    return "/".join(name for name in ("TPS", "NOPM") if name in found) or "TPS"
+
+
 def verdict_table(analysis: Analysis, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     table.caption = f"error control: {analysis.error_control.text}"
-    for name in ("cell", "set", "runs", "TPS median", "CV %",
-                 f"TPS change vs baseline [{level(analysis)} CI]",
-                 "p99 ms", "p99 change", "verdict (TPS)", "notes"):  # fmt: skip
+    figure = figure_name([r.figure for r in analysis.results])
+    for name in ("cell", "set", "runs", f"{figure} median", "CV %",
+                 f"{figure} change vs baseline [{level(analysis)} CI]",
+                 "p99 ms", "p99 change", f"verdict ({figure})", "notes"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("cell", "set", "notes") else "right")
     for r in analysis.results:
         workload, scale, clients = r.cell

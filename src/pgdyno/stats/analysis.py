@@ -1,10 +1,11 @@
 """From a comparison's stored runs to statistics and verdicts per cell and set (pure).
 
 A cell is one (workload, scale, clients) of the plan's matrix; every set runs every cell once a
-round. Each set is compared with the baseline on TPS (higher is better) and on p99 latency
-(lower is better), paired by round (`pgdyno.stats.paired`); a ladder also compares each step
-with the one before it. Runs flagged for interference (other processes or the hypervisor took
-CPU time during the run) are left out and counted as discarded.
+round. Each set is compared with the baseline on throughput (higher is better: TPS, or NOPM for
+the TPC-C-like workload, whose `tps_change` and `tps` then hold NOPM and say so in `figure`) and
+on p99 latency (lower is better), paired by round (`pgdyno.stats.paired`); a ladder also
+compares each step with the one before it. Runs flagged for interference (other processes or
+the hypervisor took CPU time during the run) are left out and counted as discarded.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class SetResult:
     tps_change: ChangeVerdict | None  # against the baseline (None for the baseline itself)
     p99_change: ChangeVerdict | None
     warnings: tuple[str, ...]
+    figure: str = "tps"  # what `tps` and `tps_change` measure: "tps", or "nopm" for tpcc
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -131,7 +133,7 @@ def _change_notes(change: ChangeVerdict) -> list[str]:
 
 
 def _usable(runs: Sequence[RunOutcome]) -> list[RunOutcome]:
-    return [r for r in runs if r.status == "ok" and r.tps and not r.interfered]
+    return [r for r in runs if r.status == "ok" and r.throughput and not r.interfered]
 
 
 def _by_round(runs: Sequence[RunOutcome], figure: str) -> dict[int, float]:
@@ -174,7 +176,10 @@ def analyse(
         per_set = by_cell[cell]
         results.extend(_cell_results(cell, per_set, set_names, baseline, judge))
         if mode == "ladder":
-            steps = [(name, _by_round(_usable(per_set.get(name, [])), "tps")) for name in set_names]
+            steps = [
+                (name, _by_round(_usable(per_set.get(name, [])), "throughput"))
+                for name in set_names
+            ]
             if all(values for _, values in steps):
                 ladders.append((cell, ladder(steps, judge=judge.__call__)))
     return Analysis(baseline, mode, tuple(results), tuple(ladders), control)
@@ -188,31 +193,34 @@ def _cell_results(
     judge: Judging,
 ) -> list[SetResult]:
     base = _usable(per_set.get(baseline, []))
-    base_tps, base_p99 = _by_round(base, "tps"), _by_round(base, "latency_p99_ms")
+    base_tps, base_p99 = _by_round(base, "throughput"), _by_round(base, "latency_p99_ms")
     results = []
     for name in set_names:
         every = per_set.get(name, [])
         good = _usable(every)
-        tps, p99 = _by_round(good, "tps"), _by_round(good, "latency_p99_ms")
+        tps, p99 = _by_round(good, "throughput"), _by_round(good, "latency_p99_ms")
         tps_change = p99_change = None
         if name != baseline and tps and base_tps:
             tps_change = judge(base_tps, tps)
         if name != baseline and p99 and base_p99:
             p99_change = judge(base_p99, p99, higher_is_better=False)
-        tps_values = [float(r.tps or 0) for r in good]
+        tps_values = [float(r.throughput or 0) for r in good]
         p99_values = [float(r.latency_p99_ms) for r in good if r.latency_p99_ms]
         results.append(
             SetResult(
                 cell=cell,
                 set_name=name,
                 runs=len(good),
-                failed=sum(1 for r in every if r.status != "ok" or not r.tps),
-                discarded=sum(1 for r in every if r.status == "ok" and r.tps and r.interfered),
+                failed=sum(1 for r in every if r.status != "ok" or not r.throughput),
+                discarded=sum(
+                    1 for r in every if r.status == "ok" and r.throughput and r.interfered
+                ),
                 tps=describe(tps_values) if tps_values else None,
                 p99_ms=describe(p99_values) if p99_values else None,
                 tps_change=tps_change,
                 p99_change=p99_change,
                 warnings=_warnings(every, tps_change),
+                figure="nopm" if any(r.tpcc is not None for r in every) else "tps",
             )
         )
     return results

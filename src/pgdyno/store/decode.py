@@ -26,6 +26,7 @@ from pgdyno.records.stored import (
     StoredComparison,
     StoredRun,
 )
+from pgdyno.records.tpcc import TpccResult, TpccTransaction
 from pgdyno.store.encode import DEVICE_KEYS
 
 Row = Mapping[str, Any]
@@ -226,6 +227,7 @@ def stored_run(
         "health": None if blob is None else health(blob),
         "interference": _interference(run),
         "devices": devices(decoded["devices"]),
+        "tpcc": _tpcc(run),
     }
     return StoredRun(
         **{**run, **decoded, **typed, "pgbench_argv": argv},
@@ -247,13 +249,69 @@ def _interference(row: Row) -> Interference | None:
     return interference(_object(row["interference"], f"run {row['id']}'s interference"))
 
 
+def _tpcc(row: Row) -> TpccResult | None:
+    return tpcc(_object(row.get("tpcc"), f"run {row['id']}'s TPC-C figures"))
+
+
+def tpcc(blob: Mapping[str, Json] | None) -> TpccResult | None:
+    """A TPC-C-like run's figures as store/encode.py `tpcc_json` wrote them.
+
+    >>> found = tpcc({"warehouses": 2, "nopm": 120.0, "tpm": None, "transactions": {"payment":
+    ...     {"count": 43, "share": 0.43, "p50_ms": 1.0, "p90_ms": 2, "p99_ms": 3.0,
+    ...      "max_ms": 4.0, "retries": 0, "failed": 0}}, "mix_ok": True, "consistency": "passed",
+    ...     "rollbacks": 1})
+    >>> found.nopm_per_warehouse, found.transactions[0].p90_ms, found.tpm
+    (60.0, 2.0, None)
+    >>> tpcc(None) is None
+    True
+    """
+    if blob is None:
+        return None
+    kinds = blob.get("transactions")
+    return TpccResult(
+        warehouses=int(_number(blob, "warehouses") or 0),
+        nopm=float(_number(blob, "nopm") or 0.0),
+        tpm=_float(_number(blob, "tpm")),
+        transactions=tuple(
+            _transaction(str(name), figures)
+            for name, figures in (kinds.items() if isinstance(kinds, dict) else [])
+            if isinstance(figures, dict)
+        ),
+        mix_ok=blob.get("mix_ok") is True,
+        consistency=str(blob.get("consistency") or "not checked"),
+        rollbacks=int(_number(blob, "rollbacks") or 0),
+        all_warehouses=blob.get("all_warehouses") is True,
+        keying_thinking=blob.get("keying_thinking") is True,
+    )
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _transaction(name: str, figures: Mapping[str, Json]) -> TpccTransaction:
+    return TpccTransaction(
+        name=name,
+        count=int(_number(figures, "count") or 0),
+        share=float(_number(figures, "share") or 0.0),
+        p50_ms=_float(_number(figures, "p50_ms")),
+        p90_ms=_float(_number(figures, "p90_ms")),
+        p99_ms=_float(_number(figures, "p99_ms")),
+        max_ms=_float(_number(figures, "max_ms")),
+        retries=int(_number(figures, "retries") or 0),
+        failed=int(_number(figures, "failed") or 0),
+    )
+
+
 def run_listing(row: Row) -> RunListing:
-    return RunListing(**{**row, "interference": _interference(row)})
+    return RunListing(**{**row, "interference": _interference(row), "tpcc": _tpcc(row)})
 
 
 def run_outcome(row: Row) -> RunOutcome:
     blob = _object(row["health"], f"run {row['id']}'s health") if row["health"] else None
-    return RunOutcome(**{**row, "health": health(blob), "interference": _interference(row)})
+    return RunOutcome(
+        **{**row, "health": health(blob), "interference": _interference(row), "tpcc": _tpcc(row)}
+    )
 
 
 def comparison(row: Row, sets: list[dict[str, Any]]) -> StoredComparison:

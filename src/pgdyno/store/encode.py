@@ -17,12 +17,15 @@ from pgdyno.records.devices import DeviceLayout, RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.rounds import RoundHistory
+from pgdyno.records.tpcc import TpccResult, TpccTransaction
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 # A device's JSON keys in the order pgdyno writes them (the doctor snapshot's order too).
 DEVICE_KEYS = tuple(f.name for f in fields(RunDevice) if f.name not in ("role", "stored_keys"))
+# A TPC-C-like transaction type's figures as kept, keyed by its name.
+TRANSACTION_KEYS = tuple(f.name for f in fields(TpccTransaction) if f.name != "name")
 
 
 def now_iso() -> str:
@@ -62,6 +65,31 @@ def interference_json(found: Interference) -> dict[str, object]:
     {'foreign_cpu_pct': 48.2, 'steal_pct': 0.0, 'top': [['yes', 47.5]]}
     """
     return _fields(found)
+
+
+def tpcc_json(result: TpccResult) -> dict[str, object]:
+    """A TPC-C-like run's figures as `runs show --json` prints them and the runs table keeps
+    them: the transactions keyed by type.
+
+    >>> t = TpccTransaction("payment", 43, 0.43, 1.0, 2.0, 3.0, 4.0, 0, 0)
+    >>> out = tpcc_json(TpccResult(2, 120.0, 300.0, (t,), True, "passed", 1))
+    >>> out["nopm_per_warehouse"], out["transactions"]["payment"]["count"], out["consistency"]
+    (60.0, 43, 'passed')
+    """
+    return {
+        "warehouses": result.warehouses,
+        "nopm": result.nopm,
+        "tpm": result.tpm,
+        "nopm_per_warehouse": result.nopm_per_warehouse,
+        "transactions": {
+            t.name: {key: getattr(t, key) for key in TRANSACTION_KEYS} for t in result.transactions
+        },
+        "mix_ok": result.mix_ok,
+        "consistency": result.consistency,
+        "rollbacks": result.rollbacks,
+        "all_warehouses": result.all_warehouses,
+        "keying_thinking": result.keying_thinking,
+    }
 
 
 def devices_json(layout: DeviceLayout) -> dict[str, object]:
@@ -134,6 +162,8 @@ def _json(value: object) -> object:
         return rounds_json(value)
     if isinstance(value, DeviceLayout):
         return devices_json(value)
+    if isinstance(value, TpccResult):
+        return tpcc_json(value)
     if is_dataclass(value) and not isinstance(value, type):
         return _fields(value)
     if isinstance(value, tuple | list):

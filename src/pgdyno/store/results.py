@@ -19,7 +19,14 @@ from pgdyno.records import RunRecord
 from pgdyno.records.stored import ReportSource, RunListing, StoredRun
 from pgdyno.store.comparisons import Comparisons
 from pgdyno.store.decode import RUN_ROW_SQL, run_listing, stored_run
-from pgdyno.store.encode import devices_json, dumps, health_json, interference_json, now_iso
+from pgdyno.store.encode import (
+    devices_json,
+    dumps,
+    health_json,
+    interference_json,
+    now_iso,
+    tpcc_json,
+)
 from pgdyno.store.migrate import latest_version, migrate
 from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
 
@@ -28,7 +35,7 @@ RUN_COLUMNS = (
     "jobs", "duration_s", "protocol", "rate", "repeat", "warmup_s", "tps", "latency_avg_ms",
     "latency_stddev_ms", "transactions", "failed_transactions", "dataset_bytes", "pg_version",
     "pgbench_version", "error", "latency_p50_ms", "latency_p99_ms", "latency_max_ms",
-    "latency_source", "interference",
+    "latency_source", "interference", "tpcc",
 )  # fmt: skip
 SECOND_COLUMNS = (
     "t", "tps", "latency_avg_ms", "latency_stddev_ms", "latency_min_ms", "latency_max_ms",
@@ -206,9 +213,9 @@ class ResultsStore:
                 " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
                 " error, stderr, latency_p50_ms, latency_p90_ms, latency_p99_ms,"
                 " latency_p999_ms, latency_max_ms, latency_source, health, devices,"
-                " comparison_id, set_name, interference)"
+                " comparison_id, set_name, interference, tpcc)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
@@ -232,6 +239,7 @@ class ResultsStore:
                     run.set_name,
                     None if run.interference is None
                     else dumps(interference_json(run.interference), "the run's interference"),
+                    None if run.tpcc is None else dumps(tpcc_json(run.tpcc), "TPC-C figures"),
                 ),
             )  # fmt: skip
             run_id = int(cur.lastrowid or 0)

@@ -1,0 +1,138 @@
+"""What a TPC-C-like run measures beside pgbench: the server's counters before and after the
+measured window, the consistency check after it, and the figures made of them.
+
+NOPM comes from the server (`sum(district.d_next_o_id)`, pgdyno.tpcc.counters), TPM from
+pg_stat_database for the benchmark database alone. Both are read right before the measured
+pgbench starts and after its clients are gone: a backend's statistics reach pg_stat_database when
+it flushes them (at the latest when it exits), so the second reading waits, briefly, until no
+session is left in the benchmark database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from pgdyno.experiment.measure import Measured
+from pgdyno.pgbench.command import Workload
+from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.footprint import BENCH_DB
+from pgdyno.postgres.queries import load
+from pgdyno.records import Sample, SecondRow
+from pgdyno.records.tpcc import TpccOptions, TpccResult
+from pgdyno.stats.tpcc_figures import ScriptFigures, tpcc_result
+from pgdyno.tpcc import consistency
+from pgdyno.tpcc.counters import new_orders
+
+NOPM_METRIC = "tpcc.nopm"  # the per-second series (data/metrics.toml)
+SESSIONS_GONE_WAIT_S = 10.0  # how long the after-reading waits for the clients' sessions to end
+
+
+@dataclass(frozen=True)
+class Counters:
+    new_orders: int  # sum(d_next_o_id) over all districts
+    xacts: int | None  # commits + rollbacks of the benchmark database; None: not readable
+
+
+def read_counters(client: Client, bench_dsn: str, password: str | None, bench_db: str) -> Counters:
+    """The counters now: `client` is pgdyno's own connection (pg_stat_database), the new-order
+    counter is read in the benchmark database itself."""
+    with connect(bench_dsn, password) as bench:
+        orders = new_orders(bench)
+    rows = client.rows(load("bench_xacts"), {"dbname": bench_db})
+    xacts = int(rows[0][0]) if rows and rows[0][0] is not None else None
+    return Counters(orders, xacts)
+
+
+def wait_sessions_gone(
+    client: Client, bench_db: str, *, sleep: Callable[[float], None] = time.sleep
+) -> bool:
+    """Wait until no client session is left in the benchmark database (their statistics are
+    then flushed); False when some are still there after SESSIONS_GONE_WAIT_S."""
+    deadline = time.monotonic() + SESSIONS_GONE_WAIT_S
+    while True:
+        left = client.rows(load("bench_sessions"), {"dbname": bench_db})
+        if not left or int(left[0][0]) == 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        sleep(0.05)
+
+
+def check_consistency(bench_dsn: str, password: str | None) -> str:
+    """ "passed", or the consistency condition that failed (specification 3.3.2)."""
+    with connect(bench_dsn, password) as bench:
+        failed = consistency.check(bench)
+    return "passed" if failed is None else failed
+
+
+@dataclass(frozen=True)
+class TpccWindow:
+    """The measured window of a TPC-C-like run: its counters at both ends and its length."""
+
+    warehouses: int
+    options: TpccOptions
+    before: Counters
+    after: Counters
+    seconds: float
+
+    def result(
+        self, scripts: Sequence[tuple[str, ScriptFigures]], consistency_found: str
+    ) -> TpccResult:
+        xacts = None
+        if self.before.xacts is not None and self.after.xacts is not None:
+            xacts = self.after.xacts - self.before.xacts
+        found = tpcc_result(
+            self.warehouses, self.seconds, self.after.new_orders - self.before.new_orders, xacts,
+            scripts, consistency_found,
+        )  # fmt: skip
+        return replace(
+            found, all_warehouses=self.options.all_warehouses,
+            keying_thinking=self.options.keying_thinking,
+        )  # fmt: skip
+
+
+def nopm_samples(rows: Sequence[SecondRow], orders_made: int) -> list[Sample]:
+    """Per second, NOPM: the new-order script's completions in that second times 60, scaled by
+    the share of them that made an order (the server's count over the log's, which includes the
+    1% rolled back by design, and only a sample of the lines under --sampling-rate), so that the
+    seconds add up to the run's new orders."""
+    counts = [(row.t, row.script_counts[0]) for row in rows if row.script_counts]
+    completed = sum(n for _, n in counts)
+    if not completed:
+        return []
+    made_per_logged = orders_made / completed
+    return [(t, NOPM_METRIC, 60.0 * n * made_per_logged) for t, n in counts]
+
+
+class TpccMeter:
+    """Reads a TPC-C-like run's counters around its measured window and makes its figures."""
+
+    def __init__(
+        self, client: Client, bench_dsn: str, password: str | None, log: Callable[[str], None]
+    ) -> None:
+        self.client = client
+        self.bench_dsn = bench_dsn
+        self.password = password
+        self.log = log
+
+    def before(self) -> Counters:
+        return read_counters(self.client, self.bench_dsn, self.password, BENCH_DB)
+
+    def figures(
+        self, warehouses: int, workload: Workload, before: Counters, measured: Measured,
+        seconds: float,
+    ) -> Measured:  # fmt: skip
+        """The run's figures once its clients are gone, with its consistency check."""
+        if not wait_sessions_gone(self.client, BENCH_DB):
+            self.log("TPM may miss the last transactions: pgbench's sessions were slow to end")
+        after = read_counters(self.client, self.bench_dsn, self.password, BENCH_DB)
+        found = check_consistency(self.bench_dsn, self.password)
+        options = workload.tpcc or TpccOptions()
+        window = TpccWindow(warehouses, options, before, after, seconds)
+        names = [s.name for s in workload.scripts]
+        result = window.result(list(zip(names, measured.scripts, strict=True)), found)
+        made = after.new_orders - before.new_orders
+        samples = (*measured.samples, *nopm_samples(measured.seconds, made))
+        return replace(measured, tpcc=result, samples=samples)

@@ -1,0 +1,4 @@
+-- Commits plus rollbacks of one database (TPC-C-like TPM); no row while it does not exist.
+SELECT xact_commit + xact_rollback
+FROM pg_stat_database
+WHERE datname = %(dbname)s
