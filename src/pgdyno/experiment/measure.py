@@ -28,6 +28,8 @@ from pgdyno.postgres.serverlog import LogTail
 from pgdyno.records import Event, Percentiles, Sample, SecondRow
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
+from pgdyno.records.scripts import ScriptLatency
+from pgdyno.records.tpcc import TpccResult
 from pgdyno.stats.steady import assess, client_capacity_pct
 
 
@@ -73,6 +75,11 @@ class Measured:
     events: tuple[Event, ...]
     health: RunHealth
     interference: Interference | None = None  # None: a clean run, or not measured
+    # Per script of a multi-script run (-f a@45 -f b@43 ...): the whole run's figures, and
+    # per second (epoch second, successful transactions of each script); () for one script.
+    scripts: tuple[ScriptLatency, ...] = ()
+    script_counts: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    tpcc: TpccResult | None = None  # the TPC-C-like workload's figures (experiment/tpcc_run.py)
 
 
 PROCESS_TABLE_WAIT_S = 5.0  # a read of /proc that takes longer has hung (a broken procfs)
@@ -147,7 +154,10 @@ def measure(
         timeline = sampler.stop()
     interference = _interference(processes_before, _processes(collect, log), collect)
     logs = sorted(run_dir.glob("tx.*"))
-    per_second, total = summarize(logs, sampling_rate)
+    per_second, total = summarize(
+        logs, sampling_rate, with_lag=opts.rate is not None, with_retries=opts.max_tries != 1,
+        scripts=len(opts.workload.scripts),
+    )  # fmt: skip
     if not collect.keep_logs:
         for path in logs:
             path.unlink(missing_ok=True)
@@ -178,4 +188,6 @@ def measure(
         events=tuple(timeline.events),
         health=health,
         interference=interference,
+        scripts=total.by_script,
+        script_counts=tuple((r.t, r.script_counts) for r in per_second if r.t is not None),
     )

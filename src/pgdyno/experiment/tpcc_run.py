@@ -19,7 +19,7 @@ from pgdyno.pgbench.command import Workload
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.postgres.queries import load
-from pgdyno.records import Sample, SecondRow
+from pgdyno.records import Sample
 from pgdyno.records.tpcc import TpccOptions, TpccResult
 from pgdyno.stats.tpcc_figures import ScriptFigures, tpcc_result
 from pgdyno.tpcc import consistency
@@ -93,12 +93,14 @@ class TpccWindow:
         )  # fmt: skip
 
 
-def nopm_samples(rows: Sequence[SecondRow], orders_made: int) -> list[Sample]:
+def nopm_samples(
+    counts_by_second: Sequence[tuple[int, tuple[int, ...]]], orders_made: int
+) -> list[Sample]:
     """Per second, NOPM: the new-order script's completions in that second times 60, scaled by
     the share of them that made an order (the server's count over the log's, which includes the
     1% rolled back by design, and only a sample of the lines under --sampling-rate), so that the
     seconds add up to the run's new orders."""
-    counts = [(row.t, row.script_counts[0]) for row in rows if row.script_counts]
+    counts = [(t, counts[0]) for t, counts in counts_by_second if counts]
     completed = sum(n for _, n in counts)
     if not completed:
         return []
@@ -134,5 +136,5 @@ class TpccMeter:
         names = [s.name for s in workload.scripts]
         result = window.result(list(zip(names, measured.scripts, strict=True)), found)
         made = after.new_orders - before.new_orders
-        samples = (*measured.samples, *nopm_samples(measured.seconds, made))
+        samples = (*measured.samples, *nopm_samples(measured.script_counts, made))
         return replace(measured, tpcc=result, samples=samples)

@@ -123,7 +123,8 @@ def plan_text(plan: Mapping[str, Any], header: str) -> str:
 
 
 def verdict_lines(analysis: Analysis) -> list[str]:
-    """One line per configuration and cell: "+x% [a, b] TPS, p99 -y%, vs current"."""
+    """One line per configuration and cell: "+x% [a, b] TPS, p99 -y%, vs current" (NOPM for
+    the TPC-C-like workload)."""
     lines = []
     for result in analysis.results:
         if result.set_name == analysis.baseline:
@@ -134,11 +135,12 @@ def verdict_lines(analysis: Analysis) -> list[str]:
 
 def _line(result: SetResult, baseline: str) -> str:
     workload, scale, clients = result.cell
-    head = f"{result.set_name:<10} {workload} scale {scale}, {clients} clients: "
+    size = f"{scale} warehouses" if result.figure == "nopm" else f"scale {scale}"
+    head = f"{result.set_name:<10} {workload} {size}, {clients} clients: "
     tps = result.tps_change
     if tps is None:
         return head + "no verdict (no usable runs)"
-    text = f"{_pct(tps)} TPS"
+    text = f"{_pct(tps)} {result.figure.upper()}"
     if result.p99_change is not None:
         text += f", p99 {result.p99_change.change_pct:+.1f}%"
     return head + f"{text}, vs {baseline}: {_word(tps)}"
