@@ -88,7 +88,8 @@ def summarise(ratios: list[float]) -> str:
     mean = statistics.fmean(logs)
     half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     low, high = math.exp(mean - half), math.exp(mean + half)
-    return f"{math.exp(mean):.3f} (95% CI {low:.3f}-{high:.3f}, median {statistics.median(ratios):.3f})"
+    median = statistics.median(ratios)
+    return f"{math.exp(mean):.3f} (95% CI {low:.3f}-{high:.3f}, median {median:.3f})"
 
 
 def fresh_database(client: Client, name: str) -> None:
@@ -120,7 +121,8 @@ def loader_arm(box: Sandbox, pgbench: Path, warehouses: int) -> float:
             client.execute(compose("DROP DATABASE {} WITH (FORCE)", identifier(name)))
     print(f"loader: TPC-C-like {warehouses} warehouses, {loaded.table_bytes / MIB:,.0f} MiB of "
           f"tables in {loaded.seconds:.1f} s ({tpcc_rate:.1f} MiB/s); pgbench -i -s {scale}, "
-          f"{table_bytes / MIB:,.0f} MiB in {seconds:.1f} s ({pgbench_rate:.1f} MiB/s)")  # fmt: skip
+          f"{table_bytes / MIB:,.0f} MiB in {seconds:.1f} s "
+          f"({pgbench_rate:.1f} MiB/s)")  # fmt: skip
     return tpcc_rate / pgbench_rate
 
 
@@ -149,7 +151,8 @@ def main() -> None:
                   f"bare pgbench {nopm['bare']:,.0f} NOPM")  # fmt: skip
         print(f"tpcc: loader MB/s ratio TPC-C-like/pgbench -i {loader:.2f} (target >= 1.0)")
         print(f"tpcc: NOPM pgdyno/bare {summarise(ratios)} (target >= 0.99; {args.rounds} rounds, "
-              f"{args.warehouses} warehouses, {args.clients} clients, {args.seconds} s)")  # fmt: skip
+              f"{args.warehouses} warehouses, {args.clients} clients, "
+              f"{args.seconds} s)")  # fmt: skip
 
 
 if __name__ == "__main__":
