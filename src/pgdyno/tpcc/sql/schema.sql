@@ -7,6 +7,8 @@
 -- warehouse and district are updated by every payment (w_ytd, d_ytd) and new-order
 -- (d_next_o_id): fillfactor 10 leaves room for HOT updates on those few, hot rows; customer and
 -- stock, updated in place at random, keep a little room as well.
+-- w_ytd and d_ytd are wider than the specification's numeric(12, 2): every payment adds up to
+-- 5,000.00 to one warehouse, so on one warehouse w_ytd would overflow 10^10 within hours.
 
 CREATE TABLE warehouse (
     w_id integer NOT NULL,
@@ -17,7 +19,7 @@ CREATE TABLE warehouse (
     w_state char(2) NOT NULL,
     w_zip char(9) NOT NULL,
     w_tax numeric(4, 4) NOT NULL,
-    w_ytd numeric(12, 2) NOT NULL
+    w_ytd numeric(18, 2) NOT NULL
 ) WITH (fillfactor = 10);
 
 CREATE TABLE district (
@@ -30,7 +32,7 @@ CREATE TABLE district (
     d_state char(2) NOT NULL,
     d_zip char(9) NOT NULL,
     d_tax numeric(4, 4) NOT NULL,
-    d_ytd numeric(12, 2) NOT NULL,
+    d_ytd numeric(18, 2) NOT NULL,
     d_next_o_id integer NOT NULL
 ) WITH (fillfactor = 10);
 
