@@ -32,8 +32,8 @@ from pgdyno.pgbench.dataset import reset_bench_db, template_name
 from pgdyno.postgres.client import Client, compose, connect, identifier
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import BENCH_DB
-from pgdyno.stats.student_t import t_quantile
 from pgdyno.records.tpcc import TpccOptions
+from pgdyno.stats.student_t import t_quantile
 from pgdyno.tpcc.counters import new_orders
 from pgdyno.tpcc.load import load
 from pgdyno.tpcc.scripts import write_scripts

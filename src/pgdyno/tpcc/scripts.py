@@ -8,13 +8,13 @@ warehouse through :client_id and the warehouse count through :scale (`-s W`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Final
 
 import jinja2
 
+from pgdyno.records.tpcc import TpccOptions
 from pgdyno.tpcc import nurand
 
 # The mix (5.2.3): payment at least 43%, order-status, delivery and stock-level at least 4%
@@ -36,16 +36,6 @@ KEYING_S: Final = {
 THINK_MEAN_S: Final = {
     "new_order": 12, "payment": 12, "order_status": 10, "delivery": 5, "stock_level": 5,
 }  # fmt: skip
-
-
-@dataclass(frozen=True)
-class TpccOptions:
-    # Each transaction picks its warehouse at random among all (HammerDB's "use all
-    # warehouses"); by default each client has a fixed home warehouse, (:client_id % :scale) + 1
-    # (2.4.1.1).
-    all_warehouses: bool = False
-    # The specification's keying and think times (5.2.5) as \sleep in each script.
-    keying_thinking: bool = False
 
 
 def write_scripts(directory: Path, options: TpccOptions) -> list[tuple[str, int, Path]]:
