@@ -27,6 +27,7 @@ FAILURE_WORDS = frozenset({"failed", "serialization", "deadlock", "other"})
 _WORDS = FAILURE_WORDS | {SKIPPED}
 _FIELD_COUNTS = (6, 7, 8)
 _DIGITS = "0123456789"
+_ASCII_DIGITS = _DIGITS.encode()
 # bytes.translate tables: 1 where the script digit is, 0 elsewhere (a mask for compress)
 _MASKS = {d: bytes(int(chr(b) == d) for b in range(256)) for d in _DIGITS}
 _NONZERO = re.compile("[^0]")
@@ -107,6 +108,14 @@ def parse_line(line: str, with_lag: bool = True, *, with_retries: bool = False) 
 def _digits(column: list[str]) -> bool:
     """Whether every token is made of ASCII digits only (bytes.isdigit is the fast one)."""
     return "".join(column).encode().isdigit()
+
+
+def _digits_or_words(column: list[str]) -> bool:
+    """Whether every token is ASCII digits or one of the words: the letters left when the
+    digits are taken out must be exactly those of the tokens that are words."""
+    joined = "".join(column)
+    letters = sum(column.count(word) * len(word) for word in _WORDS if word in joined)
+    return len(joined.encode(errors="replace").translate(None, _ASCII_DIGITS)) == letters
 
 
 def _same_length(column: list[str]) -> bool:
@@ -220,8 +229,8 @@ class FileReader:
         self.with_lag = with_lag
         self.with_retries = with_retries
         self.scripts = scripts
-        # the highest script digit the bulk path lets through
-        self.top_digit = _DIGITS[min(scripts, 10) - 1] if scripts else "9"
+        # the script digits the bulk path lets through
+        self.script_digits = _DIGITS[: min(scripts, 10)].encode() if scripts else _ASCII_DIGITS
         self.fields: int | None = None  # per line, fixed by the first line
         self.lines = 0  # lines read so far
         self.second: int | None = None
@@ -282,7 +291,7 @@ class FileReader:
             return None
         times = tokens[2::fields]
         words = not _digits(times)
-        if words and any(t not in _WORDS and not t.isdigit() for t in set(times)):
+        if words and not _digits_or_words(times):
             return None
         lags = tokens[lag_col::fields] if lag_col is not None else None
         retries = tokens[retries_col::fields] if retries_col is not None else None
@@ -292,9 +301,11 @@ class FileReader:
         """The script numbers as one string of a digit a line, or None when one is not a
         single digit or is above the run's number of scripts."""
         joined = "".join(column)
-        if len(joined) != len(column) or not joined.encode().isdigit():
+        if len(joined) != len(column) or joined.encode(errors="replace").translate(
+            None, self.script_digits
+        ):
             return None
-        return joined if max(joined) <= self.top_digit else None
+        return joined
 
     def _in_time_order(self, epochs: list[str]) -> bool:
         """Whether the completion seconds are plain numbers, sorted, and not before the last."""
