@@ -7,22 +7,26 @@ transaction in the order the thread saw them complete, fields separated by singl
 
 ``time`` is the latency in microseconds, or a word: ``skipped`` (``-R`` with ``-L``), ``failed``
 (15+), or with ``--failures-detailed`` the kind of failure (``serialization``, ``deadlock``;
-``other`` is accepted for newer versions). ``time_epoch time_us`` is when the transaction
-completed. ``schedule_lag`` is written under ``-R``, ``retries`` when ``--max-tries`` is not 1;
-a 7-field line is read as having ``schedule_lag`` unless told otherwise. With
-``--sampling-rate R`` pgbench logs each transaction, skipped or failed ones too, with
-probability R.
+``other`` is accepted for newer versions). ``script_no`` is the 0-based number of the script
+(``-f``/``-b`` options in order). ``time_epoch time_us`` is when the transaction completed.
+``schedule_lag`` is written under ``-R``, ``retries`` (of that transaction, failed ones too)
+when ``--max-tries`` is not 1. A 7-field line has one of the two: the caller says which run it
+was (``with_retries=True`` for ``--max-tries`` other than 1 without ``-R``; without it a
+7-field line is read as having ``schedule_lag``). With ``--sampling-rate R`` pgbench logs each
+transaction, skipped or failed ones too, with probability R.
 
 The thread files are merged by completion second with a k-way merge, so memory holds one
-second's latencies and the run's histogram (:class:`~pgdyno.stats.histogram.LatencyHistogram`),
-not the log. Lines are read in chunks and split in bulk: the columns are checked and counted
-with string operations that run in C, and a chunk that fails a check is read again line by line
-to name the line at fault (`pgdyno.pgbench.txlog_lines`).
+second's latencies, one histogram (:class:`~pgdyno.stats.histogram.LatencyHistogram`) per
+script number for the second and one for the run, not the log. Lines are read in chunks and
+split in bulk: the columns are checked and counted with string operations that run in C, and a
+chunk that fails a check is read again line by line to name the line at fault
+(`pgdyno.pgbench.txlog_lines`).
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -37,6 +41,7 @@ from pgdyno.pgbench.txlog_lines import (
     Part,
     parse_line,
 )
+from pgdyno.records import ScriptLatency
 from pgdyno.stats.histogram import LatencyHistogram
 
 __all__ = [
@@ -44,6 +49,7 @@ __all__ = [
     "SKIPPED",
     "LatencySummary",
     "LogLine",
+    "ScriptLatency",
     "iter_summaries",
     "parse_line",
     "summarize",
@@ -62,6 +68,8 @@ class LatencySummary:
     ``transactions``, ``failed`` and ``skipped`` are estimates: the logged counts divided by
     the sampling rate and rounded. ``logged`` is the number of lines read. Percentiles are
     over successful transactions and within 1% of the exact ones (see the histogram).
+    ``script_counts`` are the successful transactions of each script number (estimates too),
+    empty when the run has a single script; ``by_script`` is filled on the run's total only.
     """
 
     t: int | None  # epoch second; None for the whole run
@@ -79,11 +87,12 @@ class LatencySummary:
     avg_ms: float | None = None  # exact mean of the logged successful latencies
     min_ms: float | None = None
     stddev_ms: float | None = None  # whole run only (within the histogram's resolution)
+    script_counts: tuple[int, ...] = ()  # index: script number
+    by_script: tuple[ScriptLatency, ...] = ()  # whole run only; index: script number
 
 
-def _read_parts(path: Path, with_lag: bool) -> Iterator[tuple[int, Part]]:
+def _read_parts(path: Path, reader: FileReader) -> Iterator[tuple[int, Part]]:
     """One thread's log as ``(second, part)`` in time order, reading a chunk at a time."""
-    reader = FileReader(path, with_lag)
     rest = ""
     # ASCII is all pgbench writes; a stray byte becomes U+FFFD and fails the number checks.
     with path.open(encoding="ascii", errors="replace", newline="") as f:
@@ -105,7 +114,7 @@ def _read_parts(path: Path, with_lag: bool) -> Iterator[tuple[int, Part]]:
 
 
 class _Tally:
-    """Counts and lags of a second or of the run (the latencies go to a histogram)."""
+    """Counts and lags of a second or of the run (the latencies go to histograms)."""
 
     __slots__ = ("failed", "lag_max", "lag_n", "lag_sum", "logged", "skipped")
 
@@ -113,31 +122,50 @@ class _Tally:
         self.logged = self.failed = self.skipped = self.lag_sum = self.lag_n = 0
         self.lag_max: int | None = None
 
-    def add_part(self, part: Part, histogram: LatencyHistogram) -> None:
-        times = part.times
-        self.skipped += times.pop(SKIPPED, 0)
-        for word in FAILURE_WORDS:
-            self.failed += times.pop(word, 0)
-        values = dict(zip(map(int, times), times.values(), strict=True))
-        if len(values) != len(times):  # "7" and "07": the same latency twice
-            values = {}
-            for token, count in times.items():
-                values[int(token)] = values.get(int(token), 0) + count
-        histogram.record_counts(values)
-        self.logged += part.logged
-        self._add_lags(part.lag_sum, part.lag_n, part.lag_max)
-
-    def add(self, other: _Tally) -> None:
+    def add(self, other: _Tally | Part) -> None:
+        """Add a second's tally, or a part's lines and lags (its failures are counted apart)."""
         self.logged += other.logged
-        self.failed += other.failed
-        self.skipped += other.skipped
-        self._add_lags(other.lag_sum, other.lag_n, other.lag_max)
-
-    def _add_lags(self, total: int, n: int, top: int | None) -> None:
-        self.lag_sum += total
-        self.lag_n += n
+        self.lag_sum += other.lag_sum
+        self.lag_n += other.lag_n
+        top = other.lag_max
         if top is not None and (self.lag_max is None or top > self.lag_max):
             self.lag_max = top
+        if isinstance(other, _Tally):
+            self.failed += other.failed
+            self.skipped += other.skipped
+
+
+class _Script:
+    """One script number over the run: its latencies, failures by word, skips and retries."""
+
+    __slots__ = ("failures", "histogram", "retried", "retries", "skipped")
+
+    def __init__(self) -> None:
+        self.histogram = LatencyHistogram()
+        self.failures: Counter[str] = Counter()
+        self.skipped = self.retried = self.retries = 0
+
+    def record(self, script: int, rate: float, with_retries: bool) -> ScriptLatency:
+        h, f = self.histogram, self.failures
+        p50, p90, p99, p999 = h.quantiles(_QUANTILES)
+        return ScriptLatency(
+            script=script,
+            transactions=_estimate(h.count, rate),
+            failed=_estimate(f.total(), rate),
+            serialization_failures=_estimate(f["serialization"], rate),
+            deadlock_failures=_estimate(f["deadlock"], rate),
+            other_failures=_estimate(f["other"], rate),
+            skipped=_estimate(self.skipped, rate),
+            retried=_estimate(self.retried, rate) if with_retries else None,
+            retries=_estimate(self.retries, rate) if with_retries else None,
+            p50_ms=_ms(p50),
+            p90_ms=_ms(p90),
+            p99_ms=_ms(p99),
+            p999_ms=_ms(p999),
+            max_ms=_ms(h.max),
+            avg_ms=_ms(h.mean),
+            min_ms=_ms(h.min),
+        )
 
 
 def _estimate(logged: int, sampling_rate: float) -> int:
@@ -149,7 +177,12 @@ def _ms(us: float | None) -> float | None:
 
 
 def _summary(
-    t: int | None, histogram: LatencyHistogram, tally: _Tally, sampling_rate: float
+    t: int | None,
+    histogram: LatencyHistogram,
+    tally: _Tally,
+    sampling_rate: float,
+    script_counts: tuple[int, ...] = (),
+    by_script: tuple[ScriptLatency, ...] = (),
 ) -> LatencySummary:
     p50, p90, p99, p999 = histogram.quantiles(_QUANTILES)
     return LatencySummary(
@@ -168,32 +201,134 @@ def _summary(
         avg_ms=_ms(histogram.mean),
         min_ms=_ms(histogram.min),
         stddev_ms=_ms(histogram.stddev) if t is None else None,
+        script_counts=script_counts,
+        by_script=by_script,
     )
 
 
-def _empty(t: int) -> LatencySummary:
-    return LatencySummary(t, 0, 0, None, None, None, None, None, 0, 0, None, None)
+class _Run:
+    """What has been read of a run: the current second's histograms (one per script number,
+    reused) and tally, and the run's per-script figures."""
+
+    def __init__(self, sampling_rate: float, scripts: int | None) -> None:
+        self.rate = sampling_rate
+        self.scripts = scripts
+        self.top = 0  # the highest script number seen so far
+        self.with_retries = False  # whether the log has a retries column
+        self.hists: dict[int, LatencyHistogram] = {}
+        self.combined = LatencyHistogram()  # the second's, when it has several scripts
+        self.second, self.run = _Tally(), _Tally()
+        self.by_script: dict[int, _Script] = {}
+
+    def _script(self, script: int) -> tuple[LatencyHistogram, _Script]:
+        if script not in self.by_script:
+            self.by_script[script] = _Script()
+            self.hists[script] = LatencyHistogram()
+            self.top = max(self.top, script)
+        return self.hists[script], self.by_script[script]
+
+    def add(self, part: Part) -> None:
+        for script, tokens in part.scripts.items():
+            histogram, figures = self._script(script)
+            skipped = tokens.pop(SKIPPED, 0)
+            figures.skipped += skipped
+            self.second.skipped += skipped
+            for word in FAILURE_WORDS:
+                if failed := tokens.pop(word, 0):
+                    figures.failures[word] += failed
+                    self.second.failed += failed
+            histogram.record_counts(_latencies(tokens))
+        self.second.add(part)
+        if part.retries is not None and part.retried is not None:
+            self.with_retries = True
+            for script, retries in part.retries.items():
+                self.by_script[script].retries += retries
+                self.by_script[script].retried += part.retried[script]
+
+    def _counts_length(self) -> int:
+        """How many scripts a row's ``script_counts`` has: 0 for a single script."""
+        n = self.scripts if self.scripts is not None else self.top + 1
+        return n if n > 1 else 0
+
+    def end_second(self, t: int) -> LatencySummary:
+        """The second's summary; its figures are added to the run's and forgotten."""
+        used = [h for h in self.hists.values() if h.count]
+        combined = used[0] if len(used) == 1 else self.combined
+        if len(used) != 1:
+            combined.reset()
+            for histogram in used:
+                combined.merge(histogram)
+        counts = tuple(
+            _estimate(self.hists[s].count if s in self.hists else 0, self.rate)
+            for s in range(self._counts_length())
+        )
+        summary = _summary(t, combined, self.second, self.rate, counts)
+        for script, histogram in self.hists.items():
+            if histogram.count:
+                self.by_script[script].histogram.merge(histogram)
+                histogram.reset()
+        self.run.add(self.second)
+        self.second = _Tally()
+        return summary
+
+    def empty(self, t: int) -> LatencySummary:
+        counts = (0,) * self._counts_length()
+        return LatencySummary(
+            t, 0, 0, None, None, None, None, None, 0, 0, None, None, script_counts=counts
+        )
+
+    def total(self) -> LatencySummary:
+        n = self.scripts if self.scripts is not None else (self.top + 1 if self.by_script else 0)
+        figures = [self.by_script.get(s) or _Script() for s in range(n)]
+        histograms = [f.histogram for f in figures if f.histogram.count]
+        histogram = histograms[0] if len(histograms) == 1 else LatencyHistogram()
+        if len(histograms) != 1:
+            for h in histograms:
+                histogram.merge(h)
+        by_script = tuple(f.record(s, self.rate, self.with_retries) for s, f in enumerate(figures))
+        counts = tuple(s.transactions for s in by_script) if n > 1 else ()
+        return _summary(None, histogram, self.run, self.rate, counts, by_script)
+
+
+def _latencies(tokens: Counter[str]) -> dict[int, int]:
+    """Latency tokens (digits only) as numbers with their counts."""
+    values = dict(zip(map(int, tokens), tokens.values(), strict=True))
+    if len(values) != len(tokens):  # "7" and "07": the same latency twice
+        values = {}
+        for token, count in tokens.items():
+            values[int(token)] = values.get(int(token), 0) + count
+    return values
 
 
 def iter_summaries(
-    paths: Sequence[Path], sampling_rate: float = 1.0, *, with_lag: bool = True
+    paths: Sequence[Path],
+    sampling_rate: float = 1.0,
+    *,
+    with_lag: bool = True,
+    with_retries: bool = False,
+    scripts: int | None = None,
 ) -> Iterator[LatencySummary]:
     """Yield one :class:`LatencySummary` per second, then the run's (whose ``t`` is None).
 
     Seconds run from the first to the last logged completion, empty ones included (with
     ``transactions=0`` and no latencies); the first and last are usually partial. Lazy: the
     files are read as the iterator advances, so rows can be stored as they come.
+    ``with_lag`` and ``with_retries`` say what a 7-field line holds (see the module docstring).
+    ``scripts`` is the number of scripts the run had: it fixes the length of ``script_counts``
+    and ``by_script`` and makes a higher script number an error; without it they cover the
+    script numbers seen so far, so an early row can be shorter than a later one.
     Raises :class:`~pgdyno.errors.ParseError` naming the file and line of a malformed line.
     """
     if not 0.0 < sampling_rate <= 1.0:
         raise ValueError(f"sampling_rate must be in (0, 1], not {sampling_rate!r}")
-    return _summaries([Path(p) for p in paths], sampling_rate, with_lag)
+    if scripts is not None and scripts < 1:
+        raise ValueError(f"scripts must be at least 1, not {scripts!r}")
+    readers = [FileReader(Path(p), with_lag, with_retries, scripts) for p in paths]
+    return _summaries(readers, _Run(sampling_rate, scripts))
 
 
-def _summaries(paths: list[Path], sampling_rate: float, with_lag: bool) -> Iterator[LatencySummary]:
-    streams = [_read_parts(p, with_lag) for p in paths]
-    second_hist, run_hist = LatencyHistogram(), LatencyHistogram()
-    second_tally, run_tally = _Tally(), _Tally()
+def _summaries(readers: list[FileReader], run: _Run) -> Iterator[LatencySummary]:
+    streams = [_read_parts(r.path, r) for r in readers]
     current: int | None = None
     for t, part in heapq.merge(*streams, key=itemgetter(0)):
         if t != current:
@@ -204,30 +339,32 @@ def _summaries(paths: list[Path], sampling_rate: float, with_lag: bool) -> Itera
                         f"{t - current} s after the previous line of the run: a corrupt time "
                         f"stamp or logs of different runs."
                     )
-                yield _summary(current, second_hist, second_tally, sampling_rate)
-                run_hist.merge(second_hist)
-                run_tally.add(second_tally)
-                second_hist.reset()
-                second_tally = _Tally()
+                yield run.end_second(current)
                 for gap in range(current + 1, t):
-                    yield _empty(gap)
+                    yield run.empty(gap)
             current = t
-        second_tally.add_part(part, second_hist)
+        run.add(part)
     if current is not None:
-        yield _summary(current, second_hist, second_tally, sampling_rate)
-        run_hist.merge(second_hist)
-        run_tally.add(second_tally)
-    yield _summary(None, run_hist, run_tally, sampling_rate)
+        yield run.end_second(current)
+    yield run.total()
 
 
 def summarize(
-    paths: Sequence[Path], sampling_rate: float = 1.0, *, with_lag: bool = True
+    paths: Sequence[Path],
+    sampling_rate: float = 1.0,
+    *,
+    with_lag: bool = True,
+    with_retries: bool = False,
+    scripts: int | None = None,
 ) -> tuple[list[LatencySummary], LatencySummary]:
     """Per-second latency rows and the run's total from pgbench's per-transaction logs.
 
     ``paths`` are the files of every thread of one run; ``sampling_rate`` is pgbench's
-    ``--sampling-rate``; ``with_lag`` is explained in :func:`parse_line`. See
-    :func:`iter_summaries`.
+    ``--sampling-rate``; ``with_lag`` (``-R``), ``with_retries`` (``--max-tries`` other than
+    1) and ``scripts`` are explained in :func:`iter_summaries`. The total's ``by_script`` has
+    one :class:`~pgdyno.records.ScriptLatency` per script number.
     """
-    *rows, total = iter_summaries(paths, sampling_rate, with_lag=with_lag)
+    *rows, total = iter_summaries(
+        paths, sampling_rate, with_lag=with_lag, with_retries=with_retries, scripts=scripts
+    )
     return rows, total

@@ -2,13 +2,21 @@
 
 A chunk's columns are checked and counted with string operations that run in C; a chunk that
 fails a check is read again line by line (`parse_line`) to name the line at fault. The result
-is one `Part` per completion second: its latency tokens counted as written, and its lags.
+is one `Part` per completion second: each script's latency tokens counted as written, its lags
+and its retries.
+
+Script numbers are counted in bulk when each is one digit (up to ten scripts): a second's
+latencies are split by script with byte masks (`bytes.translate`) and `itertools.compress`, so
+a log of one script pays nothing and one of five a pass per script. More scripts are read
+line by line.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
+from itertools import compress
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,6 +26,11 @@ SKIPPED = "skipped"
 FAILURE_WORDS = frozenset({"failed", "serialization", "deadlock", "other"})
 _WORDS = FAILURE_WORDS | {SKIPPED}
 _FIELD_COUNTS = (6, 7, 8)
+_DIGITS = "0123456789"
+_ASCII_DIGITS = _DIGITS.encode()
+# bytes.translate tables: 1 where the script digit is, 0 elsewhere (a mask for compress)
+_MASKS = {d: bytes(int(chr(b) == d) for b in range(256)) for d in _DIGITS}
+_NONZERO = re.compile("[^0]")
 
 
 class LogLine(NamedTuple):
@@ -41,15 +54,28 @@ def _whole(token: str, name: str, signed: bool = False) -> int:
     return int(token)
 
 
-def parse_line(line: str, with_lag: bool = True) -> LogLine:
+def lag_in_7th(with_lag: bool, with_retries: bool) -> bool:
+    """Whether the 7th of 7 fields is ``schedule_lag`` rather than ``retries``.
+
+    With ``-R`` and ``--max-tries`` other than 1 pgbench writes 8 fields, so a caller that
+    says the run retries (``with_retries``) gets retries whatever ``with_lag`` says.
+
+    >>> lag_in_7th(True, False), lag_in_7th(True, True), lag_in_7th(False, False)
+    (True, False, False)
+    """
+    return with_lag and not with_retries
+
+
+def parse_line(line: str, with_lag: bool = True, *, with_retries: bool = False) -> LogLine:
     """Read one line of a per-transaction log of PostgreSQL 14 to 18.
 
-    ``with_lag`` says whether a 7th field is ``schedule_lag`` (``-R``) rather than
-    ``retries`` (``--max-tries`` other than 1 without ``-R``); 8 fields always hold both.
+    ``with_lag`` and ``with_retries`` say what a 7th field is: ``schedule_lag`` (``-R``) or
+    ``retries`` (``--max-tries`` other than 1, without ``-R``), see :func:`lag_in_7th`;
+    8 fields always hold both.
 
     >>> parse_line("0 81 4621 0 1412881037 912698 3005")[2:]
     (4621, 'ok', 0, 1412881037, 912698, 3005, None)
-    >>> parse_line("2 0 failed 0 1499414498 86248 9", with_lag=False)[2:]
+    >>> parse_line("2 0 failed 0 1499414498 86248 9", with_retries=True)[2:]
     (None, 'failed', 0, 1499414498, 86248, None, 9)
     """
     fields = line.split()
@@ -64,7 +90,8 @@ def parse_line(line: str, with_lag: bool = True) -> LogLine:
         outcome = time
     else:
         raise ParseError(f"the time field {time!r} is neither a number nor a known word")
-    has_lag = n == 8 or (n == 7 and with_lag)
+    has_lag = n == 8 or (n == 7 and lag_in_7th(with_lag, with_retries))
+    has_retries = n - has_lag == 7  # what is left after the lag is retries
     return LogLine(
         client_id=_whole(fields[0], "client_id"),
         transaction_no=_whole(fields[1], "transaction_no"),
@@ -74,13 +101,21 @@ def parse_line(line: str, with_lag: bool = True) -> LogLine:
         epoch_s=_whole(fields[4], "time_epoch"),
         epoch_us=_whole(fields[5], "time_us"),
         lag_us=_whole(fields[6], "schedule_lag", signed=True) if has_lag else None,
-        retries=_whole(fields[-1], "retries") if n == 8 or (n == 7 and not with_lag) else None,
+        retries=_whole(fields[-1], "retries") if has_retries else None,
     )
 
 
 def _digits(column: list[str]) -> bool:
     """Whether every token is made of ASCII digits only (bytes.isdigit is the fast one)."""
     return "".join(column).encode().isdigit()
+
+
+def _digits_or_words(column: list[str]) -> bool:
+    """Whether every token is ASCII digits or one of the words: the letters left when the
+    digits are taken out must be exactly those of the tokens that are words."""
+    joined = "".join(column)
+    letters = sum(column.count(word) * len(word) for word in _WORDS if word in joined)
+    return len(joined.encode(errors="replace").translate(None, _ASCII_DIGITS)) == letters
 
 
 def _same_length(column: list[str]) -> bool:
@@ -94,18 +129,39 @@ def _same_length(column: list[str]) -> bool:
 
 
 class Part:
-    """What one file logged in one second: latency tokens counted as written, and lags."""
+    """What one file logged in one second: each script's latency tokens counted as written,
+    the lags, and the retries."""
 
-    __slots__ = ("lag_max", "lag_n", "lag_sum", "line", "logged", "path", "times")
+    __slots__ = (
+        "lag_max",
+        "lag_n",
+        "lag_sum",
+        "line",
+        "logged",
+        "path",
+        "retried",
+        "retries",
+        "scripts",
+    )
 
-    def __init__(self, path: Path, line: int) -> None:
+    def __init__(self, path: Path, line: int, with_retries: bool) -> None:
         self.path = path
         self.line = line  # of its first line, for messages
-        self.times: Counter[str] = Counter()  # digits, or a word from _WORDS
+        self.scripts: dict[int, Counter[str]] = {}  # script number -> digits or _WORDS
         self.logged = 0
         self.lag_sum = 0
         self.lag_n = 0
         self.lag_max: int | None = None
+        # per script number, when the log has a retries column: transactions retried, retries
+        self.retried: Counter[int] | None = Counter() if with_retries else None
+        self.retries: Counter[int] | None = Counter() if with_retries else None
+
+    def tokens(self, script: int) -> Counter[str]:
+        """The latency tokens of one script number."""
+        found = self.scripts.get(script)
+        if found is None:
+            found = self.scripts[script] = Counter()
+        return found
 
     def add_lags(self, lags: list[int]) -> None:
         if lags:
@@ -115,6 +171,11 @@ class Part:
             if self.lag_max is None or top > self.lag_max:
                 self.lag_max = top
 
+    def add_retries(self, script: int, retries: int) -> None:
+        if retries and self.retried is not None and self.retries is not None:
+            self.retried[script] += 1
+            self.retries[script] += retries
+
 
 class _Chunk(NamedTuple):
     """A chunk's columns, checked for bulk counting."""
@@ -122,7 +183,9 @@ class _Chunk(NamedTuple):
     fields: int
     epochs: list[str]
     times: list[str]
+    scripts: str  # one digit a line
     lags: list[str] | None
+    retries: list[str] | None
     words: bool  # some latencies are words (skipped, failed): their lags are not counted
 
 
@@ -133,28 +196,63 @@ def _lag_values(times: list[str], lags: list[str], words: bool) -> list[int]:
     return list(map(int, lags))
 
 
-class FileReader:
-    """Turns the chunks of one thread's log into one :class:`Part` per second."""
+def _retried_lines(retries: list[str]) -> list[int]:
+    """Indices of the lines whose retries are not 0, found in C when each is one digit."""
+    joined = "".join(retries)
+    if len(joined) != len(retries):
+        return [k for k, r in enumerate(retries) if int(r)]
+    return [m.start() for m in _NONZERO.finditer(joined)]
 
-    def __init__(self, path: Path, with_lag: bool) -> None:
+
+def _count_scripts(part: Part, times: list[str], scripts: str) -> None:
+    """Count one second's latency tokens by script number (``scripts``: a digit a line)."""
+    present = [d for d in _DIGITS if d in scripts]
+    if len(present) == 1:
+        part.tokens(int(present[0])).update(times)
+        return
+    digits = scripts.encode()
+    for d in present:
+        part.tokens(int(d)).update(compress(times, digits.translate(_MASKS[d])))
+
+
+class FileReader:
+    """Turns the chunks of one thread's log into one :class:`Part` per second.
+
+    ``scripts``, when given, is the number of scripts of the run: a higher script number is
+    an error.
+    """
+
+    def __init__(
+        self, path: Path, with_lag: bool, with_retries: bool = False, scripts: int | None = None
+    ) -> None:
         self.path = path
         self.with_lag = with_lag
+        self.with_retries = with_retries
+        self.scripts = scripts
+        # the script digits the bulk path lets through
+        self.script_digits = _DIGITS[: min(scripts, 10)].encode() if scripts else _ASCII_DIGITS
         self.fields: int | None = None  # per line, fixed by the first line
         self.lines = 0  # lines read so far
         self.second: int | None = None
         self.part: Part | None = None
 
-    def _columns(self, fields: int) -> tuple[int | None, tuple[int, ...]]:
-        """The lag column, if any, and the columns that must be plain digits."""
-        lag = 6 if fields == 8 or (fields == 7 and self.with_lag) else None
-        digits = (0, 1, 3, 5, *range(6, fields))  # a lag may be "-0": slow path
-        return lag, digits
+    def _columns(self, fields: int) -> tuple[int | None, int | None, tuple[int, ...]]:
+        """The lag and retries columns, if any, and the columns that must be plain digits."""
+        lag = (
+            6
+            if fields == 8 or (fields == 7 and lag_in_7th(self.with_lag, self.with_retries))
+            else None
+        )
+        retries = fields - 1 if fields - (lag is not None) == 7 else None
+        digits = (0, 1, 5, *range(6, fields))  # a lag may be "-0": slow path
+        return lag, retries, digits
 
     def _start(self, second: int, line: int, done: list[tuple[int, Part]]) -> Part:
         if self.part is not None and self.second is not None:
             done.append((self.second, self.part))
         self.second = second
-        self.part = Part(self.path, line)
+        has_retries = self.fields is not None and self._columns(self.fields)[1] is not None
+        self.part = Part(self.path, line, has_retries)
         return self.part
 
     def feed(self, text: str) -> list[tuple[int, Part]]:
@@ -184,18 +282,30 @@ class FileReader:
         fields = self.fields or len(text[: text.find("\n")].split())
         if fields not in _FIELD_COUNTS or len(tokens) != fields * n:
             return None
-        lag_col, digit_cols = self._columns(fields)
+        lag_col, retries_col, digit_cols = self._columns(fields)
         if not all(_digits(tokens[col::fields]) for col in digit_cols):
             return None
+        scripts = self._script_digits(tokens[3::fields])
         epochs = tokens[4::fields]
-        if not self._in_time_order(epochs):
+        if scripts is None or not self._in_time_order(epochs):
             return None
         times = tokens[2::fields]
         words = not _digits(times)
-        if words and any(t not in _WORDS and not t.isdigit() for t in set(times)):
+        if words and not _digits_or_words(times):
             return None
         lags = tokens[lag_col::fields] if lag_col is not None else None
-        return _Chunk(fields, epochs, times, lags, words)
+        retries = tokens[retries_col::fields] if retries_col is not None else None
+        return _Chunk(fields, epochs, times, scripts, lags, retries, words)
+
+    def _script_digits(self, column: list[str]) -> str | None:
+        """The script numbers as one string of a digit a line, or None when one is not a
+        single digit or is above the run's number of scripts."""
+        joined = "".join(column)
+        if len(joined) != len(column) or joined.encode(errors="replace").translate(
+            None, self.script_digits
+        ):
+            return None
+        return joined
 
     def _in_time_order(self, epochs: list[str]) -> bool:
         """Whether the completion seconds are plain numbers, sorted, and not before the last."""
@@ -207,6 +317,7 @@ class FileReader:
     def _count_seconds(self, chunk: _Chunk, n: int, first_line: int) -> list[tuple[int, Part]]:
         """Add a checked chunk to the parts of its seconds, one slice of lines per second."""
         epochs, times, lags = chunk.epochs, chunk.times, chunk.lags
+        retried = _retried_lines(chunk.retries) if chunk.retries is not None else []
         done: list[tuple[int, Part]] = []
         i = 0
         while i < n:
@@ -217,10 +328,13 @@ class FileReader:
             if second != self.second or part is None:
                 part = self._start(second, first_line + i, done)
             segment = times[i:j]
-            part.times.update(segment)
+            _count_scripts(part, segment, chunk.scripts[i:j])
             part.logged += j - i
             if lags is not None:
                 part.add_lags(_lag_values(segment, lags[i:j], chunk.words))
+            if retried and chunk.retries is not None:
+                for k in retried[bisect_left(retried, i) : bisect_left(retried, j)]:
+                    part.add_retries(int(chunk.scripts[k]), int(chunk.retries[k]))
             i = j
         return done
 
@@ -231,18 +345,7 @@ class FileReader:
             if not line.strip():
                 continue
             where = f"Transaction log {self.path} line {line_no}"
-            try:
-                row = parse_line(line, self.with_lag)
-            except ParseError as e:
-                raise ParseError(f"{where}: {e}.") from None
-            fields = len(line.split())
-            if self.fields is None:
-                self.fields = fields
-            elif fields != self.fields:
-                raise ParseError(
-                    f"{where} has {fields} fields where the first line has {self.fields}: "
-                    f"{line.strip()!r}."
-                )
+            row = self._checked(line, where)
             part = self.part
             if self.second is None or row.epoch_s != self.second or part is None:
                 if self.second is not None and row.epoch_s < self.second:
@@ -251,8 +354,32 @@ class FileReader:
                         f"({self.second}), but pgbench writes lines in completion order."
                     )
                 part = self._start(row.epoch_s, line_no, done)
-            part.times[row.outcome if row.latency_us is None else str(row.latency_us)] += 1
+            token = row.outcome if row.latency_us is None else str(row.latency_us)
+            part.tokens(row.script_no)[token] += 1
             part.logged += 1
             if row.lag_us is not None and row.latency_us is not None:
                 part.add_lags([row.lag_us])
+            if row.retries:
+                part.add_retries(row.script_no, row.retries)
         return done
+
+    def _checked(self, line: str, where: str) -> LogLine:
+        """One line, read and checked against the first line and the number of scripts."""
+        try:
+            row = parse_line(line, self.with_lag, with_retries=self.with_retries)
+        except ParseError as e:
+            raise ParseError(f"{where}: {e}.") from None
+        fields = len(line.split())
+        if self.fields is None:
+            self.fields = fields
+        elif fields != self.fields:
+            raise ParseError(
+                f"{where} has {fields} fields where the first line has {self.fields}: "
+                f"{line.strip()!r}."
+            )
+        if self.scripts is not None and row.script_no >= self.scripts:
+            raise ParseError(
+                f"{where} is of script number {row.script_no}, but the run had "
+                f"{self.scripts} scripts, numbered from 0: logs of another run?"
+            )
+        return row

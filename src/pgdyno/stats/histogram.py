@@ -32,7 +32,7 @@ import sys
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from itertools import accumulate
+from itertools import accumulate, islice
 from operator import add, mul
 from typing import cast
 
@@ -250,16 +250,24 @@ class LatencyHistogram:
         if other._counts is None or other._count == 0:
             return
         cells = self._cells()
-        cells[:] = map(add, cells, other._counts)
+        lo, hi = other._span()  # its other cells are 0: only this range is added
+        cells[lo:hi] = map(add, islice(cells, lo, hi), islice(other._counts, lo, hi))
         self._count += other._count
         self._total += other._total
         assert other._min is not None and other._max is not None
         self._widen(other._min, other._max)
 
+    def _span(self) -> tuple[int, int]:
+        """The range of buckets that can hold values: from the minimum's to the maximum's."""
+        if self._min is None or self._max is None:
+            return 0, 0
+        return bucket_index(self._min), bucket_index(self._max) + 1
+
     def reset(self) -> None:
         """Forget every value; the bucket list is kept for reuse."""
         if self._counts is not None and self._count:
-            self._counts[:] = _ZERO_COUNTS
+            lo, hi = self._span()
+            self._counts[lo:hi] = _ZERO_COUNTS[: hi - lo]
         self._count = 0
         self._total = 0.0
         self._min = self._max = None
@@ -290,6 +298,7 @@ class LatencyHistogram:
             return [None] * len(qs)
         low, high = self._min, self._max
         assert low is not None and high is not None
+        lo, hi = self._span()  # the buckets that can hold values
         cumulative: list[int] | None = None
         out: list[float | None] = []
         for q in qs:
@@ -300,8 +309,8 @@ class LatencyHistogram:
                 out.append(float(high))
             else:
                 if cumulative is None:
-                    cumulative = list(accumulate(self._counts))
-                value = bucket_value(bisect_left(cumulative, rank))
+                    cumulative = list(accumulate(islice(self._counts, lo, hi)))
+                value = bucket_value(lo + bisect_left(cumulative, rank))
                 out.append(float(min(max(value, low), high)))
         return out
 
