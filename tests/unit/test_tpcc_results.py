@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from pgdyno.records.scripts import ScriptLatency
 
 from pgdyno.errors import UsageError
 from pgdyno.experiment.matrix import make_spec, parse_workloads
@@ -19,6 +18,7 @@ from pgdyno.experiment.tpcc_run import NOPM_METRIC, Counters, TpccWindow, nopm_s
 from pgdyno.pgbench.command import builtin_workload, tpcc_workload, with_tpcc_options
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.records.health import RunHealth
+from pgdyno.records.scripts import ScriptLatency
 from pgdyno.records.stored import RunOutcome
 from pgdyno.records.tpcc import TpccOptions, TpccResult
 from pgdyno.stats.analysis import analyse

@@ -171,6 +171,7 @@ def connected(
         )  # fmt: skip
         runner = _CellRunner(spec, target, client, collect, ctx, expected_tps, where)
         if spec.dataset == "tpcc":  # its scripts are rendered for this run of pgdyno
+            ctx.run_root.mkdir(parents=True, exist_ok=True)
             scripts = Path(tempfile.mkdtemp(prefix="tpcc-scripts-", dir=ctx.run_root))
             stack.callback(shutil.rmtree, scripts, ignore_errors=True)
             runner.workloads = {w.name: w.with_scripts(scripts) for w in spec.workloads}
