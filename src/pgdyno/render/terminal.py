@@ -92,6 +92,10 @@ def _latency_text(run: StoredRun) -> str:
     return " / ".join(fmt(v, 3) for v in values) + source
 
 
+def _size(run: StoredRun) -> str:
+    return f"{run.scale} warehouses" if run.tpcc is not None else f"scale {run.scale}"
+
+
 def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
     host = run.host_brief
     return [
@@ -100,7 +104,7 @@ def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
         ("target", run.target),
         ("session", _session(run)),
         ("started / finished", f"{run.started_at} / {run.finished_at}"),
-        ("workload", f"{run.workload}, scale {run.scale}, {run.clients} clients, "
+        ("workload", f"{run.workload}, {_size(run)}, {run.clients} clients, "
                      f"{run.jobs} jobs, {run.duration_s} s, protocol {run.protocol}"),
         *(tpcc_rows(run.tpcc) if run.tpcc is not None else []),
         ("TPS", fmt(run.tps)),
