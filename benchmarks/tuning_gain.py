@@ -2,6 +2,7 @@
 
     python benchmarks/tuning_gain.py [--workdir DIR] [--scale medium] [--profile oltp]
                                      [--clients N] [--duration 60] [--precision 3] [--budget 60m]
+                                     [--tpcc [--warehouses 8]]
 
 1. A sandbox (PostgreSQL 18) gets the dataset first (`pgdyno bench` at `--scale`), so that the
    server the configurations are computed for holds the data they will serve.
@@ -15,6 +16,12 @@
 Printed per workload: TPS of pgdyno's configuration over pgtune's, as a ratio with its interval,
 and the p99 change. Target (issue 14): at least +5% on one workload and never worse beyond noise
 on the other. Host settings are restored by `pgdyno compare` when it ends, whatever the outcome.
+
+With `--tpcc` (issue 21) the workload is the TPC-C-like one at `--warehouses` (8: about 800 MB,
+well above the default shared_buffers of 128 MB) and a third set runs the server's defaults;
+the plan's baseline is the defaults, and the three pairs (pgdyno/pgtune, pgdyno/defaults,
+pgtune/defaults) are judged on NOPM from the same rounds with the always-valid paired interval,
+5% split over the three. Goal: pgdyno >= +5% over pgtune and a resolved gain over the defaults.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+
+from pgdyno.stats.paired import compare_rounds
 
 
 def pgdyno(workdir: Path, *args: str) -> str:
@@ -73,11 +82,15 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=60)
     parser.add_argument("--precision", type=float, default=3.0)
     parser.add_argument("--budget", default="60m")
+    parser.add_argument("--tpcc", action="store_true", help="the TPC-C-like workload")
+    parser.add_argument("--warehouses", type=int, default=8)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pgdyno-gain-"))
     print(f"work directory: {workdir}", flush=True)
-    pgdyno(workdir, "bench", "--pg-version", "18", "--workload", "select-only", "--scale",
-           args.scale, "-c", "1", "-T", "5", "--warmup", "0")  # fmt: skip
+    workloads = ["tpcc"] if args.tpcc else ["select-only", "tpcb-like"]
+    scale = args.warehouses if args.tpcc else args.scale
+    pgdyno(workdir, "bench", "--pg-version", "18", "--workload", workloads[0], "--scale",
+           str(scale), "-c", "1", "-T", "5", "--warmup", "0")  # fmt: skip
     tune = ["tune", "--sandbox", "--pg-version", "18", "--profile", args.profile, "--json"]
     ours = json.loads(pgdyno(workdir, *tune))
     theirs = json.loads(pgdyno(workdir, *tune, "--baseline", "pgtune"))
@@ -88,20 +101,24 @@ def main() -> None:
     plan = {
         "name": "tuning-gain",
         "description": f"pgdyno's configuration vs pgtune's ({args.profile}), one run",
-        "baseline": "pgtune",
+        "baseline": "defaults" if args.tpcc else "pgtune",
         "pg_version": 18,
         "matrix": {
-            "workloads": ["select-only", "tpcb-like"], "scales": [args.scale],
+            "workloads": workloads, "scales": [scale],
             "clients": [args.clients], "duration": args.duration, "warmup": 10, "prewarm": True,
             "precision": args.precision, "budget": args.budget,
         },
-        "set": [pgtune_set(theirs), ours_set(ours)],
+        "set": [
+            *([{"name": "defaults"}] if args.tpcc else []), pgtune_set(theirs), ours_set(ours)
+        ],
     }  # fmt: skip
     path = workdir / "tuning-gain.toml"
     path.write_text(tomli_w.dumps(plan))
     print(f"plan: {path}", flush=True)
     result = json.loads(pgdyno(workdir, "compare", str(path), "--json"))
     report(result)
+    if args.tpcc:
+        three_pairs(result)
 
 
 def report(result: dict[str, Any]) -> None:
@@ -115,11 +132,33 @@ def report(result: dict[str, Any]) -> None:
         low, high = change.get("ci_low_pct"), change.get("ci_high_pct")
         interval = "no interval" if low is None else f"[{1 + low / 100:.3f}, {1 + high / 100:.3f}]"
         p99 = row.get("p99_change") or {}
+        figure = str(row.get("figure", "tps")).upper()
         print(
             f"{cell['workload']:<12} scale {cell['scale']}, {cell['clients']} clients: "
-            f"TPS ratio pgdyno/pgtune {1 + change['change_pct'] / 100:.3f} {interval} "
+            f"{figure} ratio pgdyno/{result['analysis']['baseline']} "
+            f"{1 + change['change_pct'] / 100:.3f} {interval} "
             f"({change['verdict']}), p99 {p99.get('change_pct', float('nan')):+.1f}%"
         )
+
+
+def three_pairs(result: dict[str, Any]) -> None:
+    """NOPM of each pair of sets, paired by round, always-valid, 5% split over the three."""
+    by_set: dict[str, dict[int, float]] = {}
+    for run in result["runs"]:
+        nopm = (run.get("tpcc") or {}).get("nopm")
+        if run["status"] == "ok" and nopm and run.get("interference") is None:
+            by_set.setdefault(run["set_name"], {})[run["repeat"]] = float(nopm)
+    for cand, base in (("pgdyno", "pgtune"), ("pgdyno", "defaults"), ("pgtune", "defaults")):
+        if cand not in by_set or base not in by_set:
+            print(f"{cand}/{base}: no usable runs")
+            continue
+        found = compare_rounds(by_set[base], by_set[cand], sequential=True, alpha=0.05 / 3)
+        interval = (
+            "no interval yet" if found.ci_low_pct is None or found.ci_high_pct is None
+            else f"[{1 + found.ci_low_pct / 100:.3f}, {1 + found.ci_high_pct / 100:.3f}]"
+        )  # fmt: skip
+        print(f"tuning_gain tpcc: NOPM {cand}/{base} {1 + found.change_pct / 100:.3f} "
+              f"{interval} ({found.verdict}, {found.pairs} rounds, 98.3% always-valid)")  # fmt: skip
 
 
 if __name__ == "__main__":
