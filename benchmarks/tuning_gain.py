@@ -158,7 +158,8 @@ def three_pairs(result: dict[str, Any]) -> None:
             else f"[{1 + found.ci_low_pct / 100:.3f}, {1 + found.ci_high_pct / 100:.3f}]"
         )  # fmt: skip
         print(f"tuning_gain tpcc: NOPM {cand}/{base} {1 + found.change_pct / 100:.3f} "
-              f"{interval} ({found.verdict}, {found.pairs} rounds, 98.3% always-valid)")  # fmt: skip
+              f"{interval} ({found.verdict}, {found.pairs} rounds, "
+              "98.3% always-valid)")  # fmt: skip
 
 
 if __name__ == "__main__":
