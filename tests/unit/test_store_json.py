@@ -4,7 +4,9 @@ The expected files under tests/data/store/pinned/ were written from
 tests/data/report/results.sqlite (two real comparisons) by pgdyno as it was when the store still
 returned rows as dicts; the store now returns frozen records whose JSON (store/encode.py's
 `to_json`) must give the same keys, order and values (`runs show --json`, `runs list
---json`, `compare --json`, and the report's JSON and CSV).
+--json`, `compare --json`, and the report's JSON and CSV). Issue 21 added two keys and changed
+nothing else: each run's `"tpcc"` (null but for the TPC-C-like workload) and each comparison
+result's `"figure"` ("tps", or "nopm").
 """
 
 from __future__ import annotations
