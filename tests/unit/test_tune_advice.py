@@ -227,7 +227,7 @@ def _verify(workloads: str, scale: str, budget: str | None = None) -> VerifyOpti
 
 @pytest.mark.parametrize(("options", "words"), [
     (_verify(",", "small"), "names no workload"),
-    (_verify("tpcc", "small"), "tpcc"),
+    (_verify("tpcc,select-only", "small"), "cannot share a matrix with pgbench's workloads"),
     (_verify("tpcb-like", "huge"), "--scale 'huge'"),
     (_verify("tpcb-like", "small", "soon"), "--budget 'soon'"),
 ])  # fmt: skip
@@ -235,3 +235,4 @@ def test_bad_verify_options_are_refused(options: VerifyOptions, words: str):
     with pytest.raises(UsageError, match=words):
         check_verify(options)
     check_verify(_verify("tpcb-like,select-only", "small", "30m"))
+    check_verify(_verify("tpcc", "4", "30m"))

@@ -8,6 +8,7 @@ from pathlib import Path
 from pgdyno.errors import UsageError
 from pgdyno.experiment.matrix import parse_workloads
 from pgdyno.experiment.rounds import parse_budget
+from pgdyno.pgbench.command import one_dataset
 from pgdyno.pgbench.scale import parse_scale_spec
 from pgdyno.tune.facts import Given
 from pgdyno.tune.model import LAYERS, Layer
@@ -97,7 +98,7 @@ def workload_names(text: str) -> tuple[str, ...]:
 
 def check_verify(options: VerifyOptions) -> None:
     """The --verify options, checked before a sandbox is started or a plan written."""
-    parse_workloads(",".join(options.workloads), [])
+    one_dataset(parse_workloads(",".join(options.workloads), []))
     for scale in options.scale.split(","):
         parse_scale_spec(scale)
     if options.budget is not None:

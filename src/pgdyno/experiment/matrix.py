@@ -21,6 +21,7 @@ from pgdyno.pgbench.command import (
     Workload,
     builtin_workload,
     jobs_for,
+    one_dataset,
     script_workload,
     with_tpcc_options,
 )
@@ -163,12 +164,7 @@ def make_spec(**fields: object) -> BenchSpec:
 def _check_combinations(spec: BenchSpec) -> None:
     """Options that are valid alone but not together."""
     jobs_for(1, spec.jobs, 1)  # the policy itself: auto, clients or a number >= 1
-    kinds = {w.dataset for w in spec.workloads}
-    if len(kinds) > 1:
-        raise UsageError(
-            "tpcc runs on a dataset of its own whose scale is warehouses, so it cannot share a "
-            "matrix with pgbench's workloads: bench or plan them separately."
-        )
+    one_dataset(spec.workloads)
     most = max(spec.clients)
     if spec.jobs.isdigit() and int(spec.jobs) > most:
         raise UsageError(

@@ -73,6 +73,16 @@ class Workload:
         return Workload(self.name, tuple(Script(n, w, p) for n, w, p in written), self.tpcc)
 
 
+def one_dataset(workloads: list[Workload]) -> None:
+    """Refuse a matrix whose workloads need different datasets (the TPC-C-like one and
+    pgbench's): a scale means warehouses for one and pgbench's scale for the other."""
+    if len({w.dataset for w in workloads}) > 1:
+        raise UsageError(
+            "tpcc runs on a dataset of its own whose scale is warehouses, so it cannot share a "
+            "matrix with pgbench's workloads: bench or plan them separately."
+        )
+
+
 def with_tpcc_options(workloads: list[Workload], options: TpccOptions) -> list[Workload]:
     """The workloads with the TPC-C-like one's options set; options asked for without it are
     refused (they would silently do nothing)."""
