@@ -12,7 +12,7 @@ from pgdyno.errors import DatasetError, QueryRefused
 from pgdyno.postgres.client import Client, compose, connect, identifier, with_dbname
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.tpcc import consistency, counters
-from pgdyno.tpcc.load import Loaded, load
+from pgdyno.tpcc.load import Loaded, dataset_bytes, load
 from pgdyno.tpcc.sessions import Step, run_tasks
 
 WAREHOUSES = 2
@@ -160,6 +160,8 @@ def test_loaded_figures(loaded: tuple[Loaded, str], db: Client):
     assert figures.total_bytes == one(db, "SELECT pg_database_size(current_database())")
     heap = one(db, "SELECT sum(pg_table_size(relid)) FROM pg_stat_user_tables")
     assert figures.table_bytes == heap
+    # sizes.toml's estimate (measured on PostgreSQL 18 as the sandbox is) holds for this load.
+    assert abs(figures.total_bytes / dataset_bytes(WAREHOUSES) - 1) < 0.05
 
 
 def test_a_database_that_is_not_empty_is_refused(server: Sandbox, loaded: tuple[Loaded, str]):

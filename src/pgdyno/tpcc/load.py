@@ -97,11 +97,10 @@ def _each_statement(name: str) -> list[Task]:
 
 
 @cache
-def _pool() -> str:
+def _pool() -> bytes:
     """The characters random a-strings are cut from: lowercase letters and digits, fixed."""
-    return "".join(
-        random.Random(43322).choices(string.ascii_lowercase + string.digits, k=_POOL_CHARS)
-    )
+    chars = random.Random(43322).choices(string.ascii_lowercase + string.digits, k=_POOL_CHARS)
+    return "".join(chars).encode()
 
 
 def _reason(exc: PgdynoError) -> str:
