@@ -257,6 +257,14 @@ def test_stock_level_counts_distinct_low_items_of_the_last_20_orders(db: Client)
     # The same items low in warehouse 2 and an older order's item low in warehouse 1 count not.
     db.rows("UPDATE stock SET s_quantity = 1 WHERE s_w_id = 2 AND s_i_id = ANY(%(i)s)",
             {"i": items})  # fmt: skip
+    older = value(
+        db,
+        "SELECT min(ol_i_id) FROM order_line WHERE ol_w_id = 1 AND ol_d_id = 6"
+        " AND ol_o_id = 2980 AND ol_i_id <> ALL(%(i)s)",
+        i=items,
+    )
+    assert older is not None
+    db.rows("UPDATE stock SET s_quantity = 1 WHERE s_w_id = 1 AND s_i_id = %(i)s", {"i": older})
     assert value(db, "SELECT tpcc_stock_level(1, 6, 12)") == len(low)
     assert value(db, "SELECT tpcc_stock_level(1, 6, 11)") == 0
     assert value(db, "SELECT tpcc_stock_level(1, 6, 51)") == len(items)
