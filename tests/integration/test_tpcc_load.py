@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import _thread
 import math
 import threading
 from collections.abc import Iterator
 
 import pytest
 
+from conftest import wait_for
 from pgdyno.errors import DatasetError, QueryRefused
 from pgdyno.postgres.client import Client, compose, connect, identifier, with_dbname
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.tpcc import consistency, counters
-from pgdyno.tpcc.load import Loaded, load
+from pgdyno.tpcc.load import Loaded, dataset_bytes, load
 from pgdyno.tpcc.sessions import Step, run_tasks
 
 WAREHOUSES = 2
@@ -40,6 +42,16 @@ def db(loaded: tuple[Loaded, str]) -> Iterator[Client]:
 
 def one(client: Client, query: str) -> int:
     return int(client.rows(query)[0][0])
+
+
+def no_other_session(client: Client) -> bool:
+    """Whether every other session of the database has ended (a backend leaves a moment after
+    its client closed the connection)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid()"
+    )
+    return wait_for(lambda: client.rows(query) == [(0,)], 30)
 
 
 def within_binomial(count: int, n: int, p: float) -> bool:
@@ -160,6 +172,8 @@ def test_loaded_figures(loaded: tuple[Loaded, str], db: Client):
     assert figures.total_bytes == one(db, "SELECT pg_database_size(current_database())")
     heap = one(db, "SELECT sum(pg_table_size(relid)) FROM pg_stat_user_tables")
     assert figures.table_bytes == heap
+    # sizes.toml's estimate (measured on PostgreSQL 18 as the sandbox is) holds for this load.
+    assert abs(figures.total_bytes / dataset_bytes(WAREHOUSES) - 1) < 0.05
 
 
 def test_a_database_that_is_not_empty_is_refused(server: Sandbox, loaded: tuple[Loaded, str]):
@@ -180,7 +194,53 @@ def test_a_failed_task_cancels_the_others_and_leaves_no_session(server: Sandbox)
     assert not [t for t in threading.enumerate() if t.name.startswith("pgdyno-tpcc-load")]
     with connect(dsn) as client:
         assert client.rows("SELECT count(*) FROM pg_class WHERE relname = 'finished'") == [(0,)]
-        assert client.rows(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid()"
-        ) == [(0,)]
+        assert no_other_session(client)
+
+
+BREAKS = {
+    1: ("UPDATE warehouse SET w_ytd = w_ytd + 1 WHERE w_id = 2", "warehouse 2 has w_ytd"),
+    2: (
+        "UPDATE district SET d_next_o_id = 3005 WHERE d_w_id = 1 AND d_id = 4",
+        "district 4 of warehouse 1 has d_next_o_id - 1 = 3004 but max(o_id) 3000",
+    ),
+    3: (
+        "DELETE FROM new_order WHERE no_w_id = 2 AND no_d_id = 6 AND no_o_id = 2500",
+        "district 6 of warehouse 2 has new_order ids spanning 900 but 899 rows",
+    ),
+    4: (
+        "DELETE FROM order_line WHERE ol_w_id = 1 AND ol_d_id = 9 AND ol_o_id = 17"
+        " AND ol_number = 1",
+        "district 9 of warehouse 1 has sum(o_ol_cnt)",
+    ),
+}
+
+
+@pytest.mark.parametrize("condition", sorted(BREAKS))
+def test_consistency_names_the_broken_condition(db: Client, condition: int):
+    change, example = BREAKS[condition]
+    db.rows("BEGIN")
+    try:
+        db.rows(change)
+        found = consistency.check(db)
+    finally:
+        db.rows("ROLLBACK")
+    assert found is not None
+    assert found.startswith(f"consistency condition {condition} (TPC-C 3.3.2.{condition}, ")
+    assert example in found and found.endswith(".") and "\n" not in found
+    assert consistency.check(db) is None
+
+
+def test_an_interrupt_cancels_the_sessions_and_leaves_none(server: Sandbox):
+    dsn = fresh_database(server, "tpcc_interrupt_test")
+    tasks = [(Step("SELECT pg_sleep(60)"), Step("CREATE TABLE finished ()"))] * 2
+    timer = threading.Timer(1.0, _thread.interrupt_main)  # what Ctrl-C does to pgdyno
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_tasks(dsn, None, tasks, 2)
+    finally:
+        timer.cancel()
+    assert not [t for t in threading.enumerate() if t.name.startswith("pgdyno-tpcc-load")]
+    with connect(dsn) as client:
+        assert client.rows("SELECT count(*) FROM pg_class WHERE relname = 'finished'") == [(0,)]
+        assert no_other_session(client)

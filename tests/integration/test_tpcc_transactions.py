@@ -257,6 +257,14 @@ def test_stock_level_counts_distinct_low_items_of_the_last_20_orders(db: Client)
     # The same items low in warehouse 2 and an older order's item low in warehouse 1 count not.
     db.rows("UPDATE stock SET s_quantity = 1 WHERE s_w_id = 2 AND s_i_id = ANY(%(i)s)",
             {"i": items})  # fmt: skip
+    older = value(
+        db,
+        "SELECT min(ol_i_id) FROM order_line WHERE ol_w_id = 1 AND ol_d_id = 6"
+        " AND ol_o_id = 2980 AND ol_i_id <> ALL(%(i)s)",
+        i=items,
+    )
+    assert older is not None
+    db.rows("UPDATE stock SET s_quantity = 1 WHERE s_w_id = 1 AND s_i_id = %(i)s", {"i": older})
     assert value(db, "SELECT tpcc_stock_level(1, 6, 12)") == len(low)
     assert value(db, "SELECT tpcc_stock_level(1, 6, 11)") == 0
     assert value(db, "SELECT tpcc_stock_level(1, 6, 51)") == len(items)
@@ -333,3 +341,29 @@ def test_pgbench_runs_the_mix_and_the_data_stays_consistent(dsn: str, binaries, 
             client, "SELECT count(*) FROM order_line WHERE ol_supply_w_id <> ol_w_id"
         )
         assert within_binomial(remote_lines, lines, 0.01), (remote_lines, lines)
+
+
+@pytest.mark.parametrize("keying_thinking", [False, True])
+@pytest.mark.parametrize("all_warehouses", [False, True])
+def test_pgbench_parses_every_variant(binaries, tmp_path: Path, all_warehouses, keying_thinking):
+    # pgbench parses its scripts before it connects: a server that is not there leaves only
+    # the connection error when the scripts are valid.
+    options = TpccOptions(all_warehouses=all_warehouses, keying_thinking=keying_thinking)
+    argv: list[str | Path] = [binaries.tool("pgbench"), "-n", "-t", "1"]
+    for _name, weight, path in write_scripts(tmp_path, options):
+        argv += ["-f", f"{path}@{weight}"]
+    result = process.run([*argv, f"host={tmp_path} port=1"], what="pgbench", check=False)
+    assert result.returncode != 0
+    assert "could not create connection" in result.stderr, result.stderr
+    assert "syntax error" not in result.stderr and ".sql:" not in result.stderr
+
+
+def test_pgbench_runs_with_all_warehouses(dsn: str, binaries, tmp_path: Path):
+    argv: list[str | Path] = [binaries.tool("pgbench"), "-n", "-c", "2", "-t", "200", "-s",
+                              str(WAREHOUSES), "--max-tries", "10"]  # fmt: skip
+    for _name, weight, path in write_scripts(tmp_path, TpccOptions(all_warehouses=True)):
+        argv += ["-f", f"{path}@{weight}"]
+    result = process.run([*argv, dsn], what="pgbench", timeout=600)
+    assert "actually processed: 400/400" in result.stdout
+    with connect(dsn) as client:
+        assert consistency.check(client) is None

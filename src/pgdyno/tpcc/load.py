@@ -2,9 +2,9 @@
 VACUUM ANALYZE and the five transaction functions, in an empty database.
 
 Every row is made by the server (INSERT ... SELECT over generate_series, sql/load_*.sql): the
-100,000 items once, then each warehouse's districts, customers, history, stock and orders as one
-task; `sessions` connections take tasks in turn. Keys and indexes come after the rows (faster
-than maintaining them row by row), built in parallel too, then VACUUM ANALYZE of each table.
+100,000 items once, then each warehouse's rows of each table as one task; `sessions`
+connections take tasks in turn. Keys and indexes come after the rows (faster than maintaining
+them row by row), built in parallel too, then VACUUM ANALYZE of each table.
 """
 
 from __future__ import annotations
@@ -75,20 +75,16 @@ def load(dsn: str, password: str | None, warehouses: int, *, sessions: int) -> L
 
 
 def _row_tasks(warehouses: int) -> list[Task]:
-    """The item table, then one task per warehouse (its rows in every table but item)."""
+    """One task per table and warehouse (a table's rows of one warehouse), the longest of each
+    warehouse first so that the sessions end together; the item table once."""
     pool = _pool()
     tasks: list[Task] = [(Step(sql_text("load_item"), {"pool": pool}),)]
     for w in range(1, warehouses + 1):
-        params: dict[str, Any] = {"w_lo": w, "w_hi": w, "pool": pool}
-        tasks.append(
-            (
-                Step(sql_text("load_warehouses"), params),
-                Step(sql_text("load_customers"), {**params, "c_last": C_LAST_LOAD}),
-                Step(sql_text("load_history"), params),
-                Step(sql_text("load_stock"), params),
-                Step(sql_text("load_orders"), params),
-            )
-        )
+        params: dict[str, Any] = {"w_lo": w, "w_hi": w, "pool": pool, "c_last": C_LAST_LOAD}
+        tasks += [
+            (Step(sql_text(f"load_{table}"), params),)
+            for table in ("orders", "stock", "customers", "history", "warehouses")
+        ]
     return tasks
 
 
@@ -97,11 +93,10 @@ def _each_statement(name: str) -> list[Task]:
 
 
 @cache
-def _pool() -> str:
+def _pool() -> bytes:
     """The characters random a-strings are cut from: lowercase letters and digits, fixed."""
-    return "".join(
-        random.Random(43322).choices(string.ascii_lowercase + string.digits, k=_POOL_CHARS)
-    )
+    chars = random.Random(43322).choices(string.ascii_lowercase + string.digits, k=_POOL_CHARS)
+    return "".join(chars).encode()
 
 
 def _reason(exc: PgdynoError) -> str:

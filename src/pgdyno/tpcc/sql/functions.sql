@@ -8,9 +8,12 @@
 --              item without locking them; inserts orders, new_order, order_line);
 --   delivery   an advisory lock per warehouse (deliveries of one warehouse take turns), then per
 --              district 1..10: its oldest new_order row, that order, its lines, its customer.
--- Every row lock is FOR NO KEY UPDATE (an UPDATE that changes no key column), so none blocks a
--- foreign-key-style share lock. A serialization failure or deadlock (40001, 40P01) is left to
--- propagate: pgbench retries the script (--max-tries) and counts the retry.
+-- Every row lock is taken by an UPDATE or DELETE of that row (an UPDATE that changes no key
+-- column locks FOR NO KEY UPDATE), never by a SELECT ... FOR UPDATE first. A payment locks its
+-- customer (possibly of another warehouse) last and waits for nothing after it; new-order locks
+-- no customer; a delivery locks its warehouse's customers in district order. So no wait can
+-- close a cycle. A serialization failure or deadlock (40001, 40P01) is left to propagate: pgbench
+-- retries the script (--max-tries) and counts the retry.
 
 -- The customer a payment or order-status names by last name: of the n customers of the
 -- district with that name, sorted by c_first, the one at position ceil(n / 2) (2.5.2.2).

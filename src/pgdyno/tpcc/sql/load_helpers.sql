@@ -7,13 +7,14 @@ LANGUAGE sql VOLATILE AS $$
     SELECT lo + floor(random() * (hi - lo + 1))::integer
 $$;
 
--- A random a-string of lo..hi characters (4.3.2.2): a window of `pool`, a string of random
--- lowercase letters and digits that load.py passes (it holds no upper case, so "ORIGINAL" is in
--- a row only where the loader puts it).
-CREATE FUNCTION tpcc_load_text(lo integer, hi integer, pool text) RETURNS text
+-- A random a-string of lo..hi characters (4.3.2.2): a window of `pool`, random lowercase
+-- letters and digits that load.py passes (no upper case, so "ORIGINAL" is in a row only where
+-- the loader puts it). The pool is bytea: cutting a window of text in a multibyte encoding
+-- walks it from its start, of bytea not.
+CREATE FUNCTION tpcc_load_text(lo integer, hi integer, pool bytea) RETURNS text
 LANGUAGE sql VOLATILE AS $$
-    SELECT substr(pool, 1 + floor(random() * (length(pool) - hi + 1))::integer,
-                  lo + floor(random() * (hi - lo + 1))::integer)
+    SELECT encode(substring(pool FROM 1 + floor(random() * (length(pool) - hi + 1))::integer
+                                 FOR lo + floor(random() * (hi - lo + 1))::integer), 'escape')
 $$;
 
 -- An a-string of 26..50 characters for i_data and s_data: in 10% of rows "ORIGINAL" replaces
