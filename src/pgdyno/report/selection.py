@@ -1,7 +1,8 @@
 """Which runs a report shows and the medians it draws: statistics over runs, not layout.
 
 Runs are grouped (by set, version or session), a cell's representative run is the repeat with
-the median TPS, and per-statement and worst-case latencies are medians over the repeats.
+the median throughput (NOPM for the TPC-C-like workload, else TPS), and per-statement and
+worst-case latencies are medians over the repeats.
 """
 
 from __future__ import annotations
@@ -59,21 +60,26 @@ def group_runs(data: ReportInput) -> tuple[list[str], str, dict[int, str]]:
     return names, names[0], key
 
 
+def throughput(run: StoredRun) -> float:
+    """The figure a run is judged by: NOPM for the TPC-C-like workload, else TPS."""
+    return float(run.tpcc.nopm if run.tpcc is not None else run.tps or 0)
+
+
 def representative(runs: Sequence[StoredRun]) -> StoredRun:
-    """The repeat with the median TPS (the lower one of an even count)."""
-    ranked = sorted(runs, key=lambda r: float(r.tps or 0))
+    """The repeat with the median throughput (the lower one of an even count)."""
+    ranked = sorted(runs, key=throughput)
     return ranked[(len(ranked) - 1) // 2]
 
 
 def tps_panels(
     ok_runs: Sequence[StoredRun], groups: Mapping[int, str]
 ) -> dict[tuple[str, int], dict[tuple[str, int], list[float]]]:
-    """TPS of every run, per (workload, scale) panel and per (group, clients) in it."""
+    """Throughput of every run, per (workload, scale) panel and per (group, clients) in it."""
     panels: dict[tuple[str, int], dict[tuple[str, int], list[float]]] = {}
     for run in ok_runs:
         key = (run.workload, run.scale)
         panels.setdefault(key, {}).setdefault((groups[run.id], run.clients), []).append(
-            float(run.tps or 0)
+            throughput(run)
         )
     return panels
 
