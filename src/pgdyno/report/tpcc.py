@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from pgdyno.records.stored import StoredRun
@@ -67,8 +67,19 @@ def summary_label(rows: Sequence[Mapping[str, Any]]) -> str:
     return " or ".join(label(f) for f in figures)
 
 
+def _whole_seconds(s: Series) -> Series:
+    """The NOPM of the seconds the TPS line has: the transaction log also counts the partial
+    seconds at either end of the run, which hold only part of a second's new orders."""
+    nopm = s.values.get(NOPM_METRIC) or ()
+    tps = [x for x, _ in s.values.get("tps") or ()]
+    if tps:
+        nopm = [(x, y) for x, y in nopm if min(tps) <= x <= max(tps)]
+    return replace(s, values={NOPM_METRIC: nopm})
+
+
 def nopm_timeline(series: Sequence[Series], title: str) -> Figure | None:
     """NOPM per second, one line per group, checkpoints shaded and marked as on the TPS one."""
+    series = [_whole_seconds(s) for s in series]
     data = charts.series_lines(series, charts.labelled([(NOPM_METRIC, "", "solid", 1.8)]))
     if not data:
         return None
