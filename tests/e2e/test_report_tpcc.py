@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from tests.conftest import ARTIFACTS, make_env
 
 from host_conditions import no_steal, quiet_pgdyno
 from pgdyno.cli import main
-from pgdyno.report import content
+from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
 from pgdyno.store.results import ResultsStore
 
@@ -150,6 +150,26 @@ def test_repeats_give_error_bars_from_best_to_worst(stored: Stored) -> None:
     # The representative is the repeat with the lower NOPM of the two.
     lower = min(runs, key=lambda r: r["tpcc"]["nopm"])
     assert list(cell["representatives"].values()) == [lower["id"]]
+
+
+def test_a_tpcc_ladder_is_drawn_as_percent_of_the_first_steps_nopm(stored: Stored) -> None:
+    """The stored comparison read as a two-step ladder (its runs are what a ladder stores)."""
+    with ResultsStore(stored.workdir / "results.sqlite") as store:
+        data = load(store, Selection(comparison_id=stored.comparison_id))
+    assert data.comparison is not None
+    data = replace(data, comparison=replace(data.comparison, mode="ladder"))
+    report = content.build(data, "2026-11-26T00:00:00+00:00", "test")
+    (ladder,) = report["ladders"]
+    assert ladder["figure"] == "nopm"
+    nopm = {r["group"]: r["tpcc"]["nopm"] for r in report["runs"]}
+    assert [s["tps_median"] for s in ladder["steps"]] == pytest.approx(
+        [nopm["defaults"], nopm["async-commit"]]
+    )
+    waterfall = next(c for c in report["charts"] if c["id"].startswith("ladder"))
+    assert waterfall["figure"]["layout"]["yaxis"]["title"]["text"] == "% of the first step's NOPM"
+    assert "median NOPM" in waterfall["note"]
+    page = html.render(report)
+    assert "<th>NOPM median</th>" in page and "TPS median" not in page
 
 
 def test_drill_down_has_the_runs_tpcc_figures(stored: Stored) -> None:
