@@ -106,10 +106,11 @@ def test_comparison_report_says_nopm_and_draws_the_tpcc_charts(stored: Stored) -
     # NOPM at 2 clients: one bar per set, the axis and hover say NOPM.
     (clients,) = report["charts"]
     assert clients["figure"]["layout"]["yaxis"]["title"]["text"] == "NOPM"
-    assert clients["figure"]["layout"]["title"]["text"].startswith("NOPM at 2 clients: tpcc")
+    assert clients["figure"]["layout"]["title"]["text"] == "NOPM at 2 clients: tpcc, 1 warehouse"
     assert "NOPM" in clients["note"] and "TPS" not in clients["note"].split("(")[0]
     assert all("NOPM" in t["hovertemplate"] for t in clients["figure"]["data"])
     (cell,) = report["cells"]
+    assert cell["label"] == "tpcc, 1 warehouse, 2 clients"  # its scale is its warehouses
     assert cell["figure_label"] == "NOPM"
     kinds = [c["id"].rsplit("-", 1)[1] for c in cell["charts"]]
     assert kinds[0] == "nopm" and "types" in kinds and "timeline" in kinds

@@ -29,6 +29,7 @@ from pgdyno.report.selection import (
     group_runs,
     is_ok,
     representative,
+    size_label,
     statement_spreads,
     tps_panels,
     worst_spreads,
@@ -179,7 +180,9 @@ def _tps_by_clients(
                 )
         several = len({p.x for p in points}) > 1
         what = f"{unit} vs clients" if several else f"{unit} at {points[0].x} clients"
-        fig = charts.tps_by_clients(points, f"{what}: {workload}, scale {scale}", unit)
+        fig = charts.tps_by_clients(
+            points, f"{what}: {workload}, {size_label(workload, scale)}", unit
+        )
         if fig:
             figures.append(
                 chart(f"tps-clients-{len(figures)}", fig, TPS_CLIENTS_NOTE.format(unit=unit))

@@ -23,13 +23,26 @@ WORST_COLUMNS: tuple[tuple[Callable[[StoredRun], float | None], str], ...] = (
 )
 
 
+def size_label(workload: str, scale: int) -> str:
+    """A dataset's size as the user gave it: the TPC-C-like workload's scale is its warehouses.
+
+    >>> size_label("select-only", 10), size_label("tpcc", 1)
+    ('scale 10', '1 warehouse')
+    """
+    if workload == "tpcc":
+        return f"{scale} warehouse{'s' if scale != 1 else ''}"
+    return f"scale {scale}"
+
+
 def cell_label(cell: CellKey) -> str:
     """
-    >>> cell_label(("select-only", 10, 4))
-    'select-only, scale 10, 4 clients'
+    >>> cell_label(("select-only", 10, 4)), cell_label(("tpcc", 2, 1))
+    ('select-only, scale 10, 4 clients', 'tpcc, 2 warehouses, 1 client')
     """
     workload, scale, clients = cell
-    return f"{workload}, scale {scale}, {clients} client{'s' if clients != 1 else ''}"
+    return (
+        f"{workload}, {size_label(workload, scale)}, {clients} client{'s' if clients != 1 else ''}"
+    )
 
 
 def cell_key(run: StoredRun) -> CellKey:
