@@ -48,7 +48,7 @@ class Series:
     checkpoints: Sequence[Mapping[str, Any]] = field(default_factory=tuple)  # x0, x1, text
 
 
-def _layout(title: str, **extra: Any) -> dict[str, Any]:
+def figure_layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
         "margin": {"l": 64, "r": 16, "t": 48, "b": 48},
@@ -63,11 +63,11 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
     return layout
 
 
-def _axis(title: str, **extra: Any) -> dict[str, Any]:
+def axis_spec(title: str, **extra: Any) -> dict[str, Any]:
     return {"title": {"text": title}, "gridcolor": "#e6e6e6", "zeroline": False, **extra}
 
 
-def _labelled(
+def labelled(
     specs: Sequence[tuple[str, str, str, float]], prefix: str = "", device: str = ""
 ) -> list[tuple[str, str, str, str, float]]:
     """(metric, axis suffix, dash, width) -> (series name, legend label, ...): names and labels
@@ -83,7 +83,7 @@ def _unit(name: str) -> str:
     return get(name).unit
 
 
-def _lines(
+def series_lines(
     series: Sequence[Series], specs: Sequence[tuple[str, str, str, str, float]]
 ) -> list[Any]:
     """Traces for every group and (series name, label, axis suffix, dash, width).
@@ -116,7 +116,7 @@ def _lines(
     return traces
 
 
-def _legend_once(data: list[Any], single: bool) -> list[Any]:
+def legend_once(data: list[Any], single: bool) -> list[Any]:
     """With several groups, one legend entry per group: its first trace's."""
     if not single:
         seen: set[str] = set()
@@ -127,17 +127,17 @@ def _legend_once(data: list[Any], single: bool) -> list[Any]:
 
 
 def _two_rows(title: str, top: str, bottom: str, **bottom_extra: Any) -> dict[str, Any]:
-    return _layout(
+    return figure_layout(
         title,
         height=560,
-        xaxis=_axis("", anchor="y", showticklabels=False, matches="x2"),
-        yaxis=_axis(top, domain=[0.55, 1.0], rangemode="tozero"),
-        xaxis2=_axis("seconds into the run", anchor="y2"),
-        yaxis2=_axis(bottom, domain=[0.0, 0.45], **bottom_extra),
+        xaxis=axis_spec("", anchor="y", showticklabels=False, matches="x2"),
+        yaxis=axis_spec(top, domain=[0.55, 1.0], rangemode="tozero"),
+        xaxis2=axis_spec("seconds into the run", anchor="y2"),
+        yaxis2=axis_spec(bottom, domain=[0.0, 0.45], **bottom_extra),
     )
 
 
-def _checkpoint_shapes(series: Sequence[Series]) -> tuple[list[Any], list[Any]]:
+def checkpoint_shapes(series: Sequence[Series]) -> tuple[list[Any], list[Any]]:
     """Checkpoints as shaded spans on the top row and markers that carry their details."""
     shapes, traces = [], []
     single = len(series) == 1
@@ -181,12 +181,12 @@ def _checkpoint_shapes(series: Sequence[Series]) -> tuple[list[Any], list[Any]]:
 
 def tps_latency(series: Sequence[Series], title: str) -> Figure | None:
     """TPS on top; p50 (dotted), p99 (solid) and max (dashed) latency below, log scale."""
-    data = _lines(series, _labelled([("tps", "", "solid", 1.8)]))
+    data = series_lines(series, labelled([("tps", "", "solid", 1.8)]))
     if not data:
         return None
-    data += _lines(
+    data += series_lines(
         series,
-        _labelled(
+        labelled(
             [
                 ("latency_p50_ms", "2", "dot", 1.4),
                 ("latency_p99_ms", "2", "solid", 1.6),
@@ -194,13 +194,13 @@ def tps_latency(series: Sequence[Series], title: str) -> Figure | None:
             ]
         ),
     )
-    shapes, markers = _checkpoint_shapes(series)
+    shapes, markers = checkpoint_shapes(series)
     top, bottom = get("tps").label, f"latency {_unit('latency_p99_ms')} (log)"
     layout = _two_rows(title, top, bottom, type="log", dtick=1)
     if markers:
         layout["yaxis3"] = {"overlaying": "y", "range": [0, 1.05], "visible": False}
         layout["shapes"] = shapes
-    return {"data": _legend_once(data, len(series) == 1) + markers, "layout": layout}
+    return {"data": legend_once(data, len(series) == 1) + markers, "layout": layout}
 
 
 def disk_io(
@@ -215,24 +215,24 @@ def disk_io(
         axis = "" if row == 0 else "2"
         specs = [("disk.{device}.write_mbps", axis, "solid", 1.6),
                  ("disk.{device}.read_mbps", axis, "dot", 1.6)]  # fmt: skip
-        data += _lines(series, _labelled(specs, f"{role} ", name))
+        data += series_lines(series, labelled(specs, f"{role} ", name))
     if not data:
         return None
     unit = _unit("disk.{device}.write_mbps")
     if len(rows) == 1:
         role, name = rows[0]
-        layout = _layout(
+        layout = figure_layout(
             title,
             height=380,
-            xaxis=_axis("seconds into the run"),
-            yaxis=_axis(f"{role} device {name} {unit}", rangemode="tozero"),
+            xaxis=axis_spec("seconds into the run"),
+            yaxis=axis_spec(f"{role} device {name} {unit}", rangemode="tozero"),
         )
     else:
         (role1, name1), (role2, name2) = rows
         layout = _two_rows(
             title, f"{role1} {name1} {unit}", f"{role2} {name2} {unit}", rangemode="tozero"
         )
-    return {"data": _legend_once(data, len(series) == 1), "layout": layout}
+    return {"data": legend_once(data, len(series) == 1), "layout": layout}
 
 
 def cpu_memory(series: Sequence[Series], title: str) -> Figure | None:
@@ -243,15 +243,15 @@ def cpu_memory(series: Sequence[Series], title: str) -> Figure | None:
         ("cpu.iowait_pct", "", "dot", 1.6),
         ("cpu.steal_pct", "", "dashdot", 1.0),
     ]
-    data = _lines(series, _labelled(cpu))
+    data = series_lines(series, labelled(cpu))
     memory_specs = [("mem.dirty_mb", "2", "solid", 1.6), ("mem.writeback_mb", "2", "dot", 1.6)]
-    memory = _lines(series, _labelled(memory_specs))
+    memory = series_lines(series, labelled(memory_specs))
     if not data and not memory:
         return None
     top, bottom = f"CPU {_unit('cpu.user_pct')}", f"memory {_unit('mem.dirty_mb')}"
     layout = _two_rows(title, top, bottom, rangemode="tozero")
     layout["yaxis"]["range"] = [0, 100]
-    return {"data": _legend_once(data + memory, len(series) == 1), "layout": layout}
+    return {"data": legend_once(data + memory, len(series) == 1), "layout": layout}
 
 
 @dataclass(frozen=True)
@@ -287,8 +287,9 @@ def _by_group(points: Sequence[Point]) -> dict[str, list[Point]]:
     return groups
 
 
-def tps_by_clients(points: Sequence[Point], title: str) -> Figure | None:
-    """Mean TPS with its 95% CI against clients, one line per group; bars with one client."""
+def tps_by_clients(points: Sequence[Point], title: str, unit: str = "TPS") -> Figure | None:
+    """Mean throughput (TPS, or NOPM for TPC-C-like cells) with its 95% CI against clients, one
+    line per group; bars with one client."""
     if not points:
         return None
     several = len({p.x for p in points}) > 1
@@ -301,7 +302,7 @@ def tps_by_clients(points: Sequence[Point], title: str) -> Figure | None:
             "x": [p.x for p in pts],
             "y": [p.y for p in pts],
             "text": [p.text for p in pts],
-            "hovertemplate": "%{y:,.0f} TPS (%{text})<extra>" + group + "</extra>",
+            "hovertemplate": f"%{{y:,.0f}} {unit} (%{{text}})<extra>{group}</extra>",
         }
         errors = _errors(pts)
         if errors:
@@ -314,9 +315,13 @@ def tps_by_clients(points: Sequence[Point], title: str) -> Figure | None:
                 type="bar", marker={"color": pts[0].colour}, x=[group], textposition="none"
             )
         data.append(trace)
-    xaxis = _axis("clients", type="log", dtick=0.30103) if several else _axis("")
-    layout = _layout(
-        title, height=420, xaxis=xaxis, yaxis=_axis("TPS", rangemode="tozero"), hovermode="closest"
+    xaxis = axis_spec("clients", type="log", dtick=0.30103) if several else axis_spec("")
+    layout = figure_layout(
+        title,
+        height=420,
+        xaxis=xaxis,
+        yaxis=axis_spec(unit, rangemode="tozero"),
+        hovermode="closest",
     )
     return {"data": data, "layout": layout}
 
@@ -350,19 +355,21 @@ def grouped_bars(
     categories = len({p.x for p in points})
     groups = len(data)
     axes = {
-        f"{value}axis": _axis(value_title, rangemode="tozero"),
-        f"{category}axis": _axis("", automargin=True, autorange="reversed")
+        f"{value}axis": axis_spec(value_title, rangemode="tozero"),
+        f"{category}axis": axis_spec("", automargin=True, autorange="reversed")
         if horizontal
-        else _axis("", automargin=True),
+        else axis_spec("", automargin=True),
     }
     height = 120 + categories * max(groups, 1) * 14 if horizontal else 400
-    layout = _layout(title, height=max(height, 300), barmode="group", hovermode="closest", **axes)
+    layout = figure_layout(
+        title, height=max(height, 300), barmode="group", hovermode="closest", **axes
+    )
     return {"data": data, "layout": layout}
 
 
 @dataclass(frozen=True)
 class Step:
-    """One rung of a ladder, as percentages of the first step's TPS."""
+    """One rung of a ladder, as percentages of the first step's throughput."""
 
     name: str
     level: float  # this step's level (the first is 100)
@@ -371,7 +378,9 @@ class Step:
     gain_text: str  # the step's own change with its CI, for the hover
 
 
-def waterfall(steps: Sequence[Step], total_text: str, title: str) -> Figure | None:
+def waterfall(
+    steps: Sequence[Step], total_text: str, title: str, unit: str = "TPS"
+) -> Figure | None:
     """Baseline bar at 100, each step floating from the previous level, then the total."""
     if len(steps) < 2:
         return None
@@ -425,11 +434,13 @@ def waterfall(steps: Sequence[Step], total_text: str, title: str) -> Figure | No
             },
         }
     ]
-    layout = _layout(
+    layout = figure_layout(
         title,
         height=420,
-        xaxis=_axis(""),
-        yaxis=_axis("% of the first step's TPS", range=[max(0.0, low_end * 0.9), high_end * 1.03]),
+        xaxis=axis_spec(""),
+        yaxis=axis_spec(
+            f"% of the first step's {unit}", range=[max(0.0, low_end * 0.9), high_end * 1.03]
+        ),
         hovermode="closest",
     )
     return {"data": data, "layout": layout}

@@ -19,7 +19,7 @@ from typing import Any
 
 from pgdyno.formatting import change_text
 from pgdyno.records.stored import StoredRun
-from pgdyno.report import charts
+from pgdyno.report import charts, tpcc
 from pgdyno.report.charts import Point, Step
 from pgdyno.report.drilldown import run_entry
 from pgdyno.report.load import ReportInput
@@ -29,6 +29,7 @@ from pgdyno.report.selection import (
     group_runs,
     is_ok,
     representative,
+    size_label,
     statement_spreads,
     tps_panels,
     worst_spreads,
@@ -41,12 +42,12 @@ from pgdyno.store.encode import to_json
 MAX_CELL_SECTIONS = 12  # more cells than this get the overview charts and drill-downs only
 
 # The caption under each chart: what is drawn and how to read it.
-TPS_CLIENTS_NOTE = (
-    "Mean TPS of the repeats with its 95% confidence interval; one line per "
+TPS_CLIENTS_NOTE = (  # {unit}: TPS, or NOPM for TPC-C-like cells
+    "Mean {unit} of the repeats with its 95% confidence interval; one line per "
     "group (seed 002's TPS-vs-clients lines)."
 )
 LADDER_NOTE = (
-    "Each step adds its settings to the previous one; bars show the median TPS as "
+    "Each step adds its settings to the previous one; bars show the median {unit} as "
     "% of the first step, error bars the 97.5% interval of the cumulative change, "
     "hover for each step's own gain."
 )
@@ -83,6 +84,7 @@ def summary_rows(analysis: Analysis) -> list[dict[str, Any]]:
                 "baseline": is_base,
                 "runs": r.runs,
                 "failed": r.failed,
+                "figure": r.figure,  # what the tps_* fields measure: "tps", or "nopm" (TPC-C)
                 "tps_median": r.tps.median if r.tps else None,
                 "tps_mean": r.tps.mean if r.tps else None,
                 "tps_ci_low": r.tps.ci_low if r.tps else None,
@@ -104,12 +106,18 @@ def summary_rows(analysis: Analysis) -> list[dict[str, Any]]:
     return rows
 
 
+def _figures(analysis: Analysis) -> dict[CellKey, str]:
+    return {r.cell: r.figure for r in analysis.results}
+
+
 def ladder_rows(analysis: Analysis) -> list[dict[str, Any]]:
     out = []
+    figures = _figures(analysis)
     for cell, lad in analysis.ladders:
         out.append(
             {
                 "cell": cell_label(cell),
+                "figure": figures.get(cell, "tps"),
                 "total": change_text(lad.total),
                 "total_verdict": lad.total.verdict if lad.total else None,
                 "steps": [
@@ -130,7 +138,9 @@ def ladder_rows(analysis: Analysis) -> list[dict[str, Any]]:
 
 def _waterfalls(analysis: Analysis) -> list[dict[str, Any]]:
     figures: list[dict[str, Any]] = []
+    judged_on = _figures(analysis)
     for cell, lad in analysis.ladders:
+        unit = tpcc.label(judged_on.get(cell, "tps"))
         steps = []
         for s in lad.steps:
             cum = s.cumulative
@@ -139,15 +149,9 @@ def _waterfalls(analysis: Analysis) -> list[dict[str, Any]]:
                 low, high = 100 + cum.ci_low_pct, 100 + cum.ci_high_pct
             steps.append(Step(s.name, s.level_pct, low, high, change_text(s.step_gain)))
         total = f"{change_text(lad.total)}, {lad.total.verdict}" if lad.total else "-"
-        fig = charts.waterfall(steps, total, f"Tuning ladder: {cell_label(cell)}")
+        fig = charts.waterfall(steps, total, f"Tuning ladder: {cell_label(cell)}", unit)
         if fig:
-            figures.append(
-                chart(
-                    f"ladder-{len(figures)}",
-                    fig,
-                    LADDER_NOTE,
-                )
-            )
+            figures.append(chart(f"ladder-{len(figures)}", fig, LADDER_NOTE.format(unit=unit)))
     return figures
 
 
@@ -156,6 +160,7 @@ def _tps_by_clients(
 ) -> list[dict[str, Any]]:
     figures: list[dict[str, Any]] = []
     for (workload, scale), cells in tps_panels(ok_runs, groups).items():
+        unit = tpcc.label(tpcc.figure_of([r for r in ok_runs if r.workload == workload]))
         points = []
         for group in colours:
             for (g, clients), values in sorted(cells.items(), key=lambda kv: kv[0][1]):
@@ -174,15 +179,13 @@ def _tps_by_clients(
                     )
                 )
         several = len({p.x for p in points}) > 1
-        what = "TPS vs clients" if several else f"TPS at {points[0].x} clients"
-        fig = charts.tps_by_clients(points, f"{what}: {workload}, scale {scale}")
+        what = f"{unit} vs clients" if several else f"{unit} at {points[0].x} clients"
+        fig = charts.tps_by_clients(
+            points, f"{what}: {workload}, {size_label(workload, scale)}", unit
+        )
         if fig:
             figures.append(
-                chart(
-                    f"tps-clients-{len(figures)}",
-                    fig,
-                    TPS_CLIENTS_NOTE,
-                )
+                chart(f"tps-clients-{len(figures)}", fig, TPS_CLIENTS_NOTE.format(unit=unit))
             )
     return figures
 
@@ -245,10 +248,12 @@ def _cell_section(
     reps = {g: representative(rs) for g, rs in by_group.items()}
     series = [run_series(run, g, colours[g]) for g, run in reps.items()]
     label = cell_label(cell)
-    figures: list[dict[str, Any]] = []
+    figure = tpcc.figure_of(runs)
+    figures, tpcc_last = tpcc.cell_charts(by_group, series, colours, label, index)
     tl = charts.tps_latency(series, f"TPS and latency over time: {label}")
     if tl:
-        figures.append(chart(f"cell-{index}-timeline", tl, TIMELINE_NOTE))
+        note = TIMELINE_NOTE if figure == "tps" else tpcc.TPCC_TIMELINE_NOTE
+        figures.append(chart(f"cell-{index}-timeline", tl, note))
     devs = next((devices(r) for r in reps.values() if devices(r)), [])
     disk = charts.disk_io(series, devs, f"Disk I/O over time: {label}")
     if disk:
@@ -256,6 +261,7 @@ def _cell_section(
     cpu = charts.cpu_memory(series, f"CPU and dirty memory over time: {label}")
     if cpu:
         figures.append(chart(f"cell-{index}-cpu", cpu, CPU_NOTE))
+    figures += tpcc_last
     statements = charts.grouped_bars(
         _statement_points(by_group, colours),
         f"Per-statement latency: {label}",
@@ -284,6 +290,8 @@ def _cell_section(
     return {
         "id": f"cell-{index}",
         "label": label,
+        "figure": figure,  # what the representative's median is of: "tps" or "nopm"
+        "figure_label": tpcc.label(figure),
         "representatives": {g: r.id for g, r in reps.items()},
         "charts": figures,
     }
@@ -358,6 +366,7 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         if any(groups[r.id] == baseline for r in rs)
     }
     sets = {s.name: s for s in data.comparison.sets} if data.comparison else {}
+    summary = summary_rows(analysis) if len(names) > 1 or ok_runs else []
     return {
         "title": data.title,
         "source": data.source,
@@ -376,7 +385,8 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
             for n in names
         ],
         "comparison": _comparison_head(data),
-        "summary": summary_rows(analysis) if len(names) > 1 or ok_runs else [],
+        "summary": summary,
+        "figure_label": tpcc.summary_label(summary),  # heads the summary's throughput columns
         "ladders": ladder_rows(analysis),
         "charts": _tps_by_clients(ok_runs, groups, colours) + _waterfalls(analysis),
         "cells": sections,

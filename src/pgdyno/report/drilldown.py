@@ -7,7 +7,7 @@ from typing import Any
 
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import ComparisonSet, StoredRun
-from pgdyno.report import charts
+from pgdyno.report import charts, tpcc
 from pgdyno.report.selection import cell_key, cell_label
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
 from pgdyno.store.encode import interference_json, to_json
@@ -55,9 +55,10 @@ def run_entry(
 ) -> dict[str, Any]:
     health = run.health or RunHealth()
     series = [run_series(run, group, colour)]
-    figures: list[dict[str, Any]] = []
+    figures = tpcc.run_charts(run, series[0])
+    timeline_note = TIMELINE_NOTE if run.tpcc is None else tpcc.TPCC_TIMELINE_NOTE
     for chart_id, fig, note in (
-        ("timeline", charts.tps_latency(series, "TPS and latency over time"), TIMELINE_NOTE),
+        ("timeline", charts.tps_latency(series, "TPS and latency over time"), timeline_note),
         ("disk", charts.disk_io(series, devices(run), "Disk I/O over time"), DISK_NOTE),
         ("cpu", charts.cpu_memory(series, "CPU and dirty memory over time"), CPU_NOTE),
     ):
@@ -77,6 +78,8 @@ def run_entry(
         "error": run.error,
         "started_at": run.started_at,
         "tps": run.tps,
+        # NOPM, TPM, the mix, consistency and the per-type table of a TPC-C-like run; else None.
+        "tpcc": tpcc.run_figures(run),
         "latency": latency,
         "latency_source": run.latency_source,
         "stability": {

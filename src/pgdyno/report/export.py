@@ -20,7 +20,7 @@ from pgdyno.report.load import Selection, load
 from pgdyno.store.interface import ResultsBackend
 
 CSV_COLUMNS = (
-    "workload", "scale", "clients", "group", "baseline", "runs", "failed", "tps_median",
+    "workload", "scale", "clients", "group", "baseline", "runs", "failed", "figure", "tps_median",
     "tps_mean", "tps_ci_low", "tps_ci_high", "tps_cv_pct", "tps_change_pct",
     "tps_change_ci_low_pct", "tps_change_ci_high_pct", "verdict", "p99_median_ms", "p99_change",
     "p99_verdict", "noisy", "repeats_needed", "warnings",
@@ -28,7 +28,8 @@ CSV_COLUMNS = (
 
 
 def summary_csv(report: Mapping[str, Any]) -> str:
-    """The summary rows of a built report, one CSV line per (cell, group)."""
+    """The summary rows of a built report, one CSV line per (cell, group); `figure` says what
+    the tps_* columns measure ("nopm" for TPC-C-like cells)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)

@@ -1,7 +1,8 @@
 """Which runs a report shows and the medians it draws: statistics over runs, not layout.
 
 Runs are grouped (by set, version or session), a cell's representative run is the repeat with
-the median TPS, and per-statement and worst-case latencies are medians over the repeats.
+the median throughput (NOPM for the TPC-C-like workload, else TPS), and per-statement and
+worst-case latencies are medians over the repeats.
 """
 
 from __future__ import annotations
@@ -22,13 +23,26 @@ WORST_COLUMNS: tuple[tuple[Callable[[StoredRun], float | None], str], ...] = (
 )
 
 
+def size_label(workload: str, scale: int) -> str:
+    """A dataset's size as the user gave it: the TPC-C-like workload's scale is its warehouses.
+
+    >>> size_label("select-only", 10), size_label("tpcc", 1)
+    ('scale 10', '1 warehouse')
+    """
+    if workload == "tpcc":
+        return f"{scale} warehouse{'s' if scale != 1 else ''}"
+    return f"scale {scale}"
+
+
 def cell_label(cell: CellKey) -> str:
     """
-    >>> cell_label(("select-only", 10, 4))
-    'select-only, scale 10, 4 clients'
+    >>> cell_label(("select-only", 10, 4)), cell_label(("tpcc", 2, 1))
+    ('select-only, scale 10, 4 clients', 'tpcc, 2 warehouses, 1 client')
     """
     workload, scale, clients = cell
-    return f"{workload}, scale {scale}, {clients} client{'s' if clients != 1 else ''}"
+    return (
+        f"{workload}, {size_label(workload, scale)}, {clients} client{'s' if clients != 1 else ''}"
+    )
 
 
 def cell_key(run: StoredRun) -> CellKey:
@@ -59,21 +73,26 @@ def group_runs(data: ReportInput) -> tuple[list[str], str, dict[int, str]]:
     return names, names[0], key
 
 
+def throughput(run: StoredRun) -> float:
+    """The figure a run is judged by: NOPM for the TPC-C-like workload, else TPS."""
+    return float(run.tpcc.nopm if run.tpcc is not None else run.tps or 0)
+
+
 def representative(runs: Sequence[StoredRun]) -> StoredRun:
-    """The repeat with the median TPS (the lower one of an even count)."""
-    ranked = sorted(runs, key=lambda r: float(r.tps or 0))
+    """The repeat with the median throughput (the lower one of an even count)."""
+    ranked = sorted(runs, key=throughput)
     return ranked[(len(ranked) - 1) // 2]
 
 
 def tps_panels(
     ok_runs: Sequence[StoredRun], groups: Mapping[int, str]
 ) -> dict[tuple[str, int], dict[tuple[str, int], list[float]]]:
-    """TPS of every run, per (workload, scale) panel and per (group, clients) in it."""
+    """Throughput of every run, per (workload, scale) panel and per (group, clients) in it."""
     panels: dict[tuple[str, int], dict[tuple[str, int], list[float]]] = {}
     for run in ok_runs:
         key = (run.workload, run.scale)
         panels.setdefault(key, {}).setdefault((groups[run.id], run.clients), []).append(
-            float(run.tps or 0)
+            throughput(run)
         )
     return panels
 

@@ -9,16 +9,19 @@ from rich.table import Table
 
 from pgdyno.formatting import fmt
 
-_COLUMNS = (
-    "cell", "group", "runs", "TPS median", "CV %", "TPS change [CI]", "p99 ms", "p99 change",
-    "verdict", "warnings",
-)  # fmt: skip
+
+def _columns(figure: str) -> tuple[str, ...]:
+    """The table's headings, the throughput ones named for what it is (TPS, NOPM or both)."""
+    return (
+        "cell", "group", "runs", f"{figure} median", "CV %", f"{figure} change [CI]", "p99 ms",
+        "p99 change", "verdict", "warnings",
+    )  # fmt: skip
 
 
 def summary_table(report: Mapping[str, Any]) -> Table:
     """One row per (cell, group) of a report built by `report.content.build`."""
     table = Table(title=f"{report['title']} ({report['source']})", title_justify="left")
-    for name in _COLUMNS:
+    for name in _columns(report.get("figure_label", "TPS")):
         table.add_column(name, justify="left" if name in ("cell", "group", "warnings") else "right")
     for row in report["summary"]:
         table.add_row(
