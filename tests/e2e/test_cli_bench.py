@@ -217,7 +217,9 @@ def test_traceback_is_a_global_option(run_cli, workdir: Path):
     [
         (["bench", "--nonsense"], 2, "no such option"),
         (["bench", "-c", "0"], 2, "-c/--clients"),
-        (["bench", "-w", "tpcc"], 2, "unknown workload 'tpcc'"),
+        (["bench", "-w", "tpcb"], 2, "unknown workload 'tpcb'"),
+        (["bench", "-w", "tpcc,select-only"], 2, "cannot share a matrix with pgbench's"),
+        (["bench", "--tpcc-keying"], 2, "apply to the tpcc workload only"),
         (["bench", "--scale", "huge"], 2, "--scale 'huge'"),
         (["bench", "-T", "0"], 2, "-T/--time"),
         (["bench", "--jobs", "lots"], 2, "--jobs"),

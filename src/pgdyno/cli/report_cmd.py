@@ -63,8 +63,9 @@ def report(
     intervals, ladder waterfalls, and per cell the TPS/latency, disk, CPU and dirty-memory
     timelines with checkpoints marked, per-statement and worst-case latency; then a
     drill-down per run (settings that differ from the baseline, environment, pgbench
-    command, warnings). The terminal gets the summary table; --json and --csv print the same
-    content (the HTML path then goes to stderr).
+    command, warnings). TPC-C-like cells say NOPM where others say TPS, and add NOPM over
+    time and latency per transaction type. The terminal gets the summary table; --json and
+    --csv print the same content (the HTML path then goes to stderr).
 
     \b
     Examples:
