@@ -64,7 +64,9 @@ def compare(workdir: Path, name: str, clients: int, seconds: int, rounds: str, w
 def arm(result: dict[str, Any]) -> tuple[float, float | None, str]:
     """Machine time, the TPS interval's half-width in points, and a description."""
     rounds = result["rounds"]
-    change = next(r["tps_change"] for r in result["analysis"]["results"] if r["tps_change"])
+    change = next((r["tps_change"] for r in result["analysis"]["results"] if r["tps_change"]),
+                  {"change_pct": float("nan"), "ci_low_pct": None, "ci_high_pct": None,
+                   "method": "no usable pair: every run discarded"})  # fmt: skip
     low, high = change["ci_low_pct"], change["ci_high_pct"]
     half = (high - low) / 2 if low is not None and high is not None else None
     discarded = sum(r["discarded"] for r in result["analysis"]["results"])
