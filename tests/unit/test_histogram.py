@@ -181,6 +181,19 @@ def test_reset_forgets_everything() -> None:
     assert h.quantiles([0.0, 1.0]) == [40.0, 40.0] and h.count == 1
 
 
+@given(st.lists(any_us, min_size=1, max_size=100), st.lists(any_us, max_size=100))
+def test_a_reset_histogram_is_as_good_as_new(a: list[float], b: list[float]) -> None:
+    # merge, reset and quantiles only visit the buckets between the extremes: a reset must
+    # still leave no count behind, wherever the next values fall
+    h = histogram_of(a)
+    h.merge(histogram_of(b))
+    h.reset()
+    h.merge(histogram_of(b))
+    assert h == histogram_of(b) and h.quantiles(QS) == histogram_of(b).quantiles(QS)
+    h.reset()
+    assert h._counts == [0] * BUCKETS
+
+
 def test_values_below_one_microsecond_and_above_the_top() -> None:
     h = histogram_of([0, 0, 0.5])
     assert h.quantiles([0.5, 1.0]) == [0.0, 0.5]

@@ -219,6 +219,37 @@ def test_max_tries_prints_retries_column(version: int) -> None:
     assert all(st.failures == 0 and st.retries == 0 for st in s.statements)
 
 
+# scripts.stdout (tests/data/pgbench/README.md, "Several scripts"), copied by hand: the whole
+# run's and each script's (successful, failed, serialization failures, retried, retries)
+RETRIES = {
+    15: ((4000, 0, 0, 182, 363), [(1809, 0, 0, 0, 0), (1690, 0, 0, 0, 0), (163, 0, 0, 4, 4),
+                                  (338, 0, 0, 178, 359)]),
+    18: ((3999, 1, 1, 161, 302), [(1802, 0, 0, 0, 0), (1729, 0, 0, 0, 0), (169, 0, 0, 13, 14),
+                                  (299, 1, 1, 148, 288)]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("version", [14, 15, 18])
+def test_failures_and_retries_per_script(version: int) -> None:
+    s = summary(version, "scripts")
+    assert [sc.name for sc in s.scripts][2:] == ["<builtin: TPC-B (sort of)>", "hot_row.sql"]
+    if version == 14:  # no --max-tries, no failure counts
+        assert (s.maximum_tries, s.retries, s.retried_transactions) == (None, None, None)
+        assert all(sc.failed_transactions is None and sc.retries is None for sc in s.scripts)
+        return
+    run, scripts = RETRIES[version]
+    assert s.maximum_tries == 10 and s.deadlock_failures == 0
+    got = (s.transactions, s.failed_transactions, s.serialization_failures)
+    assert (*got, s.retried_transactions, s.retries) == run
+    for sc, want in zip(s.scripts, scripts, strict=True):
+        assert sc.deadlock_failures == 0
+        assert (sc.transactions, sc.failed_transactions, sc.serialization_failures,
+                sc.retried_transactions, sc.retries) == want  # fmt: skip
+    assert sum(sc.retries or 0 for sc in s.scripts) == s.retries
+    if version == 18:  # "latency average = 1.923 ms (including failures)"
+        assert s.latency_avg_ms == 1.923 and s.scripts[3].latency_avg_ms == 7.484
+
+
 @versions
 def test_aborted_run_has_no_tps_line(version: int) -> None:
     assert read(version, "failure.exitcode").strip() == "2"

@@ -9,6 +9,8 @@ Formats differ between major versions; the differences handled here:
   statement; 14 prints neither.
 * 14 prints percentages as ``(0.000 %)``, 15+ as ``(0.000%)``; 15 to 17 print ``(NaN%)``
   when no transaction completed.
+* 15+ print per-script failure and retry counts, and 18 ends ``latency average = x ms`` with
+  `` (including failures)`` when some transactions failed.
 * 18 splits a script's ``- N transactions (x% of total, tps = y)`` line in two:
   ``- N transactions (x% of total)`` and ``- number of transactions actually processed: N
   (tps = y)``, and puts one space instead of two before each statement's text.
@@ -69,6 +71,13 @@ class _Builder:
         self.statement_count: dict[int, int] = {}  # script index -> statements read so far
 
 
+# "<line>: N (x%)" lines of 15+, in the summary and in each script's section
+_COUNTED_LINES = {
+    "number of serialization failures": "serialization_failures",
+    "number of deadlock failures": "deadlock_failures",
+    "number of transactions retried": "retried_transactions",
+}
+
 # (prefix that identifies the line, full pattern, key under which group 1 is stored)
 _TOP_LINES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
     (prefix, re.compile(pattern), key)
@@ -100,7 +109,13 @@ _TOP_LINES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
             rf"^number of transactions above the {_NUM} ms latency limit: ({_INT})/{_INT} {_PCT}$",
             "late_transactions",
         ),
-        ("latency average", rf"^latency average\s*[=:]\s*({_NUM}) ms$", "latency_avg_ms"),
+        *((f"{line}:", rf"^{line}: ({_INT}) {_PCT}$", key) for line, key in _COUNTED_LINES.items()),
+        ("total number of retries:", rf"^total number of retries: ({_INT})$", "retries"),
+        (
+            "latency average",
+            rf"^latency average\s*[=:]\s*({_NUM}) ms(?: \(including failures\))?$",
+            "latency_avg_ms",
+        ),
         ("latency stddev", rf"^latency stddev\s*[=:]\s*({_NUM}) ms$", "latency_stddev_ms"),
         (
             "initial connection time",
@@ -114,6 +129,12 @@ _LAG = re.compile(rf"^rate limit schedule lag: avg ({_NUM}) \(max ({_NUM})\) ms$
 
 # lines inside a "SQL script N" section
 _Pick = Callable[[re.Match[str]], dict[str, str]]
+
+
+def _pick_group_1(key: str) -> _Pick:
+    return lambda m: {key: m[1]}
+
+
 _SCRIPT_LINES: tuple[tuple[str, re.Pattern[str], _Pick], ...] = (
     (
         " - weight:",
@@ -130,10 +151,25 @@ _SCRIPT_LINES: tuple[tuple[str, re.Pattern[str], _Pick], ...] = (
         re.compile(rf"^ - latency average\s*[=:]\s*({_NUM}) ms$"),
         lambda m: {"latency_avg_ms": m[1]},
     ),
+    (
+        " - total number of retries:",
+        re.compile(rf"^ - total number of retries: ({_INT})$"),
+        lambda m: {"retries": m[1]},
+    ),
+    *(
+        (f" - {line}:", re.compile(rf"^ - {line}: ({_INT}) {_PCT}$"), _pick_group_1(key))
+        for line, key in {
+            "number of failed transactions": "failed_transactions",
+            **_COUNTED_LINES,
+        }.items()
+    ),
 )
 _SCRIPT_TRANSACTIONS = re.compile(
     rf"^ - ({_INT}) transactions \({_NUM}% of total(?:, tps = ({_NUM}))?\)$"
 )
+
+
+_SCRIPT_COUNTS = ("failed_transactions", *_COUNTED_LINES.values(), "retries")
 
 
 def _fail(line_no: int, line: str, what: str) -> ParseError:
@@ -160,7 +196,7 @@ def _read_script_line(b: _Builder, line_no: int, line: str) -> bool:
                 raise _fail(line_no, line, prefix.removeprefix(" - ").rstrip(":"))
             current.update(pick(m))
             return True
-    return True  # other per-script lines (stddev, failures, skipped...) are not kept
+    return True  # other per-script lines (stddev, skipped...) are not kept
 
 
 def _read_top_line(b: _Builder, line_no: int, line: str) -> None:
@@ -280,10 +316,12 @@ def parse_summary(text: str) -> Summary:
                 transactions=_opt_int(s, "transactions"),
                 tps=_opt_float(s, "tps"),
                 latency_avg_ms=_opt_float(s, "latency_avg_ms"),
+                **{key: _opt_int(s, key) for key in _SCRIPT_COUNTS},
             )
             for s in b.scripts
         ),
         statements=tuple(b.statements),
+        **{key: _opt_int(v, key) for key in (*_COUNTED_LINES.values(), "retries")},
     )
 
 

@@ -19,14 +19,23 @@ class StatementLatency:
 
 @dataclass(frozen=True, slots=True)
 class ScriptSummary:
-    """One ``SQL script N: name`` section, printed only when more than one script ran."""
+    """One ``SQL script N: name`` section, printed only when more than one script ran.
+
+    The failure and retry counts are None when pgbench did not print them: failures from 15
+    on, their kinds with ``--failures-detailed``, retries with ``--max-tries`` other than 1.
+    """
 
     index: int  # 0-based (pgbench numbers them from 1)
     name: str
     weight: int | None
-    transactions: int | None
+    transactions: int | None  # successful
     tps: float | None
     latency_avg_ms: float | None
+    failed_transactions: int | None = None
+    serialization_failures: int | None = None
+    deadlock_failures: int | None = None
+    retried_transactions: int | None = None  # transactions retried at least once
+    retries: int | None = None  # their retries, failed transactions' included
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +65,8 @@ class Summary:
     maximum_tries: int | None  # PG15+
     scripts: tuple[ScriptSummary, ...]
     statements: tuple[StatementLatency, ...]
+    # as in ScriptSummary, for the whole run; None when not printed
+    serialization_failures: int | None = None
+    deadlock_failures: int | None = None
+    retried_transactions: int | None = None
+    retries: int | None = None
