@@ -6,7 +6,8 @@ returned rows as dicts; the store now returns frozen records whose JSON (store/e
 `to_json`) must give the same keys, order and values (`runs show --json`, `runs list
 --json`, `compare --json`, and the report's JSON and CSV). Issue 21 added two keys and changed
 nothing else: each run's `"tpcc"` (null but for the TPC-C-like workload) and each comparison
-result's `"figure"` ("tps", or "nopm").
+result's `"figure"` ("tps", or "nopm"), which the report's JSON and its CSV (last column) carry
+too.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def ensure_dataset(client: Client, scale: int, how: Generator) -> Dataset:
     exists."""
     started = time.monotonic()
     name = template_name(scale, how.kind)
-    what = f"{how.kind} {'warehouses' if how.kind == 'tpcc' else 'scale'} {scale}"
+    what = f"tpcc warehouses {scale}" if how.kind == "tpcc" else f"scale {scale}"
     existing = ready_templates(client)
     if name in existing:
         return Dataset(name, scale, existing[name], False, time.monotonic() - started, how.kind)

@@ -132,7 +132,7 @@ def choose_scale(
     >>> print(choose_scale("large", 24 * GIB, 128 * MIB, 20 * GIB).note)  # doctest: +ELLIPSIS
     large: scale 3276 (~48.0 GiB) needs ~106.6 GiB ... 20.0 GiB is free: using scale 589 (~8.6 GiB)
     >>> choose_scale(10, 24 * GIB, 128 * MIB, 100 * GIB)
-    ScaleChoice(scale=10, preset=None, note=None)
+    ScaleChoice(scale=10, preset=None, note=None, kind='pgbench')
     """
     preset = spec if isinstance(spec, str) else None
     scale = preset_scale(preset, memory_bytes, shared_buffers_bytes, kind) if preset else int(spec)

@@ -33,8 +33,8 @@ def tpcc_rows(result: TpccResult) -> list[tuple[str, str]]:
     failed = sum(t.failed for t in result.transactions)
     return [
         ("warehouses", str(result.warehouses) + (f" ({'; '.join(options)})" if options else "")),
-        ("NOPM", f"{fmt(result.nopm)} ({fmt(result.nopm_per_warehouse)} per warehouse)"),
-        ("TPM (this database)", fmt(result.tpm)),
+        ("NOPM", f"{result.nopm:,.0f} ({result.nopm_per_warehouse:,.0f} per warehouse)"),
+        ("TPM (this database)", "-" if result.tpm is None else f"{result.tpm:,.0f}"),
         ("mix", "meets the specification minimums" if result.mix_ok
          else "below the specification minimums: see the table"),
         ("new orders rolled back", f"{result.rollbacks} (about 1% by design)"),

@@ -19,11 +19,12 @@ from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
 from pgdyno.store.interface import ResultsBackend
 
+# `figure` came last (issue 21), so that scripts reading the columns by position still work.
 CSV_COLUMNS = (
-    "workload", "scale", "clients", "group", "baseline", "runs", "failed", "figure", "tps_median",
+    "workload", "scale", "clients", "group", "baseline", "runs", "failed", "tps_median",
     "tps_mean", "tps_ci_low", "tps_ci_high", "tps_cv_pct", "tps_change_pct",
     "tps_change_ci_low_pct", "tps_change_ci_high_pct", "verdict", "p99_median_ms", "p99_change",
-    "p99_verdict", "noisy", "repeats_needed", "warnings",
+    "p99_verdict", "noisy", "repeats_needed", "warnings", "figure",
 )  # fmt: skip
 
 
