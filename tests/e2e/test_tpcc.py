@@ -32,6 +32,7 @@ from conftest import (
     remove_workdir,
     wait_for,
 )
+from pgdyno.errors import PgdynoError
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.formatting import fmt
 from pgdyno.pgbench.dataset import template_name
@@ -115,6 +116,17 @@ def measured_pgbench(workdir: Path) -> bool:
     return any("-l" in pid_cmdline(pid) for pid in processes_in(workdir, "pgbench"))
 
 
+def watchdogs_of(workdir: Path) -> list[int]:
+    """pids of sandbox watchdogs (postgres/watchdog.py) watching a cluster of the work dir."""
+    return [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and "pgdyno.postgres.watchdog" in (cmd := pid_cmdline(int(entry.name)))
+        and any(str(workdir) in c for c in cmd)
+    ]
+
+
 def postmaster_running(workdir: Path) -> bool:
     pid = sandbox_of(workdir).postmaster_pid()
     return pid is not None and pid_alive(pid)
@@ -133,7 +145,7 @@ def template_comment(workdir: Path) -> tuple[bool, str | None]:
                 " WHERE datname = %(name)s",
                 {"name": TEMPLATE},
             )
-    except Exception:  # starting or stopping: not yet
+    except PgdynoError:  # starting or stopping: not yet
         return False, None
     return bool(rows), (str(rows[0][0]) if rows and rows[0][0] is not None else None)
 
@@ -163,6 +175,7 @@ def kill_group_when(workdir: Path, condition, *args: str) -> None:
     assert wait_for(lambda: not processes_in(workdir, "pgbench"), timeout=15)
     assert wait_for(lambda: not postmaster_running(workdir), timeout=90)
     assert wait_for(lambda: not processes_in(workdir, "postgres"), timeout=15)
+    assert wait_for(lambda: not watchdogs_of(workdir), timeout=30)  # its job done, it exits
 
 
 # -- the tests, in the order they run ----------------------------------------------------------
@@ -322,6 +335,7 @@ def test_compare_of_a_tpcc_plan_judges_nopm(run_cli, tpcc_dir: Path, tmp_path: P
     checked = run_cli(tpcc_dir, "plan", "check", str(example))
     assert checked.code == 0, checked.stderr
     assert "dataset tpcc: 4 warehouses, about " in checked.stdout and " MiB" in checked.stdout
+    assert "until every NOPM comparison is resolved" in checked.stdout  # budget = "20m"
 
 
 def test_pgbench_14_without_max_tries_runs_and_counts_no_retries(
