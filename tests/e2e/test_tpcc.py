@@ -4,7 +4,8 @@
 Real sandbox (PostgreSQL 18), real pgbench. Every test shares one work directory and one
 1-warehouse template (WAREHOUSES): the first command that needs it loads it, the others copy it.
 The test killing the load runs first, so that the bench after the kill is the one that makes
-the template everybody else uses.
+the template everybody else uses. The pgbench 14 test loads its own into a pg14 sandbox of the
+same work directory, when PostgreSQL 14 is in pgdyno's cache.
 """
 
 from __future__ import annotations
