@@ -282,9 +282,10 @@ def plan_check(
     else:
         per_round = run_count(spec.model_copy(update={"repeats": 1}), len(checked))
         round_min = per_round * seconds_per_run(spec) / 60
+        figure = "NOPM" if spec.dataset == "tpcc" else "TPS"  # what the verdicts judge
         console.print(
-            f"adaptive rounds of {per_round} runs (about {round_min:.1f}"
-            f" min each) until every TPS comparison is resolved to +-{adaptive.precision_pct:g}%"
+            f"adaptive rounds of {per_round} runs (about {round_min:.1f} min each) until"
+            f" every {figure} comparison is resolved to +-{adaptive.precision_pct:g}%"
             f" or {adaptive.budget_s / 60:.0f} minutes are spent (mode: {loaded.spec.mode})"
         )
     for binaries in {c.binaries.version: c.binaries for c in checked}.values():

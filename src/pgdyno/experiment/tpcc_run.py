@@ -20,6 +20,7 @@ from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.postgres.queries import load
 from pgdyno.records import Sample
+from pgdyno.records.pgbench import Summary
 from pgdyno.records.tpcc import TpccOptions, TpccResult
 from pgdyno.stats.tpcc_figures import ScriptFigures, tpcc_result
 from pgdyno.tpcc import consistency
@@ -93,6 +94,28 @@ class TpccWindow:
         )  # fmt: skip
 
 
+def window_seconds(options: TpccOptions, summary: Summary, duration_s: float) -> float:
+    """The seconds NOPM and TPM are rates over: -T, or with keying and think times on, the time
+    pgbench really ran. pgbench does not cut a \\sleep short at -T, and a client ends only once
+    its script is done: one waiting out its keying time when -T comes still commits its
+    transaction, up to 18 + 120 s later (its keying, then the longest think time). Counted over
+    -T alone, those orders would push NOPM past the 12.86-per-warehouse ceiling.
+
+    >>> from types import SimpleNamespace as S
+    >>> keyed = TpccOptions(keying_thinking=True)
+    >>> window_seconds(keyed, S(transactions=10, tps=0.4), 5.0)
+    25.0
+    >>> window_seconds(TpccOptions(), S(transactions=10, tps=0.4), 5.0)
+    5.0
+    >>> window_seconds(keyed, S(transactions=0, tps=0.0), 5.0)
+    5.0
+    """
+    if not options.keying_thinking or summary.tps <= 0:
+        return duration_s
+    # pgbench's tps is over the time it ran (without connecting): transactions / tps is it.
+    return max(duration_s, summary.transactions / summary.tps)
+
+
 def nopm_samples(
     counts_by_second: Sequence[tuple[int, tuple[int, ...]]], orders_made: int
 ) -> list[Sample]:
@@ -132,7 +155,9 @@ class TpccMeter:
         after = read_counters(self.client, self.bench_dsn, self.password, BENCH_DB)
         found = check_consistency(self.bench_dsn, self.password)
         options = workload.tpcc or TpccOptions()
-        window = TpccWindow(warehouses, options, before, after, seconds)
+        window = TpccWindow(
+            warehouses, options, before, after, window_seconds(options, measured.summary, seconds)
+        )
         names = [s.name for s in workload.scripts]
         result = window.result(list(zip(names, measured.scripts, strict=True)), found)
         made = after.new_orders - before.new_orders

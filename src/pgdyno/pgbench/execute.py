@@ -16,8 +16,10 @@ from pgdyno.errors import ParseError, PgbenchFailed
 from pgdyno.pgbench.output import Summary, parse_summary
 from pgdyno.postgres.binaries import parse_version_output
 
-# pgbench needs time beyond -T to connect and to finish in-flight transactions.
-GRACE_S = 120
+# pgbench needs time beyond -T to connect and to finish in-flight transactions; a client of
+# the TPC-C-like workload with keying and think times may also first wait out its keying time
+# and then its think time, up to 18 + 120 s (pgdyno.tpcc.scripts).
+GRACE_S = 150
 # How often pgdyno wakes up while pgbench runs (progress bar, time-out): once a second, to stay
 # out of the way of the load generator and the server. pgbench's exit wakes it at once.
 TICK_S = 1.0
