@@ -340,13 +340,14 @@ def test_compare_of_a_tpcc_plan_judges_nopm(run_cli, tpcc_dir: Path, tmp_path: P
     assert table.code == 0, table.stderr
     assert "NOPM" in table.stdout and "TPS" not in table.stdout.replace("TPS/", "")
 
-    # The report takes a TPC-C-like comparison like any other (what it draws for it: T3's
-    # tests of src/pgdyno/report/).
+    # The report takes a TPC-C-like comparison like any other and says NOPM (what it draws:
+    # tests/e2e/test_report_tpcc.py).
     page = tmp_path / "tpcc.html"
     reported = run_cli(tpcc_dir, "report", "--comparison", str(data["comparison"]["id"]),
                        "-o", str(page))  # fmt: skip
     assert reported.code == 0, reported.stderr
     assert f"report: {page}" in reported.stdout and page.stat().st_size > 0
+    assert "NOPM" in reported.stdout
 
     example = Path(__file__).parents[2] / "examples" / "004-tpcc-ladder.toml"
     checked = run_cli(tpcc_dir, "plan", "check", str(example))
