@@ -20,7 +20,7 @@ def tpcc_rows(result: TpccResult) -> list[tuple[str, str]]:
     >>> t = TpccTransaction("new_order", 900, 0.45, 1.0, 2.0, 3.0, 4.0, 2, 0)
     >>> rows = dict(tpcc_rows(TpccResult(2, 1780.0, 4000.0, (t,), False, "passed", 10)))
     >>> rows["NOPM"], rows["mix"], rows["consistency"]
-    ('1,780 (890 per warehouse)', 'below the specification minimums: see the table', 'passed')
+    ('1,780.0 (890.0 per warehouse)', 'below the specification minimums: see the table', 'passed')
     """
     options = []
     if result.all_warehouses:
@@ -33,8 +33,8 @@ def tpcc_rows(result: TpccResult) -> list[tuple[str, str]]:
     failed = sum(t.failed for t in result.transactions)
     return [
         ("warehouses", str(result.warehouses) + (f" ({'; '.join(options)})" if options else "")),
-        ("NOPM", f"{result.nopm:,.0f} ({result.nopm_per_warehouse:,.0f} per warehouse)"),
-        ("TPM (this database)", "-" if result.tpm is None else f"{result.tpm:,.0f}"),
+        ("NOPM", f"{fmt(result.nopm)} ({fmt(result.nopm_per_warehouse)} per warehouse)"),
+        ("TPM (this database)", fmt(result.tpm)),
         ("mix", "meets the specification minimums" if result.mix_ok
          else "below the specification minimums: see the table"),
         ("new orders rolled back", f"{result.rollbacks} (about 1% by design)"),
