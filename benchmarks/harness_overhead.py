@@ -23,19 +23,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from ratios import summarise
 from throwaway import throwaway_sandbox
 
 from pgdyno.pgbench.output import parse_summary
 from pgdyno.postgres.footprint import BENCH_DB
-from pgdyno.stats.student_t import t_quantile
 
 # Every order of the three arms: each arm in each position, and right after each other arm,
 # twice per cycle of six rounds.
@@ -61,16 +59,6 @@ def bare_tps(argv: list[str]) -> float:
 def same_command(argv: list[str], log_dir: Path) -> list[str]:
     """pgdyno's pgbench command with its transaction log sent to `log_dir`."""
     return [f"--log-prefix={log_dir / 'tx'}" if a.startswith("--log-prefix=") else a for a in argv]
-
-
-def summarise(ratios: list[float]) -> str:
-    """Geometric mean with a 95% t interval on the log ratios, and the median."""
-    logs = [math.log(r) for r in ratios]
-    mean = statistics.fmean(logs)
-    half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    low, high = math.exp(mean - half), math.exp(mean + half)
-    median = statistics.median(ratios)
-    return f"{math.exp(mean):.3f} (95% CI {low:.3f}-{high:.3f}, median {median:.3f})"
 
 
 def rounds(

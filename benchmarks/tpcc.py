@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from ratios import summarise
 from throwaway import throwaway_sandbox
 
 from pgdyno.pgbench.dataset import reset_bench_db, template_name
@@ -33,7 +32,6 @@ from pgdyno.postgres.client import Client, compose, connect, identifier
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.records.tpcc import TpccOptions
-from pgdyno.stats.student_t import t_quantile
 from pgdyno.tpcc.counters import new_orders
 from pgdyno.tpcc.load import load
 from pgdyno.tpcc.scripts import write_scripts
@@ -80,16 +78,6 @@ def bare_nopm(box: Sandbox, argv: list[str], warehouses: int, seconds: int) -> f
     subprocess.run(argv, capture_output=True, text=True, check=True)
     with connect(box.conninfo(BENCH_DB)) as bench:
         return (new_orders(bench) - before) / (seconds / 60.0)
-
-
-def summarise(ratios: list[float]) -> str:
-    """Geometric mean with a 95% t interval on the log ratios, and the median."""
-    logs = [math.log(r) for r in ratios]
-    mean = statistics.fmean(logs)
-    half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    low, high = math.exp(mean - half), math.exp(mean + half)
-    median = statistics.median(ratios)
-    return f"{math.exp(mean):.3f} (95% CI {low:.3f}-{high:.3f}, median {median:.3f})"
 
 
 def fresh_database(client: Client, name: str) -> None:

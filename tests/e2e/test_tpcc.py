@@ -33,6 +33,7 @@ from conftest import (
     remove_workdir,
     wait_for,
 )
+from leftovers import processes_in, watchdogs_of
 from pgdyno.errors import PgdynoError
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.formatting import fmt
@@ -101,31 +102,9 @@ def orders_in(workdir: Path, cache_dir: Path, binaries: Binaries) -> tuple[int, 
 # -- watching a pgdyno process from outside (as tests/faults/test_sigkill.py does) -------------
 
 
-def processes_in(workdir: Path, program: str) -> list[int]:
-    """pids of `program` (pgbench, postgres) whose command line names the work directory."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            cmd = pid_cmdline(int(entry.name))
-            if cmd and Path(cmd[0]).name == program and any(str(workdir) in c for c in cmd):
-                found.append(int(entry.name))
-    return found
-
-
 def measured_pgbench(workdir: Path) -> bool:
     """A pgbench of the measured window runs (it writes the transaction log; a probe does not)."""
     return any("-l" in pid_cmdline(pid) for pid in processes_in(workdir, "pgbench"))
-
-
-def watchdogs_of(workdir: Path) -> list[int]:
-    """pids of sandbox watchdogs (postgres/watchdog.py) watching a cluster of the work dir."""
-    return [
-        int(entry.name)
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit()
-        and "pgdyno.postgres.watchdog" in (cmd := pid_cmdline(int(entry.name)))
-        and any(str(workdir) in c for c in cmd)
-    ]
 
 
 def postmaster_running(workdir: Path) -> bool:

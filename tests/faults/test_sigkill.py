@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from conftest import IS_ROOT, make_env, wait_for
+from leftovers import processes_in, watchdogs_of
 from pgdyno.experiment.target import open_sandbox
-from pgdyno.process import pid_alive, pid_cmdline
+from pgdyno.process import pid_alive
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
 EXPIRE = Path("/proc/sys/vm/dirty_expire_centisecs")
@@ -44,28 +45,6 @@ def rows(results: Path, table: str) -> list[dict[str, Any]]:
     with sqlite3.connect(results) as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY id")]
-
-
-def processes_in(workdir: Path, program: str) -> list[int]:
-    """pids of `program` (pgbench, postgres) whose command line names the work directory."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            cmd = pid_cmdline(int(entry.name))
-            if cmd and Path(cmd[0]).name == program and any(str(workdir) in c for c in cmd):
-                found.append(int(entry.name))
-    return found
-
-
-def watchdogs_of(workdir: Path) -> list[int]:
-    """pids of sandbox watchdogs (postgres/watchdog.py) watching a cluster of the work dir."""
-    return [
-        int(entry.name)
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit()
-        and "pgdyno.postgres.watchdog" in (cmd := pid_cmdline(int(entry.name)))
-        and any(str(workdir) in c for c in cmd)
-    ]
 
 
 def postmaster_running(workdir: Path) -> bool:
