@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,22 @@ def remove_workdir(path: Path) -> None:
     for box in all_sandboxes(path / "clusters", sandbox_user(IS_ROOT, create=False)):
         box.stop()
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """SIGINT as a fresh Python process has it (KeyboardInterrupt, no signals held), for a
+    test about Ctrl-C, whatever an earlier test in this process left; put back after."""
+    from pgdyno.host import held_signals
+
+    handler, holding = signal.getsignal(signal.SIGINT), held_signals._holding
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    held_signals._holding = False
+    try:
+        yield
+    finally:
+        held_signals._holding = holding
+        signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")

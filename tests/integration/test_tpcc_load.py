@@ -230,6 +230,7 @@ def test_consistency_names_the_broken_condition(db: Client, condition: int):
     assert consistency.check(db) is None
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_an_interrupt_cancels_the_sessions_and_leaves_none(server: Sandbox):
     dsn = fresh_database(server, "tpcc_interrupt_test")
     tasks = [(Step("SELECT pg_sleep(60)"), Step("CREATE TABLE finished ()"))] * 2

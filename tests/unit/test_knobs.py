@@ -607,6 +607,7 @@ def test_knob_roots_must_match_the_journal(tree_ready: Tree) -> None:
         host.apply(Knob.sysctl("vm.dirty_ratio", **LIVE), 40)
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_signals_are_held_until_the_critical_part_is_done() -> None:
     steps: list[str] = []
     with pytest.raises(KeyboardInterrupt):
