@@ -9,6 +9,7 @@ stops there instead of storing a row of identical failures.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -157,6 +158,10 @@ def server_state(client: Client, dsn: str, password: str | None, data_path: Path
     except ConnectionLost:
         pass
     running = _postmaster_running(data_path)
+    if running:
+        # A crash restart keeps the postmaster; a killed one can take a moment to be gone
+        # (tearing down its shared memory), so it counts as stopped if it goes now.
+        running = not _gone_soon(data_path)
     if running is not None:
         return "restarted" if running else "stopped"
     try:
@@ -164,6 +169,19 @@ def server_state(client: Client, dsn: str, password: str | None, data_path: Path
             return "restarted"
     except ConnectionFailed:
         return "stopped"
+
+
+POSTMASTER_EXIT_WAIT_S = 3.0
+
+
+def _gone_soon(data_path: Path | None, wait_s: float = POSTMASTER_EXIT_WAIT_S) -> bool:
+    """Whether the postmaster stops running within `wait_s` seconds."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not _postmaster_running(data_path):
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def _postmaster_running(data_path: Path | None) -> bool | None:
