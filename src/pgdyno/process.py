@@ -26,7 +26,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -254,6 +254,22 @@ class Child:
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, tick: float = 0.1) -> bool:
+    """Poll `condition` every `tick` seconds until it holds or `timeout` seconds have passed;
+    whether it held.
+
+    >>> wait_until(lambda: True, 0.0), wait_until(lambda: False, 0.0)
+    (True, False)
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(tick)
 
 
 def pid_alive(pid: int) -> bool:

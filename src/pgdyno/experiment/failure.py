@@ -9,7 +9,6 @@ stops there instead of storing a row of identical failures.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -176,12 +175,7 @@ POSTMASTER_EXIT_WAIT_S = 3.0
 
 def _gone_soon(data_path: Path | None, wait_s: float = POSTMASTER_EXIT_WAIT_S) -> bool:
     """Whether the postmaster stops running within `wait_s` seconds."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if not _postmaster_running(data_path):
-            return True
-        time.sleep(0.1)
-    return False
+    return process.wait_until(lambda: not _postmaster_running(data_path), wait_s)
 
 
 def _postmaster_running(data_path: Path | None) -> bool | None:

@@ -10,7 +10,6 @@ session is left in the benchmark database.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -19,6 +18,7 @@ from pgdyno.pgbench.command import Workload
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.postgres.queries import load
+from pgdyno.process import wait_until
 from pgdyno.records import Sample
 from pgdyno.records.pgbench import Summary
 from pgdyno.records.tpcc import TpccOptions, TpccResult
@@ -46,19 +46,15 @@ def read_counters(client: Client, bench_dsn: str, password: str | None, bench_db
     return Counters(orders, xacts)
 
 
-def wait_sessions_gone(
-    client: Client, bench_db: str, *, sleep: Callable[[float], None] = time.sleep
-) -> bool:
+def wait_sessions_gone(client: Client, bench_db: str) -> bool:
     """Wait until no client session is left in the benchmark database (their statistics are
     then flushed); False when some are still there after SESSIONS_GONE_WAIT_S."""
-    deadline = time.monotonic() + SESSIONS_GONE_WAIT_S
-    while True:
+
+    def gone() -> bool:
         left = client.rows(load("bench_sessions"), {"dbname": bench_db})
-        if not left or int(left[0][0]) == 0:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        sleep(0.05)
+        return not left or int(left[0][0]) == 0
+
+    return wait_until(gone, SESSIONS_GONE_WAIT_S, tick=0.05)
 
 
 def check_consistency(bench_dsn: str, password: str | None) -> str:

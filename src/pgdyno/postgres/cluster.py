@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -385,10 +384,7 @@ def _signal_and_wait(pid: int, timeout: float = 60) -> None:
         os.kill(pid, signal.SIGINT)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + timeout
-    while process.pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if process.pid_alive(pid):
+    if not process.wait_until(lambda: not process.pid_alive(pid), timeout):
         os.kill(pid, signal.SIGQUIT)
 
 
