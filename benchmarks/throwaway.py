@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pgdyno.environment import Environment, default_cache_dir
+from pgdyno.environment import Environment, ResultsLocation, default_cache_dir
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.cluster import Sandbox
@@ -24,7 +24,8 @@ def throwaway_sandbox(prefix: str) -> Iterator[tuple[Path, Binaries, Sandbox]]:
     workdir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     workdir.chmod(0o755)  # the sandbox user must reach it
     cache = default_cache_dir(os.environ, is_root)
-    env = Environment(workdir, cache, workdir / "results.sqlite", dict(os.environ), is_root=is_root)
+    results = ResultsLocation(workdir / "results.sqlite")
+    env = Environment(workdir, cache, results, dict(os.environ), is_root=is_root)
     binaries = resolve(None, 18, cache)
     box = open_sandbox(env, binaries, print)
     # Owned by this script: pgdyno commands run inside find it running and leave it alone, and

@@ -20,7 +20,7 @@ from psycopg import sql
 
 from debian_cluster import DebianCluster, debian_cluster
 from pgdyno.cli import main
-from pgdyno.environment import Environment, default_cache_dir
+from pgdyno.environment import Environment, ResultsLocation, default_cache_dir
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import connect
@@ -121,6 +121,34 @@ def server(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
 
 
 @pytest.fixture(scope="session")
+def results_server(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
+    """A sandbox PostgreSQL serving as the shared results store (issue 22), for the session;
+    each test gets a database of its own on it (`pg_results`)."""
+    workdir = new_workdir()
+    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
+    sandbox.start({}, owner_pid=None)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+        remove_workdir(workdir)
+
+
+_results_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def pg_results(results_server: Sandbox) -> Iterator[str]:
+    """The connection string of a new, empty database on `results_server`, dropped after."""
+    name = f"results_{os.getpid()}_{next(_results_databases)}"
+    with connect(results_server.conninfo()) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield results_server.conninfo(name)
+    with connect(results_server.conninfo()) as admin:
+        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
 def debian_server() -> Iterator[DebianCluster]:
     """The "existing server" as a user has it: a cluster of Debian's packaged PostgreSQL, made
     with pg_createcluster (peer on the socket, scram-sha-256 on 127.0.0.1, SSL on with the
@@ -145,7 +173,7 @@ def make_env(workdir: Path, cache_dir: Path) -> Environment:
     return Environment(
         data_dir=workdir,
         cache_dir=cache_dir,
-        results_path=workdir / "results.sqlite",
+        results=ResultsLocation(workdir / "results.sqlite"),
         env=dict(os.environ),
         stdout=io.StringIO(),
         stderr=io.StringIO(),
@@ -194,7 +222,7 @@ def schema_1_database(path: Path) -> None:
     """A results database as the first schema left it: one session, one run, one second."""
     import sqlite3
 
-    from pgdyno.store.migrate import migrate
+    from pgdyno.store.sqlite_db import migrate
 
     conn = sqlite3.connect(path, isolation_level=None)
     migrate(conn, target=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pgdyno.errors import WorkdirError
+from pgdyno.textsafe import scrub_secrets
 
 ROOT_DATA_DIR = Path("/var/lib/pgdyno")
 ROOT_CACHE_DIR = Path("/var/cache/pgdyno")
@@ -61,13 +63,47 @@ def default_cache_dir(env: Mapping[str, str], is_root: bool) -> Path:
     return _xdg(env, "XDG_CACHE_HOME", ".cache") / "pgdyno"
 
 
+# A libpq connection string: a postgresql:// URI or `keyword=value` pairs (issue 22). A file
+# whose name starts like one is still reachable as ./name.
+_CONNINFO = re.compile(r"(?i)^\s*(?:postgres(?:ql)?://|[a-z_]+\s*=)")
+
+
+@dataclass(frozen=True)
+class ResultsLocation:
+    """Where results are kept: a SQLite file (the default) or a PostgreSQL database.
+
+    The connection string may hold a password: it is kept in memory only, never in the repr, a
+    message or the results themselves (`str()` masks it).
+
+    >>> ResultsLocation.of("host=db dbname=results password=pw").conninfo is not None
+    True
+    >>> str(ResultsLocation.of("postgresql://ann:pw@db/results"))
+    'postgresql://ann:********@db/results'
+    >>> ResultsLocation.of("./host=db").path is not None
+    True
+    """
+
+    path: Path | None = None
+    conninfo: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, text: str) -> ResultsLocation:
+        """A --results value or PGDYNO_RESULTS: a connection string is never a file name."""
+        if _CONNINFO.match(text):
+            return cls(conninfo=text.strip())
+        return cls(path=Path(text).expanduser().resolve())
+
+    def __str__(self) -> str:
+        return scrub_secrets(self.conninfo) if self.conninfo is not None else str(self.path)
+
+
 @dataclass(frozen=True)
 class Environment:
     """The outside world as one command sees it."""
 
     data_dir: Path
     cache_dir: Path
-    results_path: Path
+    results: ResultsLocation
     env: Mapping[str, str] = field(default_factory=dict)
     stdout: TextIO = sys.stdout
     stderr: TextIO = sys.stderr
@@ -84,11 +120,13 @@ class Environment:
         env = dict(os.environ)
         is_root = os.geteuid() == 0
         data_dir = default_data_dir(env, is_root)
-        results = Path(env["PGDYNO_RESULTS"]) if env.get("PGDYNO_RESULTS") else None
+        given = env.get("PGDYNO_RESULTS")
         return cls(
             data_dir=data_dir,
             cache_dir=default_cache_dir(env, is_root),
-            results_path=results or data_dir / "results.sqlite",
+            results=ResultsLocation.of(given)
+            if given
+            else ResultsLocation(data_dir / "results.sqlite"),
             env=env,
             is_root=is_root,
             stdin_isatty=sys.stdin is not None and sys.stdin.isatty(),
@@ -97,13 +135,13 @@ class Environment:
     def with_workdir(self, workdir: Path) -> Environment:
         """Move the work directory; the results database follows unless set explicitly."""
         workdir = workdir.resolve()
-        results = self.results_path
-        if results == self.data_dir / "results.sqlite":
-            results = workdir / "results.sqlite"
-        return replace(self, data_dir=workdir, results_path=results)
+        results = self.results
+        if results.path == self.data_dir / "results.sqlite":
+            results = ResultsLocation(workdir / "results.sqlite")
+        return replace(self, data_dir=workdir, results=results)
 
-    def with_results(self, path: Path) -> Environment:
-        return replace(self, results_path=path.resolve())
+    def with_results(self, text: str) -> Environment:
+        return replace(self, results=ResultsLocation.of(text))
 
     @property
     def clusters_dir(self) -> Path:

@@ -27,7 +27,7 @@ import pytest
 
 from conftest import IS_ROOT, Result, wait_for
 from pgdyno.cli import main
-from pgdyno.environment import Environment
+from pgdyno.environment import Environment, ResultsLocation
 from pgdyno.process import pid_cmdline
 
 pytestmark = pytest.mark.slow
@@ -76,7 +76,7 @@ def bench_while(
 ) -> Result:
     """`pgdyno bench` in-process (in a thread) with `proc_root`; `fault` 3 s into the run."""
     env = Environment(
-        data_dir=workdir, cache_dir=cache_dir, results_path=workdir / "results.sqlite",
+        data_dir=workdir, cache_dir=cache_dir, results=ResultsLocation(workdir / "results.sqlite"),
         env=dict(os.environ), stdout=io.StringIO(), stderr=io.StringIO(), proc_root=proc_root,
         is_root=IS_ROOT,
     )  # fmt: skip

@@ -30,7 +30,7 @@ def test_runs_are_stamped_by_the_context_clock(
         latency_log="full",
     )  # fmt: skip
     with (
-        ResultsStore(env.results_path) as store,
+        ResultsStore(env.results.path) as store,
         MatrixProgress(Console(file=io.StringIO())) as progress,
     ):
         ctx = RunContext.of(

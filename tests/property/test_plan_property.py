@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgdyno.cli import main
-from pgdyno.environment import Environment
+from pgdyno.environment import Environment, ResultsLocation
 
 IS_ROOT = os.geteuid() == 0
 EXIT_CODES = {0, 2, 3}
@@ -167,7 +167,7 @@ def check_plan_text(places: tuple[Path, Path], text: str) -> None:
     plan = workdir.parent / "plan.toml"
     plan.write_text(text, encoding="utf-8", errors="surrogatepass")
     env = Environment(
-        data_dir=workdir, cache_dir=cache, results_path=workdir / "results.sqlite",
+        data_dir=workdir, cache_dir=cache, results=ResultsLocation(workdir / "results.sqlite"),
         env={"PGDYNO_CACHE_DIR": str(cache)}, stdout=io.StringIO(), stderr=io.StringIO(),
         is_root=IS_ROOT,
     )  # fmt: skip

@@ -39,8 +39,8 @@ from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
 from pgdyno.store import decode
 from pgdyno.store.encode import interference_json, to_json
-from pgdyno.store.migrate import migrate
 from pgdyno.store.results import ResultsStore
+from pgdyno.store.sqlite_db import migrate
 from pgdyno.textsafe import strict_json
 
 DATA = Path(__file__).parent.parent / "data"
@@ -303,7 +303,9 @@ def flagged_results(tmp_path: Path) -> Path:
     """The recorded report database with run 3 flagged; the work directory holding it."""
     shutil.copy(DATA / "report" / "results.sqlite", tmp_path / "results.sqlite")
     with ResultsStore(tmp_path / "results.sqlite") as store:  # migrates the copy
-        store.conn.execute("UPDATE runs SET interference = ? WHERE id = 3", (json.dumps(FLAGGED),))
+        store.db.conn.execute(
+            "UPDATE runs SET interference = ? WHERE id = 3", (json.dumps(FLAGGED),)
+        )
     return tmp_path
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pgdyno.cli import main
-from pgdyno.environment import Environment
+from pgdyno.environment import Environment, ResultsLocation
 from pgdyno.plan.policy import refused_pg_settings
 
 IS_ROOT = os.geteuid() == 0
@@ -69,7 +69,7 @@ def plan_check(places: tuple[Path, Path], plan: Path, *options: str) -> Outcome:
     env = Environment(
         data_dir=workdir,
         cache_dir=cache,
-        results_path=workdir / "results.sqlite",
+        results=ResultsLocation(workdir / "results.sqlite"),
         env={"PGDYNO_CACHE_DIR": str(cache)},
         stdout=io.StringIO(),
         stderr=io.StringIO(),

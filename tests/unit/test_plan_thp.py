@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pgdyno.cli import main
-from pgdyno.environment import Environment
+from pgdyno.environment import Environment, ResultsLocation
 from pgdyno.errors import UsageError
 from pgdyno.host.knobs import THP_SETTINGS, Knob
 from pgdyno.plan.check import CheckedSet, HostTarget, check_plan, find_installed
@@ -139,7 +139,7 @@ def test_plan_check_reads_the_live_files_and_changes_nothing(tmp_path: Path) -> 
     before = {name: (LIVE_THP / name).read_text() for name in THP_SETTINGS}
     workdir, cache = tmp_path / "work", tmp_path / "cache"
     env = Environment(
-        data_dir=workdir, cache_dir=cache, results_path=workdir / "results.sqlite",
+        data_dir=workdir, cache_dir=cache, results=ResultsLocation(workdir / "results.sqlite"),
         env={"PGDYNO_CACHE_DIR": str(cache)}, stdout=io.StringIO(), stderr=io.StringIO(),
         is_root=True,
     )  # fmt: skip

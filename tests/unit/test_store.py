@@ -14,37 +14,14 @@ from pathlib import Path
 import pytest
 
 from conftest import schema_1_database
-from pgdyno.collect.timeline import run_percentiles, second_rows
 from pgdyno.errors import StoreError
-from pgdyno.pgbench.output import parse_summary
-from pgdyno.pgbench.txlog import summarize
 from pgdyno.process import start_time
-from pgdyno.records import Event, RunCell, RunRecord
 from pgdyno.records.health import RunHealth
 from pgdyno.store.encode import to_json
-from pgdyno.store.migrate import latest_version, migrate
+from pgdyno.store.migrate import latest_version
 from pgdyno.store.results import ResultsStore
-
-PGBENCH = Path(__file__).parent.parent / "data" / "pgbench" / "pg18"
-
-
-def recorded_run() -> RunRecord:
-    summary = parse_summary((PGBENCH / "tpcb_r.stdout").read_text())
-    (second,), total = summarize([PGBENCH / "txlog.log"])  # one second of recorded log
-    per_second = [replace(second, t=(second.t or 0) + i) for i in range(4)]
-    started = float(per_second[0].t or 0)
-    return RunRecord(
-        cell=RunCell(0, 2, "tpcb-like", 2, 2, 1), status="ok",
-        started_at="2026-11-21T12:00:00Z", finished_at="2026-11-21T12:00:03Z", duration_s=3,
-        protocol="simple", rate=None, warmup_s=0, pg_version="18.6", pgbench_version="18.6",
-        pgbench_argv=("pgbench", "-c", "2"), settings={"work_mem": "4096 kB"},
-        dataset_bytes=30_000_000, summary=summary,
-        seconds=tuple(second_rows(per_second, total, total.transactions)),  # 2 whole seconds
-        latency=run_percentiles(total), latency_source="every transaction",
-        samples=((int(started), "cpu.user_pct", 12.5), (int(started) + 1, "cpu.user_pct", 14.0)),
-        events=(Event(started + 0.5, "checkpoint_start", {"reason": "time"}),),
-        health=RunHealth(measured_s=2, trimmed_s=0, tps_cv_pct=3.0),
-    )  # fmt: skip
+from pgdyno.store.sqlite_db import migrate
+from store_runs import recorded_run
 
 
 def test_migrations_apply_once(tmp_path: Path):

@@ -7,7 +7,9 @@ returned rows as dicts; the store now returns frozen records whose JSON (store/e
 --json`, `compare --json`, and the report's JSON and CSV). Issue 21 added two keys and changed
 nothing else: each run's `"tpcc"` (null but for the TPC-C-like workload) and each comparison
 result's `"figure"` ("tps", or "nopm"), which the report's JSON and its CSV (last column) carry
-too.
+too. Issue 22 added each `runs list` row's `"host"` (the hostname of its session's host, "" when not
+recorded) and the report's `"grouped_by"` and `"differences"` (with a note per difference):
+the digest is of the report without them, and they are checked beside it.
 """
 
 from __future__ import annotations
@@ -84,8 +86,15 @@ def test_report_json_and_csv_are_unchanged(
     digests = dict(
         reversed(line.split()) for line in (PINNED / "report_json.sha256").read_text().splitlines()
     )
+    added = {"grouped_by": report.pop("grouped_by"), "differences": report.pop("differences")}
+    notes = report["notes"]
+    report["notes"] = [n for n in notes if not n.startswith("not the same in every group")]
     got = hashlib.sha256((strict_json(report) + "\n").encode()).hexdigest()
     assert got == digests[f"report_{name}.json"], f"the report JSON of {name} changed"
+    assert added["grouped_by"] == ("set" if selection.comparison_id else None)
+    assert len(notes) - len(report["notes"]) == len(
+        {(d["what"], str(d["values"])) for d in added["differences"]}
+    )
 
 
 def test_a_run_stored_by_schema_1_prints_as_before(tmp_path: Path) -> None:
@@ -113,7 +122,7 @@ def test_a_json_column_of_the_wrong_shape_is_named(
     store: ResultsStore, damage: str, read: str, named: str
 ) -> None:
     """Valid JSON of another shape is damage too: one sentence, not a TypeError later."""
-    store.conn.execute(damage)
+    store.db.conn.execute(damage)
     with pytest.raises(
         StoreUnavailable, match=rf"{named} in the results database holds .* belongs"
     ):

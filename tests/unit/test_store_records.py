@@ -84,7 +84,7 @@ def test_rounds_health_and_interference_read_back_equal(tmp_path: Path) -> None:
         stored = store.get_run(run_id)
         comparison = store.comparisons.get(cid)
         (outcome,) = store.comparisons.runs(cid)
-        columns = store.conn.execute(
+        columns = store.db.conn.execute(
             "SELECT health, interference FROM runs WHERE id = ?", (run_id,)
         ).fetchone()
     assert comparison is not None and comparison.rounds == rounds
@@ -107,7 +107,7 @@ def test_a_run_without_health_prints_an_empty_object(tmp_path: Path) -> None:
         session = store.begin_session(["pgdyno", "bench"], "sandbox pg18", {}, {})
         run_id = store.add_run(session, a_run())
         stored = store.get_run(run_id)
-        column = store.conn.execute("SELECT health FROM runs WHERE id = ?", (run_id,)).fetchone()
+        column = store.db.conn.execute("SELECT health FROM runs WHERE id = ?", (run_id,)).fetchone()
     assert column["health"] == "{}"
     assert stored is not None and stored.health == RunHealth() and not stored.health.assessed
     assert to_json(stored)["health"] == {} and to_json(stored)["interference"] is None

@@ -41,7 +41,7 @@ from pgdyno.records.tpcc import TpccOptions
 from pgdyno.render.terminal import results_table
 from pgdyno.render.verdict_tables import rounds_summary
 from pgdyno.store.encode import to_json
-from pgdyno.store.results import ResultsStore
+from pgdyno.store.open import open_results
 from pgdyno.textsafe import scrub_argv
 
 
@@ -279,7 +279,7 @@ def bench(
     log = err(env).print
     with ExitStack() as stack:
         target = stack.enter_context(bench_target(env, dsn, binaries, settings, log))
-        store = stack.enter_context(ResultsStore(env.results_path))
+        store = stack.enter_context(open_results(env.results))
         progress = stack.enter_context(MatrixProgress(err(env)))
         run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
         before = objects_on(target, log)
@@ -288,7 +288,7 @@ def bench(
     if outcome.rounds is not None:
         log(rounds_summary(outcome.rounds.history()))
     if as_json:
-        with ResultsStore(env.results_path) as store:
+        with open_results(env.results) as store:
             stored = [store.get_run(run_id) for run_id, _ in outcome.records]
             print_json(env, [None if run is None else with_left(to_json(run), left)
                              for run in stored])  # fmt: skip
@@ -304,7 +304,7 @@ def bench(
         )
     if line := leftovers_line(left or [], target.label):
         console.print(line)
-    console.print(f"results database: {env.results_path} (session {outcome.session_id})")
+    console.print(f"results database: {env.results} (session {outcome.session_id})")
     failed = [str(run_id) for run_id, r in outcome.records if r.status != "ok"]
     if failed:
         raise PgbenchFailed(

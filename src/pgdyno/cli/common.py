@@ -26,15 +26,17 @@ def environment(ctx: click.Context) -> Environment:
     if params.get("workdir"):
         env = env.with_workdir(Path(params["workdir"]))
     if params.get("results"):
-        env = env.with_results(Path(params["results"]))
+        env = env.with_results(params["results"])
     return env
 
 
 def workdir_options[F: Callable[..., Any]](func: F) -> F:
     func = click.option(
         "--results",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="Results database file (default: <workdir>/results.sqlite; env PGDYNO_RESULTS).",
+        metavar="FILE|DSN",
+        help="Where results are kept: a SQLite file (default <workdir>/results.sqlite) or a "
+        "PostgreSQL database as a postgresql:// URI or 'host=... dbname=...' (a file named "
+        "like one: ./NAME); env PGDYNO_RESULTS.",
     )(func)
     func = click.option(
         "--workdir",

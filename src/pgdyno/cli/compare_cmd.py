@@ -204,7 +204,7 @@ def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison
     console.print(verdict_table(analysis, f"compare {plan.name} (comparison {comparison_id})"))
     for table in ladder_tables(analysis):
         console.print(table)
-    console.print(f"results database: {env.results_path} (comparison {comparison_id})")
+    console.print(f"results database: {env.results} (comparison {comparison_id})")
 
 
 def _shared_buffers(baseline: CheckedSet) -> int:

@@ -26,7 +26,7 @@ from pgdyno.experiment.target import locked_sandbox
 from pgdyno.host.facts import read_host
 from pgdyno.pgbench.command import BUILTINS
 from pgdyno.render.noise import noise_screen
-from pgdyno.store.results import ResultsStore
+from pgdyno.store.open import open_results
 from pgdyno.textsafe import scrub_argv
 
 
@@ -109,7 +109,7 @@ def noise(
     log = err(env).print
     with ExitStack() as stack:
         target = stack.enter_context(locked_sandbox(env, binaries, {}, log))
-        store = stack.enter_context(ResultsStore(env.results_path))
+        store = stack.enter_context(open_results(env.results))
         progress = stack.enter_context(MatrixProgress(err(env)))
         run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=False)
         outcome = run_noise(
@@ -121,7 +121,7 @@ def noise(
     else:
         console = out(env)
         console.print(noise_screen(outcome.report, cell))
-        console.print(f"results database: {env.results_path} (session {outcome.session_id})")
+        console.print(f"results database: {env.results} (session {outcome.session_id})")
     if outcome.failed:
         raise PgbenchFailed(
             f"{len(outcome.failed)} of {len(outcome.records)} runs failed (runs "

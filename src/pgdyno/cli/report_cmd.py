@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,23 +12,28 @@ from pgdyno.cli.common import environment, out, print_json, workdir_options
 from pgdyno.errors import UsageError
 from pgdyno.report.export import make, summary_csv
 from pgdyno.report.load import Selection, parse_run_ids
+from pgdyno.report.selection import GROUP_BY
 from pgdyno.report.summary_table import summary_table
-from pgdyno.store.results import ResultsStore
+from pgdyno.store.open import open_results
 from pgdyno.textsafe import safe_text
 
 
 def _selection(
-    run_ids: tuple[str, ...], comparison: int | None, session: int | None, last: bool
+    run_ids: tuple[str, ...],
+    comparison: int | None,
+    session: int | None,
+    last: bool,
+    everything: bool,
 ) -> Selection:
-    chosen = sum([bool(run_ids), comparison is not None, session is not None, last])
+    chosen = sum([bool(run_ids), comparison is not None, session is not None, last, everything])
     if chosen != 1:
         raise UsageError(
             "say what to report on, once: run ids (e.g. `pgdyno report 3 5-9`), "
-            "--comparison ID, --session ID or --last."
+            "--comparison ID, --session ID, --last or --all."
         )
     if run_ids:
         return Selection(run_ids=parse_run_ids(run_ids))
-    return Selection(comparison_id=comparison, session_id=session, last=last)
+    return Selection(comparison_id=comparison, session_id=session, last=last, all_runs=everything)
 
 
 @click.command()
@@ -35,6 +41,13 @@ def _selection(
 @click.option("--comparison", type=int, metavar="ID", help="Every run of this comparison.")
 @click.option("--session", type=int, metavar="ID", help="Every run of this bench session.")
 @click.option("--last", is_flag=True, help="The newest comparison or bench session.")
+@click.option("--all", "everything", is_flag=True, help="Every run in the results store.")
+@click.option(
+    "--by",
+    type=click.Choice(sorted(GROUP_BY)),
+    help="Group the runs by host, kernel, PostgreSQL version or set and compare the same "
+    "cell across the groups (what else differs between them is listed).",
+)
 @click.option(
     "-o",
     "--output",
@@ -52,6 +65,8 @@ def report(
     comparison: int | None,
     session: int | None,
     last: bool,
+    everything: bool,
+    by: str | None,
     output: Path | None,
     as_json: bool,
     as_csv: bool,
@@ -72,17 +87,13 @@ def report(
       pgdyno report --last
       pgdyno report --comparison 2 -o shared-buffers.html
       pgdyno report 3 5-9 --csv
+      pgdyno report --all --by host --results postgresql://pgdyno@results/pgdyno
     """
     env = environment(ctx)
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv.")
-    selection = _selection(run_ids, comparison, session, last)
-    if not env.results_path.is_file():
-        raise UsageError(
-            f"there is no results database at {env.results_path} yet: run `pgdyno bench` "
-            "first or pass --results FILE."
-        )
-    with ResultsStore(env.results_path) as store:
+    selection = replace(_selection(run_ids, comparison, session, last, everything), by=by)
+    with open_results(env.results, must_exist=True) as store:
         built, path = make(store, selection, datetime.now(UTC), output, env.data_dir / "reports")
     if as_json:
         print_json(env, built)

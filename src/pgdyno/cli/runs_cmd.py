@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from pathlib import Path
+
 import click
 from rich.text import Text
 
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
+from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.records.interference import Interference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv
+from pgdyno.report.load import parse_run_ids
 from pgdyno.store.encode import to_json
-from pgdyno.store.interface import ResultsBackend
+from pgdyno.store.exchange import export_runs, import_runs
+from pgdyno.store.open import open_results
 from pgdyno.store.results import ResultsStore
+from pgdyno.store.transfer import Copied, selected_run_ids
 from pgdyno.textsafe import safe_text
 
 
@@ -27,14 +34,8 @@ def runs() -> None:
     """
 
 
-def _open(ctx: click.Context) -> ResultsBackend:
-    env = environment(ctx)
-    if not env.results_path.exists():
-        raise UsageError(
-            f"there is no results database at {env.results_path} yet: run `pgdyno bench` "
-            "first or pass --results FILE."
-        )
-    return ResultsStore(env.results_path, writing=False)
+def _open(ctx: click.Context) -> ResultsStore:
+    return open_results(environment(ctx).results, writing=False, must_exist=True)
 
 
 @runs.command("list")
@@ -65,7 +66,7 @@ def list_runs(
         print_json(env, [to_json(row) for row in rows])
     else:
         out(env).print(runs_table(rows))
-        out(env).print(f"results database: {env.results_path}")
+        out(env).print(f"results database: {env.results}")
 
 
 @runs.command("show")
@@ -126,4 +127,89 @@ def interference_row(found: Interference) -> str:
     return (
         f"foreign CPU {found.foreign_cpu_pct:.1f}%, steal {found.steal_pct:.1f}% of the "
         f"machine; top: {top}"
+    )
+
+
+def _export_ids(
+    store: ResultsStore, words: tuple[str, ...], session: int | None, comparison: int | None
+) -> list[int]:
+    if sum([bool(words), session is not None, comparison is not None]) > 1:
+        raise UsageError("choose one of run ids, --session and --comparison (or none: all runs).")
+    if words:
+        wanted = parse_run_ids(words)
+        present = set(selected_run_ids(store.db))
+        missing = [str(i) for i in wanted if i not in present]
+        if missing:
+            raise UsageError(
+                f"there is no run {', '.join(missing)}: see `pgdyno runs list` for the ids."
+            )
+        return list(wanted)
+    return selected_run_ids(store.db, session_id=session, comparison_id=comparison)
+
+
+@runs.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("run_ids", nargs=-1, metavar="[RUN_ID|FROM-TO]...")
+@click.option("--session", type=int, metavar="ID", help="Every run of this bench session.")
+@click.option("--comparison", type=int, metavar="ID", help="Every run of this comparison.")
+@json_option
+@workdir_options
+@click.pass_context
+def export_runs_cmd(
+    ctx: click.Context,
+    /,
+    file: Path,
+    run_ids: tuple[str, ...],
+    session: int | None,
+    comparison: int | None,
+    as_json: bool,
+    **_: object,
+) -> None:
+    """Write runs to one portable file (all runs unless a selection is given).
+
+    The file holds the runs with their timelines, statements, samples, events, settings,
+    sessions (host identity included) and comparisons; `pgdyno runs import FILE` merges it
+    into any results store, and `--results FILE` reads it as it is.
+
+    \b
+    Examples:
+      pgdyno runs export host1.pgdyno
+      pgdyno runs export cmp4.pgdyno --comparison 4
+      pgdyno runs export some.pgdyno 3 5-9
+    """
+    env = environment(ctx)
+    with _open(ctx) as store:
+        ids = _export_ids(store, run_ids, session, comparison)
+        copied = export_runs(store.db, file, ids)
+    _print_copied(env, as_json, copied, f"exported to {safe_text(file)}")
+
+
+@runs.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+@workdir_options
+@click.pass_context
+def import_runs_cmd(ctx: click.Context, /, file: Path, as_json: bool, **_: object) -> None:
+    """Merge an export's runs into the results store; runs it holds already are skipped.
+
+    Ids are given anew in this store (the export's run 3 may become run 41); importing the
+    same file again adds nothing. A damaged or foreign file is refused and nothing is added.
+
+    \b
+    Example:
+      pgdyno runs import host1.pgdyno --results postgresql://pgdyno@results/pgdyno
+    """
+    env = environment(ctx)
+    with open_results(env.results) as store:
+        copied = import_runs(store.db, file)
+    _print_copied(env, as_json, copied, f"imported into {env.results}")
+
+
+def _print_copied(env: Environment, as_json: bool, copied: Copied, where: str) -> None:
+    if as_json:
+        print_json(env, asdict(copied))
+        return
+    out(env).print(
+        f"{copied.runs} runs {where} ({copied.sessions} sessions, {copied.comparisons} "
+        f"comparisons added; {copied.already} runs were there already)"
     )

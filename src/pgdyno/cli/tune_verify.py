@@ -20,7 +20,7 @@ from pgdyno.render.verdict_tables import rounds_summary, verdict_table
 from pgdyno.report.export import make
 from pgdyno.report.load import Selection
 from pgdyno.store.encode import rounds_json
-from pgdyno.store.results import ResultsStore
+from pgdyno.store.open import open_results
 from pgdyno.textsafe import safe_text
 from pgdyno.tune.model import Configuration
 from pgdyno.tune.verify import Matrix, ladder_plan, plan_text, sets_plan, verdict_lines
@@ -71,7 +71,7 @@ def run_verify(env: Environment, plans: list[Path], *, as_json: bool) -> None:
         done = execute_compare(
             env, request, log=err(env).print, progress=lambda: MatrixProgress(err(env))
         )
-        with ResultsStore(env.results_path) as store:
+        with open_results(env.results) as store:
             selection = Selection(comparison_id=done.outcome.comparison_id)
             _built, report = make(store, selection, datetime.now(UTC), None,
                                   env.data_dir / "reports")  # fmt: skip

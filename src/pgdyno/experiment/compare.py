@@ -31,7 +31,7 @@ from pgdyno.plan.load import Plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.stats.analysis import Analysis, Judging, analyse
-from pgdyno.store.results import ResultsStore
+from pgdyno.store.open import open_results
 from pgdyno.textsafe import scrub_argv
 
 
@@ -86,19 +86,19 @@ def execute_compare(
     with ExitStack() as stack:
         stack.enter_context(workdir_lock(env))
         checked, meta_for, switcher = _prepared(env, request, stack, log)
-        store = stack.enter_context(ResultsStore(env.results_path))
+        store = stack.enter_context(open_results(env.results))
         shown = stack.enter_context(progress())
         run_ctx = RunContext.of(env, store, log=log, progress=shown, keep_files=request.keep_files)
         job = CompareJob(plan, checked, spec, request.resume, scrub_argv(["pgdyno", *env.argv]))
         outcome = run_compare(
             job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher
         )
-    with ResultsStore(env.results_path) as store:
+    with open_results(env.results) as store:
         runs = store.comparisons.runs(outcome.comparison_id)
         info = store.comparisons.get(outcome.comparison_id)
     if info is None:  # written by run_compare just before: the database changed under us
         raise StoreError(
-            f"comparison {outcome.comparison_id} is missing from {env.results_path} right "
+            f"comparison {outcome.comparison_id} is missing from {env.results} right "
             "after it was stored: check that no other program rewrites the results database."
         )
     judging = Judging(sequential=spec.adaptive is not None)

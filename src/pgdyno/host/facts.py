@@ -1,8 +1,10 @@
-"""Host facts recorded with every run: kernel, CPU, memory (honouring cgroup limits), disk.
+"""Host facts recorded with every run: who the host is (machine id, hostname, OS, kernel,
+virtualisation), its CPU and memory (honouring cgroup limits), disk.
 
 Parsers are pure functions of file text; `read_host` reads them under injectable roots so
 tests run on recorded snapshots. Under a root other than the live /proc nothing is read from the
-machine running this: a recorded host's CPUs come from its own files.
+machine running this: a recorded host's CPUs come from its own files. /etc is read beside the
+/proc root (`/proc` -> `/etc`, `tree/proc` -> `tree/etc`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pgdyno.host.parsers import count_processors, count_stat_cpus, parse_cpu_list
+from pgdyno.host.parsers import (
+    count_processors,
+    count_stat_cpus,
+    hypervisor_from_dmi,
+    parse_cpu_flags,
+    parse_cpu_list,
+)
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,11 @@ class HostFacts:
     # 0 when a recorded tree names no CPU
     memory_bytes: int  # usable RAM: the smaller of MemTotal and the cgroup limit
     memory_total_bytes: int  # MemTotal, what the host has
+    # Who the host is, to group runs by host and tell hosts apart (issue 22); "" when unknown.
+    hostname: str = ""  # of the UTS namespace pgdyno (or its remote sampler) ran in
+    machine_id: str = ""  # /etc/machine-id: stable across reboots and renames
+    os_release: str = ""  # PRETTY_NAME of /etc/os-release
+    virtualization: str = ""  # hypervisor, "unknown-hypervisor", or "" on bare metal
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -177,14 +190,57 @@ def usable_memory(proc_root: Path, sys_root: Path) -> tuple[int, int]:
     return total, min([total, *(limit for limit in limits if limit)]) if total else 0
 
 
+def parse_os_release(text: str) -> str:
+    """
+    >>> parse_os_release('NAME="Debian GNU/Linux"\\nPRETTY_NAME="Debian GNU/Linux 12 (bookworm)"')
+    'Debian GNU/Linux 12 (bookworm)'
+    >>> parse_os_release("ID=alpine\\nNAME='Alpine Linux'\\n")
+    'Alpine Linux'
+    """
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip().strip("\"'")
+    return fields.get("PRETTY_NAME") or fields.get("NAME") or ""
+
+
+def _first_text(paths: Sequence[Path]) -> str:
+    for path in paths:
+        text = (_read(path) or "").strip()
+        if text:
+            return text
+    return ""
+
+
+def virtualization(sys_root: Path, cpuinfo: str) -> str:
+    """The hypervisor the DMI tables name, else "unknown-hypervisor" when the CPU says it runs
+    under one, else "" (bare metal, or nothing to tell by)."""
+    vendor = _read(sys_root / "class/dmi/id/sys_vendor")
+    product = _read(sys_root / "class/dmi/id/product_name") or ""
+    found = hypervisor_from_dmi(vendor, product) if vendor is not None else None
+    if found:
+        return found
+    flags = parse_cpu_flags(cpuinfo) or set()
+    return "unknown-hypervisor" if "hypervisor" in flags else ""
+
+
 def read_host(proc_root: Path, sys_root: Path) -> HostFacts:
     total, usable = usable_memory(proc_root, sys_root)
+    etc = proc_root.parent / "etc"
+    cpuinfo = _read(proc_root / "cpuinfo") or ""
     return HostFacts(
         kernel=(_read(proc_root / "sys/kernel/osrelease") or "unknown").strip(),
-        cpu_model=parse_cpu_model(_read(proc_root / "cpuinfo") or ""),
+        cpu_model=parse_cpu_model(cpuinfo),
         cpu_count=usable_cpus(proc_root, sys_root) or 0,
         memory_bytes=usable,
         memory_total_bytes=total,
+        hostname=(_read(proc_root / "sys/kernel/hostname") or "").strip(),
+        machine_id=_first_text([etc / "machine-id", proc_root.parent / "var/lib/dbus/machine-id"]),
+        os_release=parse_os_release(
+            _first_text([etc / "os-release", proc_root.parent / "usr/lib/os-release"])
+        ),
+        virtualization=virtualization(sys_root, cpuinfo),
     )
 
 

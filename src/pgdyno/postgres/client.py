@@ -36,7 +36,7 @@ class ServerInfo:
     can_create_db: bool
 
 
-def split_password(dsn: str) -> tuple[str, str | None]:
+def split_password(dsn: str, option: str = "--dsn") -> tuple[str, str | None]:
     """Take the password out of a connection string, so it is never stored or shown.
 
     >>> split_password("host=db user=ann password=s3cret dbname=x")
@@ -50,7 +50,7 @@ def split_password(dsn: str) -> tuple[str, str | None]:
         # libpq quotes the whole string, password included: scrub it from the reason.
         reason = " ".join(scrub_secrets(str(exc)).split())
         raise UsageError(
-            f"--dsn is not a valid connection string ({reason}): write key=value pairs or a "
+            f"{option} is not a valid connection string ({reason}): write key=value pairs or a "
             "postgresql:// URI."
         ) from None
     password = params.pop("password", None)

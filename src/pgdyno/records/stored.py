@@ -125,6 +125,7 @@ class RunListing(_RunColumns):
     interference: Interference | None  # None: a clean run
     tpcc: TpccResult | None  # the TPC-C-like workload's figures
     session_status: str
+    host: str  # the hostname of the machine the run measured ("" when not recorded)
 
 
 @dataclass(frozen=True, slots=True)

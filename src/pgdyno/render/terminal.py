@@ -62,14 +62,16 @@ def _text(value: object) -> str:
 def runs_table(rows: Sequence[RunListing]) -> Table:
     table = Table(title="runs (newest first)", title_justify="left")
     tpcc = any(row.tpcc is not None for row in rows)
-    for name in ("id", "session", "finished", "workload", "scale", "clients",
-                 *(("NOPM",) if tpcc else ()), "TPS", "lat avg ms", "PostgreSQL",
-                 "status"):  # fmt: skip
+    hosts = len({row.host for row in rows}) > 1  # a store shared by several hosts
+    for name in ("id", "session", *(("host",) if hosts else ()), "finished", "workload",
+                 "scale", "clients", *(("NOPM",) if tpcc else ()), "TPS", "lat avg ms",
+                 "PostgreSQL", "status"):  # fmt: skip
         table.add_column(name)
     for row in rows:
         nopm = (fmt(row.tpcc.nopm if row.tpcc else None),) if tpcc else ()
+        host = (_text(row.host or "?"),) if hosts else ()
         table.add_row(
-            str(row.id), _session(row), row.finished_at[:19].replace("T", " "),
+            str(row.id), _session(row), *host, row.finished_at[:19].replace("T", " "),
             row.workload, str(row.scale), str(row.clients), *nopm, fmt(row.tps),
             fmt(row.latency_avg_ms, 3), _text(row.pg_version),
             _flagged(status_text(row.status), row.interference is not None),

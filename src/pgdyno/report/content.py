@@ -21,6 +21,7 @@ from pgdyno.formatting import change_text
 from pgdyno.records.stored import StoredRun
 from pgdyno.report import charts, tpcc
 from pgdyno.report.charts import Point, Step
+from pgdyno.report.differences import difference_notes, differences
 from pgdyno.report.drilldown import run_entry
 from pgdyno.report.load import ReportInput
 from pgdyno.report.selection import (
@@ -343,13 +344,13 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     names, baseline, groups = group_runs(data)
     colours = {name: charts.colour(i) for i, name in enumerate(names)}
     ok_runs = [r for r in data.runs if is_ok(r)]
-    mode = data.comparison.mode if data.comparison else "sets"
-    rounds = data.comparison.rounds if data.comparison else None
-    # Comparisons pair their sets' runs by round; groups of bench runs have no rounds to pair.
-    judging = Judging(
-        paired=data.comparison is not None,
-        sequential=rounds is not None and rounds.adaptive,
-    )
+    # Comparisons pair their sets' runs by round; groups of bench runs (or a comparison's runs
+    # grouped by anything but their set) have no rounds to pair.
+    by_set = data.comparison is not None and data.by in (None, "set")
+    mode = data.comparison.mode if data.comparison and by_set else "sets"
+    rounds = data.comparison.rounds if data.comparison and by_set else None
+    judging = Judging(paired=by_set, sequential=rounds is not None and rounds.adaptive)
+    differing = differences(ok_runs, groups, "set" if by_set else data.by)
     outcomes = [r.outcome(groups[r.id]) for r in data.runs]
     analysis = analyse(outcomes, names, baseline, mode, judging)
     by_cell: dict[CellKey, list[StoredRun]] = {}
@@ -374,7 +375,9 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "pgdyno_version": version,
         "confidence_pct": round((1.0 - analysis.error_control.alpha) * 100, 3),
         "error_control": analysis.error_control.as_dict(),
-        "notes": _notes(data, len(cells)),
+        "notes": _notes(data, len(cells)) + difference_notes(differing),
+        "grouped_by": data.by or ("set" if data.comparison else None),
+        "differences": differing,
         "groups": [
             {
                 "name": n,

@@ -7,7 +7,7 @@ pure builder in `report.content`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pgdyno.errors import UsageError
 from pgdyno.records.stored import StoredComparison, StoredRun
@@ -16,12 +16,14 @@ from pgdyno.store.interface import ResultsBackend
 
 @dataclass(frozen=True)
 class Selection:
-    """What to report on; exactly one of the fields is set."""
+    """What to report on (exactly one of the first five is set) and how to group it."""
 
     run_ids: tuple[int, ...] = ()
     comparison_id: int | None = None
     session_id: int | None = None
     last: bool = False
+    all_runs: bool = False
+    by: str | None = None  # a key of report.selection.GROUP_BY; None: the selection's own
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class ReportInput:
     runs: list[StoredRun]
     comparison: StoredComparison | None = None  # with its sets
     missing: list[int] = field(default_factory=list)  # run ids asked for that do not exist
+    by: str | None = None  # grouping asked for (Selection.by)
 
 
 def parse_run_ids(words: tuple[str, ...]) -> tuple[int, ...]:
@@ -103,8 +106,25 @@ def _session(store: ResultsBackend, session_id: int) -> ReportInput:
 
 
 def load(store: ResultsBackend, selection: Selection) -> ReportInput:
+    return replace(_load(store, selection), by=selection.by)
+
+
+def _all(store: ResultsBackend) -> ReportInput:
+    ids = sorted(row.id for row in store.list_runs(limit=None))
+    if not ids:
+        raise UsageError(
+            f"the results database {store.path} holds no run yet: run `pgdyno bench` or "
+            "`pgdyno compare` first."
+        )
+    return ReportInput(title=f"all {len(ids)} runs", source=f"every run in {store.path}",
+                       runs=_full_runs(store, ids))  # fmt: skip
+
+
+def _load(store: ResultsBackend, selection: Selection) -> ReportInput:
     if selection.last:
-        selection = _newest(store)
+        selection = replace(_newest(store), by=selection.by)
+    if selection.all_runs:
+        return _all(store)
     if selection.comparison_id is not None:
         return _comparison(store, selection.comparison_id)
     if selection.session_id is not None:

@@ -53,13 +53,51 @@ def is_ok(run: StoredRun) -> bool:
     return run.status == "ok" and bool(run.tps)
 
 
+def _hostname(run: StoredRun) -> str:
+    return str(run.host.get("hostname") or "unknown host")
+
+
+# `report --by`: what a run is grouped under, seed 000's kernels and seed 002's machines.
+GROUP_BY: dict[str, Callable[[StoredRun], str]] = {
+    "host": _hostname,
+    "kernel": lambda r: f"kernel {r.host.get('kernel') or 'unknown'}",
+    "pg_version": lambda r: f"PostgreSQL {r.pg_version}",
+    "set": lambda r: r.set_name or "no set",
+}
+
+
+def _host_groups(runs: Sequence[StoredRun]) -> dict[int, str]:
+    """Each run's host by name, told apart by machine id when two hosts share a name."""
+    machines: dict[str, set[str]] = {}
+    for run in runs:
+        machines.setdefault(_hostname(run), set()).add(str(run.host.get("machine_id") or ""))
+    return {
+        r.id: _hostname(r)
+        if len(machines[_hostname(r)]) == 1
+        else f"{_hostname(r)} (machine {str(r.host.get('machine_id') or '?')[:8]})"
+        for r in runs
+    }
+
+
+def _asked_groups(data: ReportInput, by: str) -> tuple[list[str], str, dict[int, str]]:
+    key = _host_groups(data.runs) if by == "host" else {r.id: GROUP_BY[by](r) for r in data.runs}
+    names = list(dict.fromkeys(key[r.id] for r in data.runs))
+    if data.comparison is not None and by == "set":
+        names = [s.name for s in data.comparison.sets if s.name in names]
+        return names, data.comparison.baseline, key
+    return names, names[0], key
+
+
 def group_runs(data: ReportInput) -> tuple[list[str], str, dict[int, str]]:
     """Group names in order, the baseline group, and each run's group.
 
-    A comparison groups by set (its baseline first as the plan says); other runs by
-    PostgreSQL version when they differ, else by bench session, else all in one group.
+    `--by` groups as asked (the first group met is the baseline); else a comparison groups by
+    set (its baseline first as the plan says); other runs by PostgreSQL version when they
+    differ, else by bench session, else all in one group.
     """
     runs = data.runs
+    if data.by is not None:
+        return _asked_groups(data, data.by)
     if data.comparison is not None:
         names = [s.name for s in data.comparison.sets]
         return names, data.comparison.baseline, {r.id: str(r.set_name) for r in runs}

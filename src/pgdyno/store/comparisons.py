@@ -2,47 +2,36 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import NewComparison, RunOutcome, StoredComparison
+from pgdyno.store.database import Database
 from pgdyno.store.decode import OUTCOME_SQL, comparison, run_outcome
 from pgdyno.store.encode import dumps, now_iso, rounds_json
 from pgdyno.store.owners import Owner
-
-
-class Database(Protocol):
-    """What the comparison tables need of the results database that holds them (ResultsStore,
-    which keeps a Comparisons: typed against this, not against it, so the two files do not
-    import each other)."""
-
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def _query(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]: ...
+from pgdyno.store.uids import new_uid
 
 
 class Comparisons:
     """Reads and writes the comparison tables of one results database."""
 
-    def __init__(self, store: Database) -> None:
-        self.store = store
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def create(self, new: NewComparison) -> int:
         me = Owner.me()
-        with self.store.transaction() as conn:
-            cur = conn.execute(
+        with self.db.transaction():
+            comparison_id = self.db.insert(
                 "INSERT INTO comparisons (name, plan_path, plan_digest, plan_text, mode,"
-                " baseline, scales, started_at, hostname, pid, owner_started)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " baseline, scales, started_at, hostname, pid, owner_started, uid)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (new.name, new.plan_path, new.plan_digest, new.plan_text, new.mode,
                  new.baseline, dumps(list(new.scales), "the scales"), now_iso(), me.hostname,
-                 me.pid, me.started),
+                 me.pid, me.started, new_uid()),
             )  # fmt: skip
-            comparison_id = int(cur.lastrowid or 0)
-            conn.executemany(
+            self.db.executemany(
                 "INSERT INTO comparison_sets (comparison_id, position, name, requested)"
                 " VALUES (?, ?, ?, ?)",
                 [
@@ -55,8 +44,8 @@ class Comparisons:
     def resume(self, comparison_id: int) -> None:
         """This process takes an earlier comparison over (--resume): running again, owned here."""
         me = Owner.me()
-        with self.store.transaction() as conn:
-            conn.execute(
+        with self.db.transaction():
+            self.db.execute(
                 "UPDATE comparisons SET status = 'running', finished_at = NULL,"
                 " found_interrupted_at = NULL, hostname = ?, pid = ?, owner_started = ?"
                 " WHERE id = ?",
@@ -65,18 +54,18 @@ class Comparisons:
 
     def latest(self, plan_digest: str) -> StoredComparison | None:
         """The newest comparison of exactly this plan text, for --resume."""
-        rows = self.store._query(
+        rows = self.db.query(
             "SELECT * FROM comparisons WHERE plan_digest = ? ORDER BY id DESC LIMIT 1",
             (plan_digest,),
         )
         return self._decode(rows[0]) if rows else None
 
     def get(self, comparison_id: int) -> StoredComparison | None:
-        rows = self.store._query("SELECT * FROM comparisons WHERE id = ?", (comparison_id,))
+        rows = self.db.query("SELECT * FROM comparisons WHERE id = ?", (comparison_id,))
         return self._decode(rows[0]) if rows else None
 
     def _decode(self, row: dict[str, Any]) -> StoredComparison:
-        sets = self.store._query(
+        sets = self.db.query(
             "SELECT name, requested, effective FROM comparison_sets WHERE comparison_id = ?"
             " ORDER BY position",
             (row["id"],),
@@ -86,29 +75,29 @@ class Comparisons:
     def record_effective(
         self, comparison_id: int, set_name: str, effective: Mapping[str, object]
     ) -> None:
-        with self.store.transaction() as conn:
-            conn.execute(
+        with self.db.transaction():
+            self.db.execute(
                 "UPDATE comparison_sets SET effective = ? WHERE comparison_id = ? AND name = ?",
                 (dumps(effective, f"set {set_name}'s settings"), comparison_id, set_name),
             )
 
     def record_rounds(self, comparison_id: int, rounds: RoundHistory) -> None:
         """How the rounds went so far (rewritten after every round)."""
-        with self.store.transaction() as conn:
-            conn.execute(
+        with self.db.transaction():
+            self.db.execute(
                 "UPDATE comparisons SET rounds = ? WHERE id = ?",
                 (dumps(rounds_json(rounds), "the rounds"), comparison_id),
             )
 
     def finish(self, comparison_id: int, status: str) -> None:
-        with self.store.transaction() as conn:
-            conn.execute(
+        with self.db.transaction():
+            self.db.execute(
                 "UPDATE comparisons SET status = ?, finished_at = ? WHERE id = ?",
                 (status, now_iso(), comparison_id),
             )
 
     def runs(self, comparison_id: int) -> list[RunOutcome]:
-        rows = self.store._query(
+        rows = self.db.query(
             f"SELECT {OUTCOME_SQL} FROM runs WHERE comparison_id = ? ORDER BY id",
             (comparison_id,),
         )

@@ -304,7 +304,13 @@ def _transaction(name: str, figures: Mapping[str, Json]) -> TpccTransaction:
 
 
 def run_listing(row: Row) -> RunListing:
-    return RunListing(**{**row, "interference": _interference(row), "tpcc": _tpcc(row)})
+    """A runs row joined with its session's status and host facts (`session_host`)."""
+    fields = {k: v for k, v in row.items() if k != "session_host"}
+    host = _object(row["session_host"], f"session {row['session_id']}'s host") or {}
+    return RunListing(
+        **{**fields, "interference": _interference(row), "tpcc": _tpcc(row)},
+        host=str(host.get("hostname") or ""),
+    )
 
 
 def run_outcome(row: Row) -> RunOutcome:
@@ -318,7 +324,7 @@ def comparison(row: Row, sets: list[dict[str, Any]]) -> StoredComparison:
     where = f"comparison {row['id']}"
     return StoredComparison(
         **{
-            **row,
+            **{k: v for k, v in row.items() if k != "uid"},
             "scales": _list(row["scales"], f"{where}'s scales"),
             "rounds": rounds(_object(row.get("rounds"), f"{where}'s rounds")),
         },

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 from dataclasses import dataclass
 
 from pgdyno.process import same_process, start_time
+from pgdyno.store.database import Database
 
 TABLES = ("sessions", "comparisons")
 
@@ -29,31 +29,31 @@ class Owner:
         return cls(socket.gethostname(), pid, start_time(pid))
 
 
-def abandoned(conn: sqlite3.Connection, table: str, hostname: str) -> list[int]:
-    """Ids of `table`'s running rows of this host whose owner process is gone."""
-    rows = conn.execute(
+def abandoned(db: Database, table: str, hostname: str) -> list[int]:
+    """Ids of `table`'s running rows of this host whose owner process is gone (a shared
+    database holds other hosts' rows too: only this host's processes can be checked)."""
+    rows = db.query(
         f"SELECT id, pid, owner_started FROM {table}"  # table: one of TABLES
         " WHERE status = 'running' AND hostname = ? AND pid IS NOT NULL",
         (hostname,),
-    ).fetchall()
-    return [int(row[0]) for row in rows if not same_process(int(row[1]), row[2])]
+    )
+    return [int(r["id"]) for r in rows if not same_process(int(r["pid"]), r["owner_started"])]
 
 
-def any_abandoned(conn: sqlite3.Connection) -> bool:
+def any_abandoned(db: Database) -> bool:
     hostname = socket.gethostname()
-    return any(abandoned(conn, table, hostname) for table in TABLES)
+    return any(abandoned(db, table, hostname) for table in TABLES)
 
 
-def mark_interrupted(conn: sqlite3.Connection, found_at: str) -> int:
+def mark_interrupted(db: Database, found_at: str) -> int:
     """Mark abandoned sessions and comparisons 'interrupted', noting when; how many were."""
     hostname = socket.gethostname()
     marked = 0
     for table in TABLES:
-        for row_id in abandoned(conn, table, hostname):
-            cur = conn.execute(
+        for row_id in abandoned(db, table, hostname):
+            marked += db.execute(
                 f"UPDATE {table} SET status = 'interrupted', found_interrupted_at = ?"
                 " WHERE id = ? AND status = 'running'",
                 (found_at, row_id),
             )
-            marked += cur.rowcount
     return marked

@@ -1,15 +1,15 @@
-"""The results database (SQLite): sessions, runs, per-second series, per-statement latencies.
+"""The results database: sessions, runs, per-second series, per-statement latencies.
 
-Each run is written in its own transaction as soon as it finishes, so a crash loses at most the
-run in progress.
+One implementation for both engines: the statements are written once (store/database.py) and
+run on a SQLite file (store/sqlite_db.py) or a PostgreSQL database (store/postgres_db.py). Each
+run is written in its own transaction as soon as it finishes, so a crash loses at most the run
+in progress.
 """
 
 from __future__ import annotations
 
 import math
-import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.records import RunRecord
 from pgdyno.records.stored import ReportSource, RunListing, StoredRun
 from pgdyno.store.comparisons import Comparisons
+from pgdyno.store.database import Database
 from pgdyno.store.decode import RUN_ROW_SQL, run_listing, stored_run
 from pgdyno.store.encode import (
     devices_json,
@@ -27,8 +28,9 @@ from pgdyno.store.encode import (
     now_iso,
     tpcc_json,
 )
-from pgdyno.store.migrate import latest_version, migrate
 from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
+from pgdyno.store.sqlite_db import SqliteDatabase
+from pgdyno.store.uids import any_missing, fill_missing, new_uid
 
 RUN_COLUMNS = (
     "id", "session_id", "status", "started_at", "finished_at", "workload", "scale", "clients",
@@ -44,32 +46,6 @@ SECOND_COLUMNS = (
 )  # fmt: skip
 
 
-def _explain(path: Path, exc: sqlite3.Error) -> StoreError:
-    """One sentence for a failure of the database file; the file itself is never touched."""
-    reason = str(exc)
-    if "not a database" in reason or "malformed" in reason:
-        return StoreUnavailable(
-            f"{path} is not a usable results database ({reason}) and was left as it is: move "
-            "it aside or pass another --results file."
-        )
-    if "readonly" in reason or "unable to open" in reason or "access permission" in reason:
-        return StoreUnavailable(
-            f"the results database {path} cannot be opened for writing ({reason}): check the "
-            "file, its directory and their permissions, or pass another --results file."
-        )
-    if "disk is full" in reason or "disk I/O" in reason:
-        hint = "free some disk space and run again"
-    else:
-        hint = "pass another --results file if this one is damaged"
-    return StoreError(f"the results database {path} failed ({reason}): {hint}.")
-
-
-def _readable_as_is(path: Path) -> bool:
-    """A database file whose every committed change is in the file itself (no pending WAL)."""
-    wal = path.with_name(path.name + "-wal")
-    return path.is_file() and (not wal.exists() or wal.stat().st_size == 0)
-
-
 def _finite(value: float | None, what: str) -> float | None:
     if value is not None and not math.isfinite(value):
         raise StoreError(
@@ -80,101 +56,45 @@ def _finite(value: float | None, what: str) -> float | None:
 
 
 class ResultsStore:
-    """The SQLite results backend (store.interface.ResultsBackend).
+    """The results backend (store.interface.ResultsBackend) on one database connection.
 
-    `writing`: the command will store runs, so a file it cannot write is refused at once
-    (before any run) instead of when the first run is to be kept."""
+    `where`: a SQLite file (opened here; `writing` refuses at once a file this command could
+    not write, before any run) or an open store.database.Database (store/open.py opens the
+    PostgreSQL one)."""
 
-    def __init__(self, path: Path, *, writing: bool = True) -> None:
-        self.path = path
-        self.comparisons = Comparisons(self)
-        if path.is_dir():
-            raise StoreUnavailable(
-                f"the results database path {path} is a directory: pass --results with a file "
-                "path, or move the directory away."
-            )
+    def __init__(self, where: Path | Database, *, writing: bool = True) -> None:
+        self.db = SqliteDatabase(where, writing=writing) if isinstance(where, Path) else where
+        self.comparisons = Comparisons(self.db)
         try:
-            self.conn = self._open(writing)
-        except sqlite3.Error as exc:
-            if writing or not _readable_as_is(path):
-                raise _explain(path, exc) from exc
-            try:  # on read-only media: read the file as it is (no WAL, no migration)
-                self.conn = self._open_read_only()
-            except sqlite3.Error:
-                raise _explain(path, exc) from exc
-
-    def _open(self, writing: bool) -> sqlite3.Connection:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        except OSError as exc:
-            raise StoreUnavailable(
-                f"cannot create the results database {self.path} ({exc.strerror}): pass another "
-                "--results file."
-            ) from exc
-        try:
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA journal_mode = WAL")
-            migrate(conn)
-            if writing:
-                conn.execute("DELETE FROM schema_migrations WHERE 0")  # a no-op write
-            self._close_abandoned(conn)
+            self._tidy_up()
         except BaseException:
-            conn.close()
+            self.db.close()
             raise
-        return conn
 
-    def _open_read_only(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            f"{self.path.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None
-        )
-        conn.row_factory = sqlite3.Row
-        have = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
-        if have != latest_version():
-            conn.close()
-            raise StoreUnavailable(
-                f"the results database {self.path} cannot be written and has schema version "
-                f"{have}, not {latest_version()}: copy it somewhere writable and open the copy."
-            )
-        return conn
+    @property
+    def path(self) -> Path | str:
+        return self.db.where
 
-    def _close_abandoned(self, conn: sqlite3.Connection) -> None:
-        """Sessions and comparisons left 'running' by a killed pgdyno become 'interrupted'."""
-        if not any_abandoned(conn):
-            return  # the common case: no write, so a read-only file can still be read
+    def _tidy_up(self) -> None:
+        """Sessions and comparisons left 'running' by a killed pgdyno become 'interrupted';
+        rows from before uids get theirs."""
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            mark_interrupted(conn, now_iso())
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if "readonly" not in str(exc):
-                raise
-            # a read-only file can still be read; its statuses stay as they were
+            if any_abandoned(self.db):  # else no write, so a read-only database can be read
+                with self.db.transaction():
+                    mark_interrupted(self.db, now_iso())
+            if any_missing(self.db):  # rows written before uids existed: once per database
+                fill_missing(self.db)
+        except StoreUnavailable:
+            pass  # a database this command cannot write is still read; its statuses stay
 
     def close(self) -> None:
-        self.conn.close()
+        self.db.close()
 
     def __enter__(self) -> ResultsStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise _explain(self.path, exc) from exc
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -186,36 +106,36 @@ class ResultsStore:
         server: Mapping[str, object],
     ) -> int:
         me = Owner.me()
-        with self.transaction() as conn:
-            cur = conn.execute(
+        with self.db.transaction():
+            return self.db.insert(
                 "INSERT INTO sessions (started_at, hostname, pid, owner_started, command, target,"
-                " host, server) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " host, server, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (now_iso(), me.hostname, me.pid, me.started, dumps(command, "the command"),
-                 target, dumps(host, "the host facts"), dumps(server, "the server facts")),
+                 target, dumps(host, "the host facts"), dumps(server, "the server facts"),
+                 new_uid()),
             )  # fmt: skip
-            return int(cur.lastrowid or 0)
 
     def finish_session(self, session_id: int, status: str) -> None:
-        with self.transaction() as conn:
-            conn.execute(
+        with self.db.transaction():
+            self.db.execute(
                 "UPDATE sessions SET finished_at = ?, status = ? WHERE id = ?",
                 (now_iso(), status, session_id),
             )
 
     def add_run(self, session_id: int, run: RunRecord) -> int:
         summary = run.summary
-        with self.transaction() as conn:
+        with self.db.transaction():
             lat = run.latency
-            cur = conn.execute(
+            run_id = self.db.insert(
                 "INSERT INTO runs (session_id, status, started_at, finished_at, workload, scale,"
                 " clients, jobs, duration_s, protocol, rate, repeat, warmup_s, tps,"
                 " latency_avg_ms, latency_stddev_ms, transactions, failed_transactions,"
                 " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
                 " error, stderr, latency_p50_ms, latency_p90_ms, latency_p99_ms,"
                 " latency_p999_ms, latency_max_ms, latency_source, health, devices,"
-                " comparison_id, set_name, interference, tpcc)"
+                " comparison_id, set_name, interference, tpcc, uid)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
@@ -240,24 +160,24 @@ class ResultsStore:
                     None if run.interference is None
                     else dumps(interference_json(run.interference), "the run's interference"),
                     None if run.tpcc is None else dumps(tpcc_json(run.tpcc), "TPC-C figures"),
+                    new_uid(),
                 ),
             )  # fmt: skip
-            run_id = int(cur.lastrowid or 0)
-            conn.executemany(
+            self.db.executemany(
                 f"INSERT INTO run_seconds (run_id, {', '.join(SECOND_COLUMNS)}) VALUES "
                 f"(?, {', '.join('?' for _ in SECOND_COLUMNS)})",
                 [(run_id, *(getattr(s, c) for c in SECOND_COLUMNS)) for s in run.seconds],
             )
-            conn.executemany(
+            self.db.executemany(
                 "INSERT INTO run_samples (run_id, metric, t, value) VALUES (?, ?, ?, ?)",
                 [(run_id, metric, t, value) for t, metric, value in run.samples],
             )
-            conn.executemany(
+            self.db.executemany(
                 "INSERT INTO run_events (run_id, t, kind, detail) VALUES (?, ?, ?, ?)",
                 [(run_id, e.t, e.kind, dumps(e.detail, f"a {e.kind} event")) for e in run.events],
             )
             if summary:
-                conn.executemany(
+                self.db.executemany(
                     "INSERT INTO run_statements VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [
                         (run_id, st.script, st.line, st.latency_ms, st.failures, st.retries,
@@ -271,10 +191,7 @@ class ResultsStore:
 
     def _query(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Rows as dicts; decoded into records before they leave store/."""
-        try:
-            return [dict(row) for row in self.conn.execute(query, params).fetchall()]
-        except sqlite3.Error as exc:
-            raise _explain(self.path, exc) from exc
+        return self.db.query(query, params)
 
     def list_runs(self, limit: int | None = 50, session_id: int | None = None) -> list[RunListing]:
         """Newest first; the summary columns and the status of the run's session."""
@@ -282,7 +199,7 @@ class ResultsStore:
         params: tuple[Any, ...] = (session_id,) if session_id is not None else ()
         columns = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
         rows = self._query(
-            f"SELECT {columns}, s.status AS session_status FROM runs r"
+            f"SELECT {columns}, s.status AS session_status, s.host AS session_host FROM runs r"
             f" JOIN sessions s ON s.id = r.session_id {where} ORDER BY r.id DESC"
             + (" LIMIT ?" if limit else ""),
             (*params, limit) if limit else params,

@@ -1,0 +1,174 @@
+"""A results database in a SQLite file: the default, one file per work directory.
+
+The file is opened in WAL mode, so readers never block the one writer; a file that cannot be
+written (read-only media) is still read as it is when nothing is pending in its WAL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pgdyno.errors import StoreError, StoreUnavailable
+from pgdyno.store.database import Params
+from pgdyno.store.migrate import SCHEMA_TABLE, latest_version, pending
+
+
+def _explain(path: Path, exc: sqlite3.Error) -> StoreError:
+    """One sentence for a failure of the database file; the file itself is never touched."""
+    reason = str(exc)
+    if "not a database" in reason or "malformed" in reason:
+        return StoreUnavailable(
+            f"{path} is not a usable results database ({reason}) and was left as it is: move "
+            "it aside or pass another --results file."
+        )
+    if "readonly" in reason or "unable to open" in reason or "access permission" in reason:
+        return StoreUnavailable(
+            f"the results database {path} cannot be opened for writing ({reason}): check the "
+            "file, its directory and their permissions, or pass another --results file."
+        )
+    if "disk is full" in reason or "disk I/O" in reason:
+        hint = "free some disk space and run again"
+    else:
+        hint = "pass another --results file if this one is damaged"
+    return StoreError(f"the results database {path} failed ({reason}): {hint}.")
+
+
+def _readable_as_is(path: Path) -> bool:
+    """A database file whose every committed change is in the file itself (no pending WAL)."""
+    wal = path.with_name(path.name + "-wal")
+    return path.is_file() and (not wal.exists() or wal.stat().st_size == 0)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    conn.execute(SCHEMA_TABLE)
+    row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(conn: sqlite3.Connection, target: int | None = None) -> list[int]:
+    """Bring the file's schema up to date (or to `target`), each migration in its own
+    transaction; the versions applied."""
+    applied = []
+    for version, name, script in pending(schema_version(conn), target):
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        # executescript commits first; BEGIN/COMMIT inside keeps each migration atomic.
+        conn.executescript(
+            f"BEGIN;\n{script}\nINSERT INTO schema_migrations VALUES "
+            f"({version}, '{name}', '{now}');\nCOMMIT;"
+        )
+        applied.append(version)
+    return applied
+
+
+class SqliteDatabase:
+    """store.database.Database on one SQLite file.
+
+    `writing`: the command will store runs, so a file it cannot write is refused at once
+    (before any run) instead of when the first run is to be kept."""
+
+    def __init__(self, path: Path, *, writing: bool = True, shown_as: Path | None = None) -> None:
+        self.path = path
+        self.shown_as = shown_as or path  # a private copy is named as the file it copies
+        if path.is_dir():
+            raise StoreUnavailable(
+                f"the results database path {path} is a directory: pass --results with a file "
+                "path, or move the directory away."
+            )
+        try:
+            self.conn = self._open(writing)
+        except sqlite3.Error as exc:
+            if writing or not _readable_as_is(path):
+                raise _explain(path, exc) from exc
+            try:  # on read-only media: read the file as it is (no WAL, no migration)
+                self.conn = self._open_read_only()
+            except sqlite3.Error:
+                raise _explain(path, exc) from exc
+
+    @property
+    def where(self) -> Path:
+        return self.shown_as
+
+    def _open(self, writing: bool) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot create the results database {self.path} ({exc.strerror}): pass another "
+                "--results file."
+            ) from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA journal_mode = WAL")
+            self.conn = conn
+            self.migrate()
+            if writing:
+                conn.execute("DELETE FROM schema_migrations WHERE 0")  # a no-op write
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            f"{self.path.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None
+        )
+        conn.row_factory = sqlite3.Row
+        have = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+        if have != latest_version():
+            conn.close()
+            raise StoreUnavailable(
+                f"the results database {self.path} cannot be written and has schema version "
+                f"{have}, not {latest_version()}: copy it somewhere writable and open the copy."
+            )
+        return conn
+
+    def schema_version(self) -> int:
+        return schema_version(self.conn)
+
+    def migrate(self, target: int | None = None) -> list[int]:
+        return migrate(self.conn, target)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _explain(self.shown_as, exc) from exc
+
+    def query(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
+        try:
+            return [dict(row) for row in self.conn.execute(sql, params).fetchall()]
+        except sqlite3.Error as exc:
+            raise _explain(self.shown_as, exc) from exc
+
+    def execute(self, sql: str, params: Params = ()) -> int:
+        try:
+            return self.conn.execute(sql, params).rowcount
+        except sqlite3.Error as exc:
+            raise _explain(self.shown_as, exc) from exc
+
+    def insert(self, sql: str, params: Params) -> int:
+        rows = self.query(sql, params)
+        return int(rows[0]["id"])
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        try:
+            self.conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise _explain(self.shown_as, exc) from exc
