@@ -85,7 +85,8 @@ def main() -> None:
     parser.add_argument("--tpcc", action="store_true", help="the TPC-C-like workload")
     parser.add_argument("--warehouses", type=int, default=8)
     args = parser.parse_args()
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pgdyno-gain-"))
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pgdyno-gain-", dir="/tmp"))
+    workdir.chmod(0o755)  # as root, the sandbox user must reach the clusters under it
     print(f"work directory: {workdir}", flush=True)
     workloads = ["tpcc"] if args.tpcc else ["select-only", "tpcb-like"]
     scale = args.warehouses if args.tpcc else args.scale
