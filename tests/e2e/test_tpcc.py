@@ -182,7 +182,9 @@ def test_sigkill_during_the_load_leaves_no_half_made_template(run_cli, tpcc_dir:
     # The load's time and size stay with the first run on the dataset (issue 21).
     (made,) = [e["detail"] for e in run["events"] if e["kind"] == "dataset_ready"]
     assert made["generated"] is True and made["kind"] == "tpcc" and made["seconds"] > 0
-    assert made["size_bytes"] == found[0]["bytes"] and made["table_bytes"] > 0
+    # pg_database_size right after the load; the template settles a little afterwards.
+    assert made["size_bytes"] == pytest.approx(found[0]["bytes"], rel=0.01)
+    assert made["table_bytes"] > 0
     assert f"(generated in {made['seconds']:.1f} s" in shown(run_cli, tpcc_dir, run["id"]).stdout
 
 
