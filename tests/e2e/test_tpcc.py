@@ -177,7 +177,15 @@ def test_sigkill_during_the_load_leaves_no_half_made_template(run_cli, tpcc_dir:
     listed = run_cli(tpcc_dir, "datasets", "list", *PG, "--json")
     found = [d for d in json.loads(listed.stdout)["databases"] if d["name"] == TEMPLATE]
     assert [d["complete"] for d in found] == [True]
-    assert last_run(run_cli, tpcc_dir)["tpcc"]["consistency"] == "passed"
+    run = last_run(run_cli, tpcc_dir)
+    assert run["tpcc"]["consistency"] == "passed"
+    # The load's time and size stay with the first run on the dataset (issue 21).
+    (made,) = [e["detail"] for e in run["events"] if e["kind"] == "dataset_ready"]
+    assert made["generated"] is True and made["kind"] == "tpcc" and made["seconds"] > 0
+    # pg_database_size right after the load; the template settles a little afterwards.
+    assert made["size_bytes"] == pytest.approx(found[0]["bytes"], rel=0.01)
+    assert made["table_bytes"] > 0
+    assert f"(generated in {made['seconds']:.1f} s" in shown(run_cli, tpcc_dir, run["id"]).stdout
 
 
 def test_bench_prints_nopm_and_every_view_agrees_with_the_servers_count(

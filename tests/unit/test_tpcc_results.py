@@ -21,6 +21,7 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.scripts import ScriptLatency
 from pgdyno.records.stored import RunOutcome
 from pgdyno.records.tpcc import TpccOptions, TpccResult
+from pgdyno.render.verdict_tables import ladder_tables
 from pgdyno.stats.analysis import analyse
 from pgdyno.stats.tpcc_figures import MINIMUM_SHARE, mix_ok, tpcc_result
 from pgdyno.store.encode import to_json, tpcc_json
@@ -139,6 +140,14 @@ def test_a_comparison_of_tpcc_runs_is_judged_on_nopm_not_tps() -> None:
     assert result.tps_change is not None and result.tps_change.verdict == "better"
     assert result.tps_change.change_pct == pytest.approx(10.0)
     assert result.tps is not None and result.tps.median == pytest.approx(1_111.0, rel=0.02)
+
+
+def test_a_tpcc_ladder_table_says_nopm() -> None:
+    runs = [outcome(3 * r + i, name, r, 1_000.0 * (1 + 0.05 * i))
+            for r in range(1, 4) for i, name in enumerate(("a", "b", "c"))]  # fmt: skip
+    (table,) = ladder_tables(analyse(runs, ["a", "b", "c"], "a", "ladder"))
+    headers = [str(column.header) for column in table.columns]
+    assert "NOPM median" in headers and not any("TPS" in h for h in headers)
 
 
 def test_tpcc_options_and_mixes_are_refused_clearly() -> None:

@@ -106,9 +106,12 @@ class MatrixProgress:
                 runs=f"{self.done_runs}/{self.total_runs} runs",
             )  # fmt: skip
         tps = f"{record.summary.tps:,.1f} TPS" if record.summary else record.status
+        if record.tpcc is not None:  # judged on NOPM: say it first
+            tps = f"{record.tpcc.nopm:,.0f} NOPM, {tps}"
+        size = f"{cell.scale} warehouses" if record.tpcc is not None else f"scale {cell.scale}"
         line = (
-            f"run {run_id} ({self.done_runs}/{self.total_runs}): {cell.workload} scale "
-            f"{cell.scale}, {cell.clients} clients, repeat {cell.repeat}: {tps}"
+            f"run {run_id} ({self.done_runs}/{self.total_runs}): {cell.workload} {size}, "
+            f"{cell.clients} clients, repeat {cell.repeat}: {tps}"
         )
         if record.status == "failed":
             line += f" - {record.error}"

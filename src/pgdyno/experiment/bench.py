@@ -91,6 +91,7 @@ class Connected:
     pgbench: Path
     env: dict[str, str]
     datasets: dict[int, Dataset] = field(default_factory=dict)
+    recorded: set[int] = field(default_factory=set)  # scales whose dataset a run recorded
 
     def dataset(self, scale: int, kind: str, progress: ProgressReporter) -> Dataset:
         """The template of this scale (warehouses for tpcc), reused or generated once."""
@@ -199,6 +200,9 @@ def run_cells(
         dataset = ready.dataset(cell.scale, kind, progress)
         run_dir = ctx.run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
         record, fatal = ready.runner.run(cell, replace(base, cell=cell), dataset, run_dir)
+        if cell.scale not in ready.recorded:  # the first run on a dataset keeps how it was made
+            record = replace(record, events=(dataset.event(), *record.events))
+            ready.recorded.add(cell.scale)
         if not ctx.keep_files:  # first: on a full disk, the run's files are what frees space
             shutil.rmtree(run_dir, ignore_errors=True)
         run_id = ctx.store.add_run(session_id, record)

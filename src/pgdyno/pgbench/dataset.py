@@ -34,6 +34,7 @@ from pgdyno.postgres.footprint import (
 )
 from pgdyno.postgres.footprint import template_name as footprint_template_name
 from pgdyno.postgres.queries import load
+from pgdyno.records import Event
 from pgdyno.tpcc import load as tpcc_load
 
 # The bench copy's comment once a writing run changed it (PRISTINE, in postgres/footprint.py, is
@@ -50,6 +51,16 @@ class Dataset:
     prepare_seconds: float
     kind: str = "pgbench"  # or "tpcc"
     table_bytes: int | None = None  # heap of the tables, when generated (load throughput)
+    ready_at: float = 0.0  # epoch seconds
+
+    def event(self) -> Event:
+        """The dataset as the first run on it records it: reused or made, how long it took,
+        how large it is (issue 21: load time and size kept with the runs)."""
+        return Event(self.ready_at, "dataset_ready", {
+            "template": self.template, "kind": self.kind, "scale": self.scale,
+            "generated": self.generated, "seconds": round(self.prepare_seconds, 3),
+            "size_bytes": self.size_bytes, "table_bytes": self.table_bytes,
+        })  # fmt: skip
 
 
 def template_name(scale: int, kind: str = "pgbench") -> str:
@@ -103,7 +114,8 @@ def ensure_dataset(client: Client, scale: int, how: Generator) -> Dataset:
     what = f"tpcc warehouses {scale}" if how.kind == "tpcc" else f"scale {scale}"
     existing = ready_templates(client)
     if name in existing:
-        return Dataset(name, scale, existing[name], False, time.monotonic() - started, how.kind)
+        took = time.monotonic() - started
+        return Dataset(name, scale, existing[name], False, took, how.kind, None, time.time())
     with _as_dataset_error(f"creating the database {name} for {what}"):
         _drop(client, name)  # an incomplete one from an interrupted run
         client.execute(compose("CREATE DATABASE {}", identifier(name)))
@@ -126,7 +138,8 @@ def ensure_dataset(client: Client, scale: int, how: Generator) -> Dataset:
         _comment(client, name, marker(scale, kind=how.kind))
         _checkpoint(client)
         size = client.database_size(name)
-    return Dataset(name, scale, size, True, time.monotonic() - started, how.kind, table_bytes)
+    took = time.monotonic() - started
+    return Dataset(name, scale, size, True, took, how.kind, table_bytes, time.time())
 
 
 def _pgbench_init(client: Client, name: str, scale: int, how: Generator) -> None:

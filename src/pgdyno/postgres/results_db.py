@@ -103,6 +103,14 @@ class ResultsConnection:
         with self._own_errors(), self.conn.cursor() as cur:
             cur.executemany(qmark_to_format(sql).encode(), list(rows))
 
+    def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """Many rows into one table by COPY (an order of magnitude faster than INSERTs);
+        `table` and `columns` are pgdyno's own names."""
+        statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+        with self._own_errors(), self.conn.cursor() as cur, cur.copy(statement.encode()) as copy:
+            for row in rows:
+                copy.write_row(row)
+
     def script(self, sql: str) -> None:
         """Several statements without parameters (a migration), in the current transaction."""
         with self._own_errors(), self.conn.cursor() as cur:

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pgdyno.formatting import fmt
-from pgdyno.records import Available, RunRecord, Status
+from pgdyno.records import Available, Event, RunRecord, Status
 from pgdyno.records.devices import RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunListing, StoredRun
@@ -98,6 +98,30 @@ def _size(run: StoredRun) -> str:
     return f"{run.scale} warehouses" if run.tpcc is not None else f"scale {run.scale}"
 
 
+def dataset_text(size_bytes: int | None, events: Sequence[Event]) -> str:
+    """A run's dataset: its size, and how it was made when the run was the first on it.
+
+    >>> dataset_text(3 << 20, [Event(1.0, "dataset_ready", {"generated": True,
+    ...     "seconds": 4.2, "table_bytes": 2_100_000})])
+    '3 MiB (generated in 4.2 s, 0.5 MB/s of tables)'
+    >>> dataset_text(3 << 20, [])
+    '3 MiB'
+    """
+    text = f"{(size_bytes or 0) / 1024**2:,.0f} MiB"
+    made = next((e.detail for e in events if e.kind == "dataset_ready"), None)
+    if made is None:
+        return text
+    how = "generated" if made.get("generated") else "reused"
+    seconds, tables = made.get("seconds"), made.get("table_bytes")
+    seconds = float(seconds) if isinstance(seconds, int | float) else 0.0
+    speed = (
+        f", {tables / seconds / 1e6:.1f} MB/s of tables"
+        if isinstance(tables, int) and tables and seconds
+        else ""
+    )
+    return f"{text} ({how} in {seconds:.1f} s{speed})"
+
+
 def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
     host = run.host_brief
     return [
@@ -115,10 +139,10 @@ def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
         ("latency p50 / p90 / p99 / p99.9 / max ms", _latency_text(run)),
         ("transactions / failed",
          f"{_text(run.transactions)} / {_text(run.failed_transactions)}"),
-        ("dataset", f"{(run.dataset_bytes or 0) / 1024**2:,.0f} MiB"),
+        ("dataset", dataset_text(run.dataset_bytes, run.events)),
         ("PostgreSQL / pgbench", f"{_text(run.pg_version)} / {_text(run.pgbench_version)}"),
-        ("host", f"{host.kernel}, {host.cpu_model} x{host.cpu_count}, "
-                 f"{(host.memory_bytes or 0) / 1024**3:.1f} GiB"),
+        ("host", f"{_text(run.host.get('hostname') or '?')}: {host.kernel}, {host.cpu_model} "
+                 f"x{host.cpu_count}, {(host.memory_bytes or 0) / 1024**3:.1f} GiB"),
         ("pgbench", " ".join(run.pgbench_argv)
          or "- (pgbench failed before the measured run started)"),
         *_health_rows(run.health if run.health is not None and run.health.assessed else None),

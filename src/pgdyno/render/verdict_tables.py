@@ -118,10 +118,12 @@ def verdict_table(analysis: Analysis, title: str) -> Table:
 
 def ladder_tables(analysis: Analysis) -> list[Table]:
     tables = []
+    figures = {r.cell: r.figure for r in analysis.results}
     for (workload, scale, clients), lad in analysis.ladders:
         table = Table(title=f"ladder: {workload} s{scale} c{clients}", title_justify="left")
-        for name in ("step", "TPS median", "level", f"step gain [{level(analysis)} CI]", "verdict",
-                     "cumulative"):  # fmt: skip
+        figure = figure_name([figures.get((workload, scale, clients), "tps")])
+        for name in ("step", f"{figure} median", "level", f"step gain [{level(analysis)} CI]",
+                     "verdict", "cumulative"):  # fmt: skip
             table.add_column(name, justify="left" if name == "step" else "right")
         for step in lad.steps:
             table.add_row(

@@ -163,15 +163,14 @@ class ResultsStore:
                     new_uid(),
                 ),
             )  # fmt: skip
-            self.db.executemany(
-                f"INSERT INTO run_seconds (run_id, {', '.join(SECOND_COLUMNS)}) VALUES "
-                f"(?, {', '.join('?' for _ in SECOND_COLUMNS)})",
+            self.db.copy_rows(
+                "run_seconds", ("run_id", *SECOND_COLUMNS),
                 [(run_id, *(getattr(s, c) for c in SECOND_COLUMNS)) for s in run.seconds],
-            )
-            self.db.executemany(
-                "INSERT INTO run_samples (run_id, metric, t, value) VALUES (?, ?, ?, ?)",
+            )  # fmt: skip
+            self.db.copy_rows(
+                "run_samples", ("run_id", "metric", "t", "value"),
                 [(run_id, metric, t, value) for t, metric, value in run.samples],
-            )
+            )  # fmt: skip
             self.db.executemany(
                 "INSERT INTO run_events (run_id, t, kind, detail) VALUES (?, ?, ?, ?)",
                 [(run_id, e.t, e.kind, dumps(e.detail, f"a {e.kind} event")) for e in run.events],

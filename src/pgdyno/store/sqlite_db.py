@@ -7,7 +7,7 @@ written (read-only media) is still read as it is when nothing is pending in its 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -166,6 +166,10 @@ class SqliteDatabase:
     def insert(self, sql: str, params: Params) -> int:
         rows = self.query(sql, params)
         return int(rows[0]["id"])
+
+    def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Params]) -> None:
+        marks = ", ".join("?" for _ in columns)
+        self.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         try:

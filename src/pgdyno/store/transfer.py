@@ -64,10 +64,7 @@ def _insert_many(db: Database, table: str, rows: list[Row]) -> None:
     if not rows:
         return
     columns = list(rows[0])
-    db.executemany(
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
-        [tuple(row[c] for c in columns) for row in rows],
-    )
+    db.copy_rows(table, columns, [tuple(row[c] for c in columns) for row in rows])
 
 
 def _known(db: Database, table: str, uids: Iterable[str]) -> dict[str, int]:
@@ -106,7 +103,9 @@ class _Copy:
         """Rows of a source that cannot be written and predates uids get the uids it would
         have given them (store/uids.py), so that every export of it gives the same."""
         if any(row["uid"] is None for row in rows):
-            derived = missing(self.source, table, self.session_uids)
+            # Every session's, not only those copied: a run's uid derives from its session's.
+            sessions = missing(self.source, "sessions") | self.session_uids
+            derived = missing(self.source, table, sessions)
             for row in rows:
                 row["uid"] = row["uid"] or derived[row["id"]]
 
