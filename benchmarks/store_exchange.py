@@ -36,20 +36,6 @@ from pgdyno.store.results import ResultsStore
 from pgdyno.store.transfer import CHILDREN, selected_run_ids
 
 TESTS = Path(__file__).parent.parent / "tests"
-WRITER = """
-import sys
-sys.path.insert(0, {tests!r})
-from store_runs import run_at
-from pgdyno.environment import ResultsLocation
-from pgdyno.store.open import open_results
-
-worker, count = int(sys.argv[1]), int(sys.argv[2])
-with open_results(ResultsLocation.of(sys.argv[3])) as store:
-    session = store.begin_session(["writer", str(worker)], "t", {{}}, {{}})
-    for i in range(count):
-        store.add_run(session, run_at(worker * 100000 + i))
-    store.finish_session(session, "done")
-"""
 
 
 def timed(action):  # type: ignore[no-untyped-def]
@@ -103,12 +89,11 @@ def import_arm(box_dsn: str, runs: int, scratch: Path) -> None:
 
 
 def writers_arm(box_dsn: str, writers: int, per_writer: int) -> None:
-    script = WRITER.format(tests=str(TESTS))
+    writer = [sys.executable, str(TESTS / "store_runs.py")]  # one session of runs, then exits
 
     def run(dsn: str, count: int, n: int) -> float:
         start = time.perf_counter()
-        procs = [subprocess.Popen([sys.executable, "-c", script, str(w), str(count), dsn])
-                 for w in range(n)]  # fmt: skip
+        procs = [subprocess.Popen([*writer, str(w), str(count), dsn]) for w in range(n)]
         if any(p.wait() != 0 for p in procs):
             sys.exit("a writer failed")
         return time.perf_counter() - start

@@ -106,10 +106,9 @@ def box(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]
         sandbox.stop()
 
 
-@pytest.fixture(scope="module")
-def server(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
-    """A running sandbox in a work directory of its own, for tests that reach it only through
-    --dsn: the "existing server". Module-scoped: each module starts one."""
+@contextmanager
+def sandbox_of_its_own(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
+    """A running sandbox in a work directory of its own; stopped and removed afterwards."""
     workdir = new_workdir()
     sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
     sandbox.start({}, owner_pid=None)
@@ -118,20 +117,22 @@ def server(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
     finally:
         sandbox.stop()
         remove_workdir(workdir)
+
+
+@pytest.fixture(scope="module")
+def server(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
+    """A sandbox for tests that reach it only through --dsn: the "existing server".
+    Module-scoped: each module starts one."""
+    with sandbox_of_its_own(cache_dir, binaries) as sandbox:
+        yield sandbox
 
 
 @pytest.fixture(scope="session")
 def results_server(cache_dir: Path, binaries: Binaries) -> Iterator[Sandbox]:
     """A sandbox PostgreSQL serving as the shared results store (issue 22), for the session;
     each test gets a database of its own on it (`pg_results`)."""
-    workdir = new_workdir()
-    sandbox = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
-    sandbox.start({}, owner_pid=None)
-    try:
+    with sandbox_of_its_own(cache_dir, binaries) as sandbox:
         yield sandbox
-    finally:
-        sandbox.stop()
-        remove_workdir(workdir)
 
 
 _results_databases = iter(range(1, 1_000_000))

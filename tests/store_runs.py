@@ -49,3 +49,22 @@ def new_comparison(name: str = "p") -> NewComparison:
         mode="sets", baseline="a", scales=(2,),
         sets=(("a", {}), ("b", {"pg": {"work_mem": "8MB"}})),
     )  # fmt: skip
+
+
+def write_runs(worker: int, count: int, conninfo: str) -> None:
+    """One pgdyno-like process: a session of `count` runs into the store at `conninfo` (run as
+    `python tests/store_runs.py WORKER COUNT DSN` by the tests and benchmarks of many writers)."""
+    from pgdyno.environment import ResultsLocation
+    from pgdyno.store.open import open_results
+
+    with open_results(ResultsLocation.of(conninfo)) as store:
+        session = store.begin_session(["writer", str(worker)], "t", {}, {})
+        for i in range(count):
+            store.add_run(session, run_at(worker * 100_000 + i))
+        store.finish_session(session, "done")
+
+
+if __name__ == "__main__":
+    import sys
+
+    write_runs(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])

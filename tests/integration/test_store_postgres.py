@@ -78,29 +78,11 @@ def test_comparisons_keep_their_sets_and_runs(pg_results: str) -> None:
     assert [o.set_name for o in outcomes] == ["a", "b", "b", "a"]
 
 
-WRITER = """
-import sys
-sys.path.insert(0, {tests!r})
-from store_runs import run_at
-from pgdyno.environment import ResultsLocation
-from pgdyno.store.open import open_results
-
-worker, count = int(sys.argv[1]), int(sys.argv[2])
-with open_results(ResultsLocation.of(sys.argv[3])) as store:
-    session = store.begin_session(["writer", str(worker)], "t", {{}}, {{}})
-    for i in range(count):
-        store.add_run(session, run_at(worker * 1000 + i))
-    store.finish_session(session, "done")
-"""
-
-
 def test_four_processes_writing_at_once_lose_nothing(pg_results: str) -> None:
     """Each process also creates the schema on its first open: the advisory lock lets only
     one migrate, the others wait and find it done."""
-    script = WRITER.format(tests=str(TESTS))
-    writers = [
-        subprocess.Popen([sys.executable, "-c", script, str(w), "15", pg_results]) for w in range(4)
-    ]
+    writer = [sys.executable, str(TESTS / "store_runs.py")]  # one session of runs, then exits
+    writers = [subprocess.Popen([*writer, str(w), "15", pg_results]) for w in range(4)]
     assert [w.wait(timeout=300) for w in writers] == [0, 0, 0, 0]
     assert rows(pg_results, "SELECT count(*), count(DISTINCT id), count(DISTINCT uid)"
                             " FROM runs") == [(60, 60, 60)]  # fmt: skip
