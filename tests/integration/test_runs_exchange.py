@@ -196,3 +196,21 @@ def test_the_commands_export_and_import_with_one_sentence_on_errors(
     assert not (tmp_path / "x").exists()
     nothing = run_cli(workdir, "runs", "import", str(tmp_path / "nope"), "--results", fresh)
     assert nothing.code == 2 and "no file" in one_clear_sentence(nothing.stderr)
+
+
+def test_a_session_exported_while_it_ran_ends_in_the_target_when_exported_again(
+    tmp_path: Path,
+) -> None:
+    source, target = tmp_path / "s.sqlite", tmp_path / "t.sqlite"
+    with ResultsStore(source) as store, ResultsStore(target) as into:
+        session = store.begin_session(["pgdyno", "bench"], "t", {}, {})
+        store.add_run(session, run_at(1))
+        export_runs(store.db, tmp_path / "early.pgdyno", selected_run_ids(store.db))
+        store.add_run(session, run_at(2))
+        store.finish_session(session, "done")
+        export_runs(store.db, tmp_path / "late.pgdyno", selected_run_ids(store.db))
+        assert import_runs(into.db, tmp_path / "early.pgdyno").runs == 1
+        late = import_runs(into.db, tmp_path / "late.pgdyno")
+        statuses = into.db.query("SELECT status, finished_at FROM sessions")
+    assert (late.runs, late.sessions, late.already) == (1, 0, 1)
+    assert len(statuses) == 1 and statuses[0]["status"] == "done" and statuses[0]["finished_at"]

@@ -77,6 +77,16 @@ def _known(db: Database, table: str, uids: Iterable[str]) -> dict[str, int]:
     return found
 
 
+def _catch_up(db: Database, table: str, row_id: int, source: Row) -> None:
+    """A session or comparison copied while it ran, copied again once it ended: its status
+    and end follow (the runs it made since are new runs and are copied as such)."""
+    if source["status"] != "running":
+        db.execute(
+            f"UPDATE {table} SET status = ?, finished_at = ? WHERE id = ? AND status = 'running'",
+            (source["status"], source["finished_at"], row_id),
+        )
+
+
 def selected_run_ids(db: Database, *, session_id: int | None = None,
                      comparison_id: int | None = None) -> list[int]:  # fmt: skip
     """Every run's id, or those of one session or comparison, in the order they ran."""
@@ -118,6 +128,7 @@ class _Copy:
         for row in rows:
             if row["uid"] in known:
                 self.session_ids[row["id"]] = known[row["uid"]]
+                _catch_up(self.target, "sessions", known[row["uid"]], row)
             else:
                 self.session_ids[row["id"]] = _insert(self.target, "sessions", row)
                 self.added["sessions"] += 1
@@ -129,6 +140,7 @@ class _Copy:
         for row in rows:
             if row["uid"] in known:
                 self.comparison_ids[row["id"]] = known[row["uid"]]
+                _catch_up(self.target, "comparisons", known[row["uid"]], row)
                 continue
             new_id = _insert(self.target, "comparisons", row)
             self.comparison_ids[row["id"]] = new_id
