@@ -27,10 +27,10 @@ from pgdyno.host.facts import (
     parse_meminfo,
     usable_cpus,
     usable_memory,
+    virtualization,
 )
 from pgdyno.host.parsers import (
     detect_container,
-    hypervisor_from_dmi,
     parse_cpu_flags,
     parse_cpu_list,
     parse_swaps,
@@ -257,16 +257,12 @@ def _cpu_count(r: _Reader) -> int | None:
 
 
 def _virtualization(r: _Reader, cpuinfo: str | None) -> str | None:
-    vendor = r.optional("/sys/class/dmi/id/sys_vendor")
-    product = r.optional("/sys/class/dmi/id/product_name")
-    if vendor is not None:
-        found = hypervisor_from_dmi(vendor, product or "")
-        if found:
-            return found
-    flags = parse_cpu_flags(cpuinfo) if cpuinfo is not None else None
-    if flags is not None:
-        return "unknown-hypervisor" if "hypervisor" in flags else None
-    if vendor is None:
+    """The run records' rule (host/facts.py), noting when nothing could tell."""
+    found = virtualization(r.sys_root, cpuinfo or "")
+    if found:
+        return found
+    no_flags = cpuinfo is None or parse_cpu_flags(cpuinfo) is None
+    if no_flags and r.optional("/sys/class/dmi/id/sys_vendor") is None:
         r.miss("virtualization", "no DMI vendor in /sys/class/dmi/id and no CPU flags in "
                "/proc/cpuinfo: a virtual machine cannot be told from bare metal")  # fmt: skip
     return None
