@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from conftest import new_workdir, remove_workdir
@@ -45,10 +46,23 @@ def as_db_b(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_two_hosts_share_one_postgresql_store_and_are_compared(
     run_cli, shared_workdir: Path, second_workdir: Path, pg_results: str, tmp_path: Path
 ) -> None:
-    here = run_cli(shared_workdir, *BENCH, "--pg-version", "18", "--results", pg_results)
+    # The writing commands get the store with a password (the sandbox does not ask for one):
+    # it must reach neither the output nor anything stored, the sessions' commands included.
+    secret = "Sesame-e2e-41"
+    with_password = f"{pg_results} password={secret}"
+    here = run_cli(shared_workdir, *BENCH, "--pg-version", "18", "--results", with_password)
     assert here.code == 0, here.stderr
-    there = as_db_b(second_workdir, *BENCH, "--pg-version", "16", "--results", pg_results)
+    there = as_db_b(second_workdir, *BENCH, "--pg-version", "16", "--results", with_password)
     assert there.returncode == 0, there.stderr
+    printed = here.stdout + here.stderr + there.stdout + there.stderr
+    assert secret not in printed
+    with psycopg.connect(pg_results) as conn:
+        stored = conn.execute(
+            "SELECT s::text FROM sessions s UNION ALL SELECT r::text FROM runs r"
+        ).fetchall()
+        commands = [c for (c,) in conn.execute("SELECT command FROM sessions").fetchall()]
+    assert len(stored) == 4 and not any(secret in row for (row,) in stored)
+    assert all("password=********" in c for c in commands), commands
 
     listed = run_cli(shared_workdir, "runs", "list", "--json", "--results", pg_results)
     runs = json.loads(listed.stdout)
