@@ -133,3 +133,13 @@ class UndefinedObject(QueryRefused):
 class ServerTrouble(QueryRefused):
     """The server could not run a statement because of its own state (out of disk or memory,
     cancelled, a lock or a conflict), which says nothing about the statement itself."""
+
+
+class RemoteUnavailable(PgdynoError):
+    """A remote host could not be reached, refused pgdyno's keys or its host key is unknown."""
+
+    exit_status = ExitStatus.UNAVAILABLE
+
+
+class RemoteFailed(PgdynoError):
+    """A remote host was reached but something run there failed (the agent, a command)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -17,15 +18,22 @@ from pgdyno.cli.common import (
     out,
     pick_binaries,
     print_json,
+    ssh_option,
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.errors import ConnectionFailed, PgbenchFailed, PgdynoError, UsageError
 from pgdyno.experiment.bench import BenchOutcome, run_bench
-from pgdyno.experiment.context import RunContext
+from pgdyno.experiment.context import RemoteTarget, RunContext
 from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads, with_adaptive
 from pgdyno.experiment.rounds import DEFAULT_PRECISION_PCT
-from pgdyno.experiment.target import Target, bench_target, check_target_settings
+from pgdyno.experiment.target import (
+    Target,
+    bench_target,
+    check_target_settings,
+    remote_server_target,
+    server_address,
+)
 from pgdyno.host.facts import read_host
 from pgdyno.pgbench.command import PROTOCOLS, parse_int_list, with_tpcc_options
 from pgdyno.postgres.conf import parse_assignments
@@ -38,6 +46,7 @@ from pgdyno.postgres.footprint import (
     server_objects,
 )
 from pgdyno.records.tpcc import TpccOptions
+from pgdyno.remote.host import DRIVERS, remote_host
 from pgdyno.render.terminal import results_table
 from pgdyno.render.verdict_tables import rounds_summary
 from pgdyno.store.encode import to_json
@@ -198,6 +207,21 @@ from pgdyno.textsafe import scrub_argv
     is_flag=True,
     help="Keep pgbench's output and transaction logs (deleted once processed).",
 )
+@ssh_option
+@click.option(
+    "--driver",
+    type=click.Choice(DRIVERS),
+    default="auto",
+    show_default=True,
+    help="With --ssh, where pgbench runs: beside the server on the remote host, or here "
+    "through the SSH tunnel; auto takes the remote one when the host has pgbench.",
+)
+@click.option(
+    "--remote-pgbench",
+    metavar="PATH",
+    help="With --ssh, the pgbench to run on the remote host (default: found on its PATH or in "
+    "/usr/lib/postgresql/*/bin, the server's major version first).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @binaries_options
 @workdir_options
@@ -228,6 +252,9 @@ def bench(
     dsn: str | None,
     assignments: tuple[str, ...],
     keep_files: bool,
+    ssh: str | None,
+    driver: str,
+    remote_pgbench: str | None,
     as_json: bool,
     pg_bin: Path | None,
     pg_version: int | None,
@@ -246,6 +273,7 @@ def bench(
       pgdyno bench -f my.sql@3 -w select-only@1 -T 30
       pgdyno bench -w tpcc -s 2 -c 2 -T 20
       pgdyno bench --dsn "host=db1 user=bench dbname=postgres" -c 8 -T 120
+      pgdyno bench --ssh bench@db1 --dsn "host=/var/run/postgresql dbname=postgres" -c 8
     """
     env = environment(ctx)
     settings = parse_assignments(assignments)
@@ -274,14 +302,25 @@ def bench(
         spec = with_adaptive(spec, precision, budget)
         if spec.adaptive is None:
             spec = spec.model_copy(update={"precision_pct": DEFAULT_PRECISION_PCT})
-    host = read_host(env.proc_root, env.sys_root)
+    check_remote_options(ssh, dsn, driver, remote_pgbench)
     binaries = pick_binaries(env, pg_bin, pg_version)
     log = err(env).print
     with ExitStack() as stack:
-        target = stack.enter_context(bench_target(env, dsn, binaries, settings, log))
+        remote = None
+        if ssh is not None and dsn is not None:
+            host_there = stack.enter_context(remote_host(ssh, env.runs_dir, log))
+            remote = RemoteTarget(host_there, server_address(dsn).dsn, driver, remote_pgbench)
+            target = remote_server_target(host_there, dsn, binaries)
+            host = read_host(host_there.proc_root, host_there.sys_root)
+        else:
+            target = stack.enter_context(bench_target(env, dsn, binaries, settings, log))
+            host = read_host(env.proc_root, env.sys_root)
         store = stack.enter_context(open_results(env.results))
         progress = stack.enter_context(MatrixProgress(err(env)))
         run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
+        if remote is not None:
+            run_ctx = replace(run_ctx, proc_root=remote.host.proc_root,
+                              sys_root=remote.host.sys_root, remote=remote)  # fmt: skip
         before = objects_on(target, log)
         outcome = run_bench(spec, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv]))
         left = left_by(outcome, target, before, log)
@@ -310,6 +349,18 @@ def bench(
         raise PgbenchFailed(
             f"{len(failed)} of {len(outcome.records)} runs failed (runs {', '.join(failed)}); "
             "see `pgdyno runs show ID` for pgbench's error output."
+        )
+
+
+def check_remote_options(
+    ssh: str | None, dsn: str | None, driver: str, remote_pgbench: str | None
+) -> None:
+    if ssh is None and (driver != "auto" or remote_pgbench is not None):
+        raise UsageError("--driver and --remote-pgbench go with --ssh (a server on another host).")
+    if ssh is not None and dsn is None:
+        raise UsageError(
+            "--ssh needs --dsn: the server's connection string as the remote host sees it, e.g. "
+            "--dsn 'host=/var/run/postgresql dbname=postgres'."
         )
 
 

@@ -48,6 +48,16 @@ def workdir_options[F: Callable[..., Any]](func: F) -> F:
     return click.option("--traceback", is_flag=True, hidden=True)(func)
 
 
+def ssh_option[F: Callable[..., Any]](func: F) -> F:
+    return click.option(
+        "--ssh",
+        metavar="[USER@]HOST",
+        help="The server's host is another machine, reached over SSH (keys, agent, "
+        "~/.ssh/config aliases and known_hosts as ssh uses them); --dsn then names the server "
+        "as that host sees it.",
+    )(func)
+
+
 def binaries_options[F: Callable[..., Any]](func: F) -> F:
     func = click.option(
         "--pg-version",

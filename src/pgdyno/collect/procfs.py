@@ -247,6 +247,13 @@ def _meminfo(text: str, path: Path) -> dict[str, int]:
         raise ParseError(f"{path} holds a value that is not a number.") from None
 
 
+def wanted_device(device: str, devices: Collection[str] | None) -> bool:
+    """Whether a snapshot keeps this device: a named one, or (None) any but ram* and loop*."""
+    if devices is None:
+        return not device.startswith(IGNORED_DEVICE_PREFIXES)
+    return device in devices
+
+
 class ProcReader:
     """Snapshots of the counters under `proc_root`, for a sampler that takes one a second.
 
@@ -271,9 +278,7 @@ class ProcReader:
         self._buffer = bytearray(64 * 1024)
 
     def _wanted(self, device: str) -> bool:
-        if self.devices is None:
-            return not device.startswith(IGNORED_DEVICE_PREFIXES)
-        return device in self.devices
+        return wanted_device(device, self.devices)
 
     def read(self, name: str) -> str | None:
         """The text of the file `name` under the root now; None when absent or unreadable."""
@@ -291,25 +296,34 @@ class ProcReader:
         return self._buffer[:size].decode(errors="replace")
 
     def snapshot(self) -> ProcSnapshot:
-        at = self.clock()
-        stat = self.read("stat")
-        if stat is None:
-            raise ParseError(
-                f"{self.proc_root / 'stat'} cannot be read; the OS sampler needs Linux /proc."
-            )
-        pressure: dict[str, Pressure] = {}
-        for kind in _PRESSURE:
-            text = self.read(f"pressure/{kind}")
-            if text:
-                pressure[kind] = parse_pressure(text)
-        return ProcSnapshot(
-            at=at,
-            stat=parse_stat(stat),
-            disks=parse_diskstats(self.read("diskstats") or "", self._wanted),
-            meminfo=_meminfo(self.read("meminfo") or "", self.proc_root / "meminfo"),
-            vmstat=parse_vmstat(self.read("vmstat") or "", _VMSTAT_FIELDS),
-            pressure=pressure,
-        )
+        return snapshot_of(self.read, self.clock(), self._wanted, self.proc_root)
+
+
+# The files a snapshot reads, relative to the /proc root (a remote agent reads them too).
+SNAPSHOT_FILES = ("stat", "diskstats", "meminfo", "vmstat", *(f"pressure/{k}" for k in _PRESSURE))
+
+
+def snapshot_of(
+    read: Callable[[str], str | None], at: float, wanted: Callable[[str], bool], shown: Path
+) -> ProcSnapshot:
+    """A snapshot from the texts `read` gives for SNAPSHOT_FILES (None: absent), taken at `at`
+    (seconds of a monotonic clock); `shown` names the /proc root in messages."""
+    stat = read("stat")
+    if stat is None:
+        raise ParseError(f"{shown / 'stat'} cannot be read; the OS sampler needs Linux /proc.")
+    pressure: dict[str, Pressure] = {}
+    for kind in _PRESSURE:
+        text = read(f"pressure/{kind}")
+        if text:
+            pressure[kind] = parse_pressure(text)
+    return ProcSnapshot(
+        at=at,
+        stat=parse_stat(stat),
+        disks=parse_diskstats(read("diskstats") or "", wanted),
+        meminfo=_meminfo(read("meminfo") or "", shown / "meminfo"),
+        vmstat=parse_vmstat(read("vmstat") or "", _VMSTAT_FIELDS),
+        pressure=pressure,
+    )
 
 
 def read_snapshot(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.procfs import ProcReader, ProcSnapshot, os_sample
@@ -25,6 +26,15 @@ from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 from pgdyno.records import Event, Sample
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class OsSource(Protocol):
+    """Where the OS counters come from: this host's /proc (ProcReader) or a remote host's
+    (remote/os_source.py). `snapshot` may give None for a tick it has no new counters for."""
+
+    def snapshot(self) -> ProcSnapshot | None: ...
+
+    def read(self, name: str) -> str | None: ...
 
 
 def cpu_ticks(stat: str) -> int | None:
@@ -78,14 +88,19 @@ class TimelineSampler:
         devices: Sequence[str] | None = None,
         pg: PgStatsSampler | None = None,
         server_log: LogTail | None = None,
-        interval_s: float = 1.0,
+        os_source: OsSource | None = None,
+        client_source: OsSource | None = None,
     ) -> None:
+        """`os_source` defaults to a ProcReader of `proc_root`; `client_source`, where the load
+        generator's /proc/<pid>/stat is read, to `os_source` (the host pgbench runs on)."""
         self.log = log
+        self.os_source = os_source
+        self.client_source = client_source
         self.proc_root = proc_root
         self.devices = devices
         self.pg = pg
         self.server_log = server_log
-        self.interval_s = interval_s
+        self.interval_s = 1.0
         self.timeline = Timeline()
         self._pid: int | None = None
         self._stop = threading.Event()
@@ -141,7 +156,8 @@ class TimelineSampler:
     def _run(self) -> None:
         """The thread: whatever escapes the per-source guards is recorded, never silent."""
         try:
-            self._loop(ProcReader(self.proc_root, self.devices))
+            proc = self.os_source or ProcReader(self.proc_root, self.devices)
+            self._loop(proc, self.client_source or proc)
         except Exception as exc:
             self._died = (
                 f"the timeline sampler died {self._elapsed()} ({type(exc).__name__}: {exc}); "
@@ -149,7 +165,7 @@ class TimelineSampler:
             )
             self.log(self._died)
 
-    def _loop(self, proc: ProcReader) -> None:
+    def _loop(self, proc: OsSource, client: OsSource) -> None:
         # Lower this thread's priority (Linux sets nice per thread): when the CPUs are busy,
         # pgbench and the server go first and the samples are a few milliseconds late.
         with contextlib.suppress(OSError):
@@ -167,7 +183,7 @@ class TimelineSampler:
             cur_os = self._guard("OS", proc.snapshot)
             cur_pg = self._guard("PostgreSQL", self.pg.snapshot) if self.pg else None
             pid = self._pid
-            stat = proc.read(f"{pid}/stat") if pid else None
+            stat = client.read(f"{pid}/stat") if pid else None
             ticks = cpu_ticks(stat) if stat else None
             if prev_tick is not None:
                 self._record(prev_tick, tick, (prev_os, cur_os), (prev_pg, cur_pg))

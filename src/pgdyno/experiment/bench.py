@@ -32,7 +32,7 @@ from pgdyno.experiment.tpcc_run import TpccMeter
 from pgdyno.host.facts import HostFacts, free_disk_bytes
 from pgdyno.host.layout import device_names, locate_devices
 from pgdyno.pgbench import execute
-from pgdyno.pgbench.command import RunOptions, Workload, run_argv
+from pgdyno.pgbench.command import RunOptions, Workload
 from pgdyno.pgbench.dataset import (
     Dataset,
     Generator,
@@ -42,6 +42,7 @@ from pgdyno.pgbench.dataset import (
     prewarm,
     reset_bench_db,
 )
+from pgdyno.pgbench.driver import Driver, LocalDriver
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
 from pgdyno.postgres.client import Client, ServerInfo, connect, with_dbname
 from pgdyno.postgres.footprint import BENCH_DB
@@ -120,17 +121,21 @@ def connected(
     child_env = target.child_env(ctx.env)
     log = ctx.log
     pgbench = target.binaries.tool("pgbench")
-    pgbench_version = execute.version(pgbench)
     with ExitStack() as stack:
         client = stack.enter_context(connect(target.dsn, target.password))
         info = client.server_info()
+        driver, pgbench_version = _driver(ctx, pgbench, info)
         if not (info.can_create_db or info.is_superuser):
             raise DatasetError(
                 "the role in --dsn may not create databases, which pgdyno needs for its dataset "
                 "copies: grant it CREATEDB or benchmark the sandbox."
             )
         data_path = target.data_path
-        if data_path is None and info.data_directory and Path(info.data_directory).is_dir():
+        if (
+            data_path is None
+            and info.data_directory
+            and (ctx.remote is not None or Path(info.data_directory).is_dir())
+        ):  # a remote server's directory is looked up in the host's copy of /proc and /sys
             data_path = Path(info.data_directory)
         devices = locate_devices(data_path, ctx.proc_root, ctx.sys_root)
         if not devices.on_host:
@@ -151,8 +156,12 @@ def connected(
             server_log=target.server_log,
             cpus=host.cpu_count,
             keep_logs=ctx.keep_files,
-            server_pid=server_pid(stats_client, target.dsn, ctx.proc_root),
+            server_pid=None if ctx.remote else server_pid(stats_client, target.dsn, ctx.proc_root),
+            remote=ctx.remote.host if ctx.remote else None,
         )
+        if ctx.remote is not None:
+            log(f"interference not measured: the process table of {ctx.remote.host.name} is "
+                "not read")  # fmt: skip
         base = RunRecord(
             cell=RunCell(0, 0, "", 0, 0, 0), status="ok", started_at="", finished_at="",
             duration_s=spec.duration_s, protocol=spec.protocol, rate=spec.rate,
@@ -171,12 +180,24 @@ def connected(
             ctx.sys_root,
         )  # fmt: skip
         runner = _CellRunner(spec, target, client, collect, ctx, expected_tps, where)
+        runner.driver = driver
         if spec.dataset == "tpcc":  # its scripts are rendered for this run of pgdyno
             ctx.run_root.mkdir(parents=True, exist_ok=True)
             scripts = Path(tempfile.mkdtemp(prefix="tpcc-scripts-", dir=ctx.run_root))
             stack.callback(shutil.rmtree, scripts, ignore_errors=True)
             runner.workloads = {w.name: w.with_scripts(scripts) for w in spec.workloads}
         yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)
+
+
+def _driver(ctx: RunContext, pgbench: Path, info: ServerInfo) -> tuple[Driver, str]:
+    """Where pgbench runs (here, or beside a remote server) and its version."""
+    remote = ctx.remote
+    if remote is not None:
+        found = remote.host.driver(remote.dsn, info.version_num // 10000, remote.driver,
+                                   remote.pgbench, ctx.log)  # fmt: skip
+        if found is not None:
+            return found, found.version
+    return LocalDriver(pgbench), execute.version(pgbench)
 
 
 def run_cells(
@@ -300,7 +321,7 @@ class _CellRunner:
         self.where = where
         self.client = client
         self.collect = collect
-        self.pgbench = target.binaries.tool("pgbench")
+        self.driver: Driver = LocalDriver(target.binaries.tool("pgbench"))
         self.env = target.child_env(ctx.env)
         self.progress: ProgressReporter = ctx.progress
         self.log = ctx.log
@@ -323,9 +344,9 @@ class _CellRunner:
 
     def _unmeasured(self, opts: RunOptions, cell: RunCell, seconds: int, run_dir: Path) -> float:
         """Run pgbench without any log for `seconds` (a warm-up or a probe); its TPS."""
-        done = execute.execute(
-            run_argv(self.pgbench, self.bench_dsn, replace(opts, duration_s=seconds), None,
-                     scale=cell.scale),
+        done = self.driver.execute(
+            self.driver.argv(self.bench_dsn, replace(opts, duration_s=seconds), None,
+                             scale=cell.scale),
             run_dir=run_dir, duration_s=seconds, env=self.env,
             on_tick=lambda t: self.progress.tick(cell, t),
         )  # fmt: skip
@@ -380,14 +401,14 @@ class _CellRunner:
             record = replace(
                 record,
                 pgbench_argv=tuple(
-                    run_argv(self.pgbench, self.bench_dsn, opts, run_dir / "tx",
-                             sampling_rate=rate, scale=cell.scale)
+                    self.driver.argv(self.bench_dsn, opts, run_dir / "tx",
+                                     sampling_rate=rate, scale=cell.scale)
                 ),
             )  # fmt: skip
             self.progress.phase("running")
             trim_s = self.spec.trim_s
             request = MeasureRequest(
-                self.pgbench, self.bench_dsn, opts, cell.scale, rate,
+                self.driver, self.bench_dsn, opts, cell.scale, rate,
                 default_trim(self.spec.duration_s, self.spec.warmup_s) if trim_s is None
                 else trim_s,
                 run_dir, self.env,

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from pgdyno.environment import Environment
 from pgdyno.records import RunCell, RunRecord
+from pgdyno.remote.host import RemoteHost
 from pgdyno.store.encode import now_iso
 from pgdyno.store.interface import ResultsBackend
 
@@ -25,6 +26,17 @@ class ProgressReporter(Protocol):
     def tick(self, cell: RunCell, elapsed_s: float) -> None: ...
     def finished(self, cell: RunCell, record: RunRecord, run_id: int) -> None: ...
     def skipped(self, count: int) -> None: ...  # runs an earlier command finished
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """A server benchmarked over SSH: the host (its copy of /proc and /sys is the context's
+    roots), the server as that host reaches it, and where pgbench should run."""
+
+    host: RemoteHost
+    dsn: str  # as the remote host connects (no password)
+    driver: str  # auto, remote or local (remote/host.py DRIVERS)
+    pgbench: str | None = None  # its path there, when the user names it
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,7 @@ class RunContext:
     progress: ProgressReporter
     keep_files: bool
     clock: Callable[[], str]  # an ISO 8601 timestamp: a run's started_at and finished_at
+    remote: RemoteTarget | None = None  # the target is on another host, reached over SSH
 
     @classmethod
     def of(

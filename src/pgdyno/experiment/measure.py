@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pgdyno.collect.interference import ProcessTable, flagged_interference, read_processes
 from pgdyno.collect.pgstats import PgStatsSampler
+from pgdyno.collect.procfs import ProcReader
 from pgdyno.collect.sampler import TimelineSampler
 from pgdyno.collect.timeline import (
     latency_source,
@@ -18,8 +19,8 @@ from pgdyno.collect.timeline import (
     second_rows,
 )
 from pgdyno.errors import ParseError
-from pgdyno.pgbench import execute
-from pgdyno.pgbench.command import RunOptions, run_argv
+from pgdyno.pgbench.command import RunOptions
+from pgdyno.pgbench.driver import Driver
 from pgdyno.pgbench.output import Summary
 from pgdyno.pgbench.progress import parse_progress
 from pgdyno.pgbench.txlog import summarize
@@ -30,6 +31,7 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.scripts import ScriptLatency
 from pgdyno.records.tpcc import TpccResult
+from pgdyno.remote.host import RemoteHost
 from pgdyno.stats.steady import assess, client_capacity_pct
 
 
@@ -48,6 +50,9 @@ class Collect:
     # The server's postmaster when it runs on this host: its processes are part of the
     # experiment, not interference (collect/interference.py). None: unknown or remote.
     server_pid: int | None = None
+    # The host's OS counters come from over SSH (its process table is not read: no
+    # interference check); None: this host's.
+    remote: RemoteHost | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class MeasureRequest:
     """One measured pgbench run to make: what to run, where its files go, how its latency log
     is sampled and how much of its start is trimmed before judging its health."""
 
-    pgbench: Path
+    driver: Driver  # where pgbench runs
     dsn: str
     opts: RunOptions
     scale: int
@@ -82,6 +87,7 @@ class Measured:
     tpcc: TpccResult | None = None  # the TPC-C-like workload's figures (experiment/tpcc_run.py)
 
 
+LIVE_PROC = Path("/proc")  # pgbench's own CPU, when it runs on this host and the OS is remote
 PROCESS_TABLE_WAIT_S = 5.0  # a read of /proc that takes longer has hung (a broken procfs)
 
 
@@ -129,35 +135,46 @@ def measure(
     log: Callable[[str], None],
 ) -> Measured:
     opts, run_dir, sampling_rate = request.opts, request.run_dir, request.sampling_rate
-    argv = run_argv(
-        request.pgbench, request.dsn, opts, run_dir / "tx",
-        sampling_rate=sampling_rate, scale=request.scale,
-    )  # fmt: skip
+    driver = request.driver
+    argv = driver.argv(request.dsn, opts, run_dir / "tx", sampling_rate=sampling_rate,
+                       scale=request.scale)  # fmt: skip
     pg = None
     if collect.stats_client is not None:
         pg = PgStatsSampler(collect.stats_client, collect.version_num, collect.bench_db, log)
+    remote = collect.remote.proc(collect.devices) if collect.remote else None
     sampler = TimelineSampler(
         log=log,
         proc_root=collect.proc_root,
         devices=collect.devices,
         pg=pg,
         server_log=LogTail(collect.server_log) if collect.server_log else None,
+        os_source=remote,
+        # pgbench's CPU is read on the host it runs on: here, or beside a remote server
+        client_source=ProcReader(LIVE_PROC) if remote and driver.host == "local" else None,
     )
-    processes_before = _processes(collect, log)
+    processes_before = _processes(collect, log) if remote is None else None
+    if remote is not None:
+        remote.start()
     sampler.start()
     try:
-        result = execute.execute(
+        result = driver.execute(
             argv, run_dir=run_dir, duration_s=opts.duration_s, env=request.env, on_tick=on_tick,
             on_spawn=sampler.watch_pid,
         )  # fmt: skip
     finally:
         timeline = sampler.stop()
-    interference = _interference(processes_before, _processes(collect, log), collect)
+        if remote is not None:
+            remote.stop()
+    after = _processes(collect, log) if remote is None else None
+    interference = _interference(processes_before, after, collect)
     logs = sorted(run_dir.glob("tx.*"))
     per_second, total = summarize(
         logs, sampling_rate, with_lag=opts.rate is not None, with_retries=opts.max_tries != 1,
         scripts=len(opts.workload.scripts),
     )  # fmt: skip
+    if driver.log_clock_shift_s:  # a remote pgbench stamps its log with the remote clock
+        shift = driver.log_clock_shift_s
+        per_second = [replace(r, t=None if r.t is None else r.t + shift) for r in per_second]
     if not collect.keep_logs:
         for path in logs:
             path.unlink(missing_ok=True)

@@ -19,6 +19,7 @@ from pgdyno.postgres.cluster import Sandbox, cluster_name, recover, taken_ports
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import describe_settings
+from pgdyno.remote.host import RemoteHost
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,14 @@ def server_target(dsn: str, binaries: Binaries) -> Target:
     """An existing server; its password (if any) is split off and kept out of records."""
     address = server_address(dsn)
     return Target(address.label, address.dsn, address.password, binaries, None)
+
+
+def remote_server_target(remote: RemoteHost, dsn: str, binaries: Binaries) -> Target:
+    """The server `dsn` names as the remote host sees it, reached here through a port
+    forwarded over the SSH connection; its password (if any) is split off as for any server."""
+    address = server_address(dsn)
+    return Target(f"{remote.name} {address.label}", remote.tunnel(address.dsn),
+                  address.password, binaries, None)  # fmt: skip
 
 
 def check_target_settings(dsn: str | None, settings: Mapping[str, str]) -> None:

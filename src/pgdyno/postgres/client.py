@@ -85,6 +85,40 @@ def with_dbname(dsn: str, dbname: str) -> str:
     return _join({**pg_conninfo.conninfo_to_dict(dsn), "dbname": dbname})
 
 
+def endpoint(dsn: str) -> tuple[str, int]:
+    """(host, port) of a connection string: an address, or for a Unix socket the socket file.
+
+    >>> endpoint("host=/run/postgresql port=5433 dbname=x"), endpoint("host=db1")
+    (('/run/postgresql/.s.PGSQL.5433', 5433), ('db1', 5432))
+    """
+    params = pg_conninfo.conninfo_to_dict(dsn)
+    host, port = str(params.get("hostaddr") or params.get("host") or ""), params.get("port")
+    try:
+        number = int(str(port or 5432))
+    except ValueError:
+        raise UsageError(f"the port in {describe(dsn)!r} is not a number.") from None
+    if not host or "," in host:
+        raise UsageError(
+            "a server reached over SSH needs one host= in its connection string (its socket "
+            "directory or address as the remote host sees it)."
+        )
+    return (f"{host}/.s.PGSQL.{number}" if host.startswith("/") else host), number
+
+
+def with_endpoint(dsn: str, host: str, port: int) -> str:
+    """
+    >>> with_endpoint("host=/run/pg port=5 dbname=b user=u", "127.0.0.1", 40001)
+    'host=127.0.0.1 port=40001 user=u dbname=b'
+    """
+    params = {k: v for k, v in pg_conninfo.conninfo_to_dict(dsn).items() if k != "hostaddr"}
+    return _join({**params, "host": host, "port": str(port)})
+
+
+def dbname_of(dsn: str) -> str | None:
+    value = pg_conninfo.conninfo_to_dict(dsn).get("dbname")
+    return None if value is None else str(value)
+
+
 def describe(dsn: str) -> str:
     """Where a connection string points, for messages (never includes a password).
 
