@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -15,14 +16,17 @@ from pgdyno.cli.common import (
     out,
     pick_binaries,
     print_json,
+    ssh_option,
     workdir_options,
 )
 from pgdyno.doctor.evaluate import audit
-from pgdyno.doctor.gather import take_snapshot
+from pgdyno.doctor.gather import ServerHost, take_snapshot
 from pgdyno.doctor.rules import SEVERITIES, load_rules
 from pgdyno.doctor.snapshot import load_snapshot, save_snapshot
+from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import locked_sandbox, server_address
+from pgdyno.remote.host import remote_host
 from pgdyno.render.doctor import as_data, render
 
 
@@ -58,6 +62,7 @@ from pgdyno.render.doctor import as_data, render
     show_default=True,
     help="Exit with status 1 when a finding at or above this severity is found.",
 )
+@ssh_option
 @json_option
 @binaries_options
 @workdir_options
@@ -72,6 +77,7 @@ def doctor(
     snapshot_path: Path | None,
     from_path: Path | None,
     fail_on: str,
+    ssh: str | None,
     as_json: bool,
     pg_bin: Path | None,
     pg_version: int | None,
@@ -90,10 +96,14 @@ def doctor(
       pgdyno doctor --dsn "host=/var/run/postgresql dbname=postgres"
       pgdyno doctor --sandbox --snapshot host.json
       pgdyno doctor --from customer.json --fail-on critical
+      pgdyno doctor --ssh db1 --dsn "host=/var/run/postgresql dbname=postgres"
     """
     env = environment(ctx)
     if sum([dsn is not None, sandbox, from_path is not None]) > 1:
         raise UsageError("give at most one of --dsn, --sandbox and --from.")
+    if ssh is not None and (sandbox or from_path is not None):
+        raise UsageError("--ssh audits another host and its server (--dsn as that host sees "
+                         "it); it cannot be used with --sandbox or --from.")  # fmt: skip
     if from_path is not None and snapshot_path is not None:
         raise UsageError("--snapshot saves what this machine shows; it cannot be used with --from.")
     rules = load_rules()
@@ -101,19 +111,16 @@ def doctor(
         snapshot = load_snapshot(from_path)
     else:
         with ExitStack() as stack:
-            password = None
             if sandbox:
                 binaries = pick_binaries(env, pg_bin, pg_version)
-                target = stack.enter_context(locked_sandbox(env, binaries, {}, err(env).print))
-                dsn, label = target.dsn, target.label
-            elif dsn is not None:
-                address = server_address(dsn)
-                dsn, password, label = address.dsn, address.password, address.label
+                box = stack.enter_context(locked_sandbox(env, binaries, {}, err(env).print))
+                audited = Audited(box.label, box.dsn)
             else:
-                label = "this host"
+                audited = _audited(stack, env, ssh, dsn)
             snapshot = take_snapshot(
-                env, target=label, dsn=dsn, password=password, data_dir=data_dir, wal_dir=wal_dir
-            )
+                env, target=audited.label, dsn=audited.dsn, password=audited.password,
+                data_dir=data_dir, wal_dir=wal_dir, server_host=audited.server_host,
+            )  # fmt: skip
         if snapshot_path is not None:
             save_snapshot(snapshot_path, snapshot)
             err(env).print(f"snapshot saved to {snapshot_path}")
@@ -126,3 +133,26 @@ def doctor(
             console.print(item)
     if fail_on != "never" and result.at_least(fail_on):
         ctx.exit(1)
+
+
+@dataclass(frozen=True)
+class Audited:
+    label: str  # for the report's headline: never a password
+    dsn: str | None = None  # the server, reached from here
+    password: str | None = None
+    server_host: ServerHost | None = None  # the server's host when it is another machine
+
+
+def _audited(stack: ExitStack, env: Environment, ssh: str | None, dsn: str | None) -> Audited:
+    """What `doctor` audits besides the rules: this host or one over SSH, and the server."""
+    address = None if dsn is None else server_address(dsn)
+    if ssh is None:
+        if address is None:
+            return Audited("this host")
+        return Audited(address.label, address.dsn, address.password)
+    remote = stack.enter_context(remote_host(ssh, env.runs_dir, err(env).print))
+    there = ServerHost(remote.proc_root, remote.sys_root, remote.realpath)
+    if address is None:
+        return Audited(remote.name, server_host=there)
+    return Audited(f"{remote.name} {address.label}", remote.tunnel(address.dsn),
+                   address.password, there)  # fmt: skip

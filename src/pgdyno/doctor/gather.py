@@ -6,6 +6,8 @@ about a server elsewhere. Everything that cannot be read is named in `unread`, n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,16 @@ from pgdyno.postgres.client import connect
 from pgdyno.postgres.inventory import read_server
 
 
+@dataclass(frozen=True)
+class ServerHost:
+    """The server's host when it is another machine: a copy of its /proc and /sys (see
+    remote/host_tree.py), and how a path is resolved there."""
+
+    proc_root: Path
+    sys_root: Path
+    realpath: Callable[[Path], Path | None]
+
+
 def take_snapshot(
     env: Environment,
     *,
@@ -28,7 +40,13 @@ def take_snapshot(
     password: str | None = None,
     data_dir: Path | None = None,
     wal_dir: Path | None = None,
+    server_host: ServerHost | None = None,
 ) -> dict[str, Any]:
+    """The snapshot of the host (`env`'s /proc and /sys roots, or `server_host`'s copy of
+    another host's, whose server is on it) and of the server `dsn` names."""
+    proc_root = env.proc_root if server_host is None else server_host.proc_root
+    sys_root = env.sys_root if server_host is None else server_host.sys_root
+    realpath = None if server_host is None else server_host.realpath
     unread: dict[str, str] = {}
     server: dict[str, Any] | None = None
     if dsn is not None:
@@ -39,7 +57,7 @@ def take_snapshot(
         unread["server"] = "no server was audited: give --dsn, or --sandbox for pgdyno's own."
     host: dict[str, Any] | None = None
     devices: dict[str, Any] | None = None
-    if server is not None and data_dir is not None:
+    if server is not None and (data_dir is not None or server_host is not None):
         server["local"] = True  # the user says where its data lives: it is on this host
     if server is not None and not server.get("local"):
         unread["host"] = (
@@ -47,15 +65,16 @@ def take_snapshot(
             "run pgdyno doctor on that machine to audit its host."
         )
     else:
-        host, missing = read_inventory(env.proc_root, env.sys_root)
+        host, missing = read_inventory(proc_root, sys_root)
         unread.update(missing)
         data_dir = data_dir or _data_directory(server)
-        wal_dir = wal_dir or (_wal_directory(data_dir, unread) if data_dir else None)
+        if wal_dir is None and data_dir is not None:
+            wal_dir = _wal_directory(data_dir, unread, realpath)
         if data_dir is None:
             unread["devices"] = (
                 "no data directory known: audit a server (--dsn, --sandbox) or give --data-dir."
             )
-        devices, missing = read_devices(data_dir, wal_dir, env.proc_root, env.sys_root)
+        devices, missing = read_devices(data_dir, wal_dir, proc_root, sys_root)
         unread.update(missing)
     return {
         "format": FORMAT,
@@ -77,8 +96,17 @@ def _data_directory(server: dict[str, Any] | None) -> Path | None:
     return Path(setting) if setting else None
 
 
-def _wal_directory(data_dir: Path, unread: dict[str, str]) -> Path | None:
+def _wal_directory(
+    data_dir: Path, unread: dict[str, str], realpath: Callable[[Path], Path | None] | None
+) -> Path | None:
     """pg_wal's real place, or None with the reason in `unread`."""
+    if realpath is not None:
+        found = realpath(data_dir / "pg_wal")
+        if found is None:
+            unread["devices.wal"] = (
+                f"{data_dir / 'pg_wal'} cannot be seen on the server's host: give --wal-dir."
+            )
+        return found
     try:
         return wal_directory(data_dir)
     except PermissionError:

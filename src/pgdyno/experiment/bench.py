@@ -137,7 +137,10 @@ def connected(
             and (ctx.remote is not None or Path(info.data_directory).is_dir())
         ):  # a remote server's directory is looked up in the host's copy of /proc and /sys
             data_path = Path(info.data_directory)
-        devices = locate_devices(data_path, ctx.proc_root, ctx.sys_root)
+        if ctx.remote is not None:
+            devices = ctx.remote.host.locate_devices(data_path)
+        else:
+            devices = locate_devices(data_path, ctx.proc_root, ctx.sys_root)
         if not devices.on_host:
             log(
                 "disk metrics cover every device: the server's data directory is not on this "

@@ -11,6 +11,7 @@ line on stdin with one JSON line on stdout:
         -> then, once per interval, {"tick": {"wall":, "mono":, "files": {...}}}
   {"id": 5, "op": "watch", "pid": 42}             -> its /proc/42/stat joins every tick
   {"op": "stop_sampling"}; {"op": "list", "glob": G} -> the paths matching G
+  {"op": "resolve", "paths": [...]}                -> their real paths (null: not there)
   {"id": 6, "op": "spawn", "argv": [...], "env": {...}, "stdout": F, "stderr": F}
   {"id": 7, "op": "wait", "pid": 42, "timeout": 1.0}  -> exit code, or null while it runs
   {"id": 8, "op": "kill", "pid": 42}
@@ -112,6 +113,11 @@ def stop_sampling(request: Any) -> dict[str, Any]:
     return {}
 
 
+def resolve(request: Any) -> dict[str, Any]:
+    found = [os.path.realpath(p) if os.path.exists(p) else None for p in request["paths"]]
+    return {"paths": found}
+
+
 def listing(request: Any) -> dict[str, Any]:
     return {"paths": sorted(glob.glob(request["glob"]))}
 
@@ -188,6 +194,7 @@ OPS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "sample": start_sampling,
     "stop_sampling": stop_sampling,
     "list": listing,
+    "resolve": resolve,
     "watch": watch,
     "spawn": spawn,
     "wait": wait,

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno.errors import UsageError
+from pgdyno.host.device_inventory import find_devices
 from pgdyno.postgres.client import endpoint, with_endpoint
+from pgdyno.records.devices import DeviceLayout
 from pgdyno.remote.agent_client import Agent, ClockOffset
 from pgdyno.remote.driver import RemoteDriver, find_pgbench
 from pgdyno.remote.host_tree import copy_host
@@ -40,6 +42,22 @@ class RemoteHost:
     def proc(self, devices: Sequence[str] | None) -> RemoteProc:
         """Its OS counters, once a second, for one run's timeline."""
         return RemoteProc(self.agent, self.offset, devices)
+
+    def realpath(self, path: Path) -> Path | None:
+        """`path` on the remote host with its symlinks followed; None when it cannot be seen
+        there (absent, or hidden from the SSH user)."""
+        found = self.agent.request("resolve", paths=[str(path)])["paths"][0]
+        return None if found is None else Path(found)
+
+    def locate_devices(self, data_dir: Path | None) -> DeviceLayout:
+        """The devices under a data directory of the remote host and its pg_wal (as
+        host/layout.py's locate_devices does here), read from the host's copy of /proc."""
+        real = None if data_dir is None else self.realpath(data_dir)
+        if data_dir is None or real is None:
+            return DeviceLayout()
+        devices, _unread = find_devices(real, self.realpath(data_dir / "pg_wal"),
+                                        self.proc_root, self.sys_root)  # fmt: skip
+        return devices
 
     def tunnel(self, dsn: str) -> str:
         """A connection string for this host that reaches the server `dsn` names as the remote
