@@ -26,6 +26,7 @@ from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes
 from pgdyno.postgres.sandbox_user import sandbox_user
+from sshd import SshServer
 
 IS_ROOT = os.geteuid() == 0
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
@@ -158,6 +159,16 @@ def debian_server() -> Iterator[DebianCluster]:
     restores them. Dropped at the end; skipped without root or Debian's postgresql package."""
     with debian_cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def ssh_server() -> Iterator[SshServer]:
+    """A real sshd (Debian's openssh-server) on 127.0.0.1, for the session: a remote host whose
+    sessions see the hostname "db-remote". `ssh_server.client_home(alias)` writes a HOME whose
+    ~/.ssh/config reaches it as `alias` (tests/sshd.py). Skipped, with the reason, without root,
+    sshd or unshare."""
+    with SshServer("db-remote") as server:
+        yield server
 
 
 def plain_role(box: Sandbox, name: str, *options: str) -> str:
