@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from conftest import PGDYNO, new_workdir, one_clear_sentence, remove_workdir, wait_for
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.process import pid_cmdline
 from pgdyno.remote.agent_client import Agent
 from pgdyno.remote.host import remote_host
-from tests.conftest import PGDYNO, new_workdir, one_clear_sentence, remove_workdir
-from tests.sshd import ClientHome, SshServer
+from sshd import ClientHome, SshServer
 
 ALIAS = "db-remote-alias"
 HOSTNAME = "db-remote"  # the ssh_server fixture's UTS hostname
@@ -71,9 +73,10 @@ def test_bench_over_ssh_records_the_remote_side_and_leaves_nothing_there(
     assert run["host"]["machine_id"] and run["host"]["kernel"]
     # the OS timeline came from the remote side, on this host's clock, beside the server's
     seconds = {row["t"] for row in run["seconds"]}
-    os_seconds = {t for t, _ in run["samples"]["cpu.user_pct"]}
+    os_seconds = {int(t) for t in run["samples"]["cpu.user_pct"]}
     assert len(os_seconds & seconds) >= len(seconds) - 1
-    assert "pg.xact_commit_per_s" in run["samples"] or "pg.tps" in str(run["samples"].keys())
+    assert {"disk.vda.write_kbps", "mem.dirty_mb"} & set(run["samples"])
+    assert run["samples"]["pg.xact_commit_per_s"]
     # pgbench's own CPU, read on the host it ran on
     assert run["health"]["client_cpu_pct"] is not None
     assert run["samples"]["client.cpu_pct"]
@@ -99,14 +102,17 @@ def test_the_local_driver_runs_pgbench_here_through_the_tunnel(
 def test_doctor_over_ssh_audits_the_remote_host_and_its_server(
     home: ClientHome, server: Sandbox, remote_workdir: Path
 ) -> None:
+    saved = remote_workdir / "snapshot.json"
     done = pgdyno(home, remote_workdir, "doctor", "--ssh", ALIAS, "--dsn", server.conninfo(),
-                  "--json", "--fail-on", "never")  # fmt: skip
+                  "--json", "--fail-on", "never", "--snapshot", str(saved))  # fmt: skip
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    facts = report["snapshot"] if "snapshot" in report else report
-    text = json.dumps(facts)
-    assert f'"hostname": "{HOSTNAME}"' in text
-    assert str(server.data_dir) in text  # its devices were looked up on that host
+    assert json.loads(done.stdout)["target"].startswith(f"{ALIAS} server ")
+    snapshot = json.loads(saved.read_text())
+    assert snapshot["host"]["hostname"] == HOSTNAME
+    assert snapshot["server"]["settings"]["data_directory"]["setting"] == str(server.data_dir)
+    # its devices were looked up on that host (the copy of its mountinfo and sysfs)
+    assert snapshot["devices"]["data"]["path"] == str(server.data_dir)
+    assert snapshot["devices"]["data"]["fstype"]
 
 
 def test_an_unknown_host_key_is_refused_in_one_sentence(
@@ -124,7 +130,11 @@ def test_a_configuration_without_host_key_checking_is_refused(
     ssh_server: SshServer, remote_workdir: Path
 ) -> None:
     careless = ssh_server.client_home("careless")
-    careless.config.write_text(careless.config.read_text() + "    UserKnownHostsFile none\n")
+    lines = careless.config.read_text().splitlines()
+    careless.config.write_text("".join(
+        "    UserKnownHostsFile none\n" if "UserKnownHostsFile" in line else line + "\n"
+        for line in lines
+    ))  # fmt: skip
     done = pgdyno(careless, remote_workdir, "doctor", "--ssh", "careless")
     assert done.returncode == 3
     assert "turns host key checking off" in one_clear_sentence(done.stderr)
@@ -152,3 +162,47 @@ def test_the_clock_offset_is_measured_within_half_a_round_trip(
         assert Path(directory).is_dir()
     assert not Path(directory).exists()
     assert not any(tmp_path.iterdir()), "the local copy of the host's files was left"
+
+
+def test_ctrl_c_stops_the_remote_pgbench_and_removes_the_agent(
+    home: ClientHome, server: Sandbox, binaries: Binaries, remote_workdir: Path
+) -> None:
+    """SIGINT in the middle of a remote run: the remote pgbench is stopped, the agent's
+    directory removed, the run kept as interrupted, exit status 130."""
+    before = agent_dirs()
+    pgbench = str(binaries.tool("pgbench"))
+    env = {**os.environ, "HOME": str(home.home)}
+    proc = subprocess.Popen(
+        [str(PGDYNO), "bench", "--ssh", ALIAS, "--dsn", server.conninfo(), "-w", "select-only",
+         "-s", "1", "-c", "1", "-T", "60", "--remote-pgbench", pgbench,
+         "--workdir", str(remote_workdir)],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: remote_pgbench(pgbench), 60), "the remote pgbench never started"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert wait_for(lambda: not remote_pgbench(pgbench), 10), "the remote pgbench was left"
+    assert agent_dirs() == before
+    runs = subprocess.run(
+        [str(PGDYNO), "runs", "list", "--json", "--workdir", str(remote_workdir)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert [r["status"] for r in json.loads(runs.stdout)] == ["interrupted"]
+
+
+def remote_pgbench(path: str) -> list[int]:
+    """pids of pgbench runs started by an agent (their log goes to its directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            cmd = pid_cmdline(int(entry.name))
+            if cmd and cmd[0] == path and any("/pgdyno." in c for c in cmd):
+                found.append(int(entry.name))
+    return found

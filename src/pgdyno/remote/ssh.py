@@ -162,7 +162,7 @@ class SshSession:
         d = self.destination
         try:
             options = asyncssh.SSHClientConnectionOptions(
-                host=d.host, port=d.port or (), username=d.user or (),
+                host=d.host, port=d.port or (), username=d.user or (), config=user_config(),
                 connect_timeout=CONNECT_TIMEOUT_S, keepalive_interval=15,
             )  # fmt: skip
         except (asyncssh.ConfigParseError, ValueError, OSError) as exc:
@@ -275,6 +275,13 @@ class SshSession:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def user_config() -> list[str]:
+    """~/.ssh/config when there is one, as ssh reads it. Named here rather than left to
+    asyncssh's default, so that the options checked (known_hosts) are those used."""
+    path = Path("~/.ssh/config").expanduser()
+    return [str(path)] if path.is_file() else []
 
 
 def _reason(exc: BaseException) -> str:
