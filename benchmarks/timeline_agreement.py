@@ -1,6 +1,6 @@
 """Timeline agreement: pgdyno's per-second series against tools run beside it.
 
-    python benchmarks/timeline_agreement.py [--seconds 60]
+    python benchmarks/timeline_agreement.py [--seconds 60] [--remote]
 
 Runs one tpcb-like `pgdyno bench` (checkpoint_timeout=30s, so checkpoints fall inside the run)
 with `iostat -x 1` and `vmstat 1` (sysstat, procps) running beside it, and compares, second by
@@ -11,6 +11,11 @@ Each tool ticks on its own phase within the second, so single seconds differ by 
 between the two ticks; the run means over the common seconds must agree closely. Prints, per
 metric: seconds compared, mean of each side, the ratio of the means and the median absolute
 per-second difference. Not a speed benchmark: an acceptance check with figures.
+
+With --remote, the same host is also reached over SSH (Debian's sshd on 127.0.0.1, started with
+throwaway keys by tests/sshd.py, as root): `pgdyno bench --ssh` records the OS timeline through
+its remote agent while pgdyno's local sampler records the same seconds in this process; the run
+means of the two must agree within 2% (issue 22).
 """
 
 from __future__ import annotations
@@ -76,10 +81,68 @@ def agreement(name: str, ours: Mapping[int, float], theirs: Mapping[int, float])
     )
 
 
+REMOTE_METRICS = (
+    "cpu.user_pct", "cpu.system_pct", "cpu.idle_pct", "sys.context_switches_per_s",
+    "mem.dirty_mb", "mem.free_mb",
+)  # fmt: skip
+
+
+def remote_against_local(seconds: int) -> None:
+    """The remote agent's series against the local sampler's, on one host at once."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+    from pgdyno.collect.sampler import TimelineSampler
+    from sshd import SshServer  # the test suite's throwaway sshd (needs root)
+
+    workdir = Path(tempfile.mkdtemp(prefix="pgdyno-agree-", dir="/tmp"))
+    workdir.chmod(0o755)  # the sandbox user must reach it
+    pgdyno = [sys.executable, "-m", "pgdyno"]
+    try:
+        with SshServer("agree-remote") as server:
+            home = server.client_home("agree")
+            subprocess.run([*pgdyno, "sandbox", "start", "--pg-version", "18", "--workdir",
+                            str(workdir)], check=True, capture_output=True)  # fmt: skip
+            status = subprocess.run(
+                [*pgdyno, "sandbox", "status", "--json", "--workdir", str(workdir)],
+                check=True, capture_output=True, text=True,
+            )  # fmt: skip
+            box = json.loads(status.stdout)[0]
+            dsn = f"host={box['socket_dir']} port={box['port']} user=postgres dbname=postgres"
+            local = TimelineSampler(log=print, proc_root=Path("/proc"))
+            local.start()
+            try:
+                result = subprocess.run(
+                    [*pgdyno, "bench", "--ssh", "agree", "--dsn", dsn, "--workdir", str(workdir),
+                     "-w", "tpcb-like", "-s", "small", "-c", "2", "-T", str(seconds), "--json"],
+                    capture_output=True, text=True, env={**os.environ, "HOME": str(home.home)},
+                )  # fmt: skip
+            finally:
+                timeline = local.stop()
+    finally:
+        subprocess.run([*pgdyno, "sandbox", "destroy", "--workdir", str(workdir), "--yes"],
+                       capture_output=True, check=False)  # fmt: skip
+        shutil.rmtree(workdir, ignore_errors=True)
+    if result.returncode != 0:
+        sys.exit(f"pgdyno bench --ssh failed: {result.stderr.strip()}")
+    run = json.loads(result.stdout)[0]
+    mine: dict[str, Series] = {}
+    for t, name, value in timeline.samples:
+        mine.setdefault(name, {})[t] = value
+    disk = run["devices"]["data"]["disk"] or run["devices"]["data"]["name"]
+    print(f"remote agent (over SSH, host {run['host']['hostname']}) against the local sampler, "
+          f"tpcb-like {seconds} s, pgbench on the remote side:")  # fmt: skip
+    for name in (*REMOTE_METRICS, f"disk.{disk}.write_mbps", f"disk.{disk}.w_iops"):
+        theirs = {int(t): v for t, v in run["samples"].get(name, {}).items()}
+        print(agreement(f"{name} remote vs local", theirs, mine.get(name, {})))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--remote", action="store_true", help="also over SSH (root, sshd)")
     args = parser.parse_args()
+    if args.remote:
+        remote_against_local(args.seconds)
+        return
     env = {**os.environ, "TZ": "UTC", "LC_ALL": "C"}
     workdir = Path(tempfile.mkdtemp(prefix="pgdyno-agree-", dir="/tmp"))
     workdir.chmod(0o755)  # the sandbox user must reach it

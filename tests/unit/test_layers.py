@@ -30,6 +30,7 @@ PROBES = [
         {"psycopg"},
     ),
     ("render/_probe.py", "import pgdyno.store\n", {"render"}),
+    ("experiment/_probe_ssh.py", "import asyncssh\n", {"asyncssh"}),
     ("knowledge/_probe.py", "import pgdyno.doctor\n", {"knowledge"}),
     ("changes/_probe.py", "import pgdyno.experiment\n", {"changes"}),
     ("postgres/_probe.py", "import pgdyno.host\n", {"systems"}),
