@@ -11,6 +11,7 @@ import click
 
 from pgdyno.cli.common import (
     POSITIVE,
+    SSH_NEEDS_DSN,
     adaptive_options,
     binaries_options,
     environment,
@@ -358,10 +359,7 @@ def check_remote_options(
     if ssh is None and (driver != "auto" or remote_pgbench is not None):
         raise UsageError("--driver and --remote-pgbench go with --ssh (a server on another host).")
     if ssh is not None and dsn is None:
-        raise UsageError(
-            "--ssh needs --dsn: the server's connection string as the remote host sees it, e.g. "
-            "--dsn 'host=/var/run/postgresql dbname=postgres'."
-        )
+        raise UsageError(SSH_NEEDS_DSN)
 
 
 def objects_on(target: Target, log: Callable[[str], None]) -> list[PgdynoObject] | None:

@@ -48,6 +48,12 @@ def workdir_options[F: Callable[..., Any]](func: F) -> F:
     return click.option("--traceback", is_flag=True, hidden=True)(func)
 
 
+SSH_NEEDS_DSN = (
+    "--ssh needs --dsn: the server's connection string as the remote host sees it, e.g. "
+    "--dsn 'host=/var/run/postgresql dbname=postgres'."
+)
+
+
 def ssh_option[F: Callable[..., Any]](func: F) -> F:
     return click.option(
         "--ssh",

@@ -10,12 +10,14 @@ import click
 from rich.table import Table
 
 from pgdyno.cli.common import (
+    SSH_NEEDS_DSN,
     adaptive_options,
     environment,
     err,
     json_option,
     out,
     print_json,
+    ssh_option,
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
@@ -112,6 +114,7 @@ def _server_options(
               "skipping the runs it finished.")  # fmt: skip
 @click.option("--keep-files", is_flag=True, help="Keep pgbench's output and logs of each run.")
 @server_options
+@ssh_option
 @adaptive_options
 @json_option
 @allow_options
@@ -121,7 +124,7 @@ def compare(
     ctx: click.Context, /, plan_file: Path, resume: bool, keep_files: bool, as_json: bool,
     allow_sysctl: tuple[str, ...], allow_pg: tuple[str, ...], precision: float | None,
     budget: str | None, dsn: str | None, yes: bool, restart_command: str | None,
-    data_dir: Path | None, **_: object,
+    data_dir: Path | None, ssh: str | None, **_: object,
 ) -> None:  # fmt: skip
     """Compare configuration sets from a plan file: apply, run, restore, give a verdict.
 
@@ -161,12 +164,14 @@ def compare(
       pgdyno compare examples/004-ladder.toml --precision 3 --budget 30m
       pgdyno compare examples/002-shared-buffers.toml --dsn "host=db1 user=postgres" \\
           --yes --restart-command "systemctl restart postgresql"
+      pgdyno compare examples/aa.toml --ssh db1 --dsn "host=/var/run/postgresql"
     """
     env = environment(ctx)
     server = _server_options(dsn, yes, restart_command, data_dir)
+    _check_ssh(ssh, server)
     request = CompareRequest(
         load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,
-        budget=budget, resume=resume, keep_files=keep_files, server=server,
+        budget=budget, resume=resume, keep_files=keep_files, server=server, ssh=ssh,
     )  # fmt: skip
     done = execute_compare(
         env, request, log=err(env).print, progress=lambda: MatrixProgress(err(env))
@@ -196,6 +201,19 @@ def compare(
         raise PgbenchFailed(
             f"{len(failed)} of {len(runs)} runs failed; see `pgdyno runs show ID` for "
             f"pgbench's error output (runs {', '.join(str(r.id) for r in failed[:10])})."
+        )
+
+
+def _check_ssh(ssh: str | None, server: ServerOptions | None) -> None:
+    """Over SSH, sets change PostgreSQL settings that need no restart, nothing of the host."""
+    if ssh is None:
+        return
+    if server is None:
+        raise UsageError(SSH_NEEDS_DSN)
+    if server.consent or server.restart_command or server.data_dir:
+        raise UsageError(
+            "--yes, --restart-command and --data-dir restart a server on this host; over --ssh "
+            "pgdyno restarts nothing: leave out the settings that need a restart."
         )
 
 

@@ -130,16 +130,13 @@ def connected(
                 "the role in --dsn may not create databases, which pgdyno needs for its dataset "
                 "copies: grant it CREATEDB or benchmark the sandbox."
             )
-        data_path = target.data_path
-        if (
-            data_path is None
-            and info.data_directory
-            and (ctx.remote is not None or Path(info.data_directory).is_dir())
-        ):  # a remote server's directory is looked up in the host's copy of /proc and /sys
-            data_path = Path(info.data_directory)
-        if ctx.remote is not None:
-            devices = ctx.remote.host.locate_devices(data_path)
+        data_path = target.data_path  # on this host only: its disk and postmaster.pid are read
+        if ctx.remote is not None:  # looked up in the remote host's copy of /proc and /sys
+            there = Path(info.data_directory) if info.data_directory else None
+            devices = ctx.remote.host.locate_devices(there)
         else:
+            if data_path is None and info.data_directory and Path(info.data_directory).is_dir():
+                data_path = Path(info.data_directory)
             devices = locate_devices(data_path, ctx.proc_root, ctx.sys_root)
         if not devices.on_host:
             log(

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pgdyno.environment import Environment
 from pgdyno.errors import StoreError
-from pgdyno.experiment.context import ProgressReporter, RunContext
+from pgdyno.experiment.context import ProgressReporter, RemoteTarget, RunContext
 from pgdyno.experiment.matrix import bench_spec, with_adaptive
 from pgdyno.experiment.server_sets import ServerOptions, server_sets
 from pgdyno.experiment.sets_runner import (
@@ -23,13 +23,14 @@ from pgdyno.experiment.sets_runner import (
     run_compare,
     settings_meta_loader,
 )
-from pgdyno.experiment.target import workdir_lock
+from pgdyno.experiment.target import server_address, workdir_lock
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import read_host
 from pgdyno.plan.check import CheckedSet, HostTarget, MetaLoader, check_plan
 from pgdyno.plan.load import Plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.records.stored import RunOutcome, StoredComparison
+from pgdyno.remote.host import remote_host
 from pgdyno.stats.analysis import Analysis, Judging, analyse
 from pgdyno.store.open import open_results
 from pgdyno.textsafe import scrub_argv
@@ -57,6 +58,7 @@ class CompareRequest:
     resume: bool = False
     keep_files: bool = False
     server: ServerOptions | None = None
+    ssh: str | None = None  # the server's host over SSH; `server.dsn` as that host sees it
 
 
 def checked_sets(
@@ -81,14 +83,24 @@ def execute_compare(
 ) -> Executed:
     """Check, run and judge a plan."""
     plan = request.plan
-    host = read_host(env.proc_root, env.sys_root)
-    spec = with_adaptive(bench_spec(plan, host.cpu_count), request.precision, request.budget)
     with ExitStack() as stack:
         stack.enter_context(workdir_lock(env))
+        remote = None
+        if request.ssh is not None and request.server is not None:
+            there = stack.enter_context(remote_host(request.ssh, env.runs_dir, log))
+            remote = RemoteTarget(there, server_address(request.server.dsn).dsn, "auto")
+            request = replace(request, server=replace(
+                request.server, dsn=there.tunnel(request.server.dsn),
+                remote_label=f"{there.name} {server_address(request.server.dsn).label}",
+            ))  # fmt: skip
+            env = replace(env, proc_root=there.proc_root, sys_root=there.sys_root)
+        host = read_host(env.proc_root, env.sys_root)
+        spec = with_adaptive(bench_spec(plan, host.cpu_count), request.precision, request.budget)
         checked, meta_for, switcher = _prepared(env, request, stack, log)
         store = stack.enter_context(open_results(env.results))
         shown = stack.enter_context(progress())
         run_ctx = RunContext.of(env, store, log=log, progress=shown, keep_files=request.keep_files)
+        run_ctx = replace(run_ctx, remote=remote)
         job = CompareJob(plan, checked, spec, request.resume, scrub_argv(["pgdyno", *env.argv]))
         outcome = run_compare(
             job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher

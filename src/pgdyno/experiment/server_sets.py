@@ -64,6 +64,9 @@ class ServerOptions:
     consent: bool  # --yes
     restart_command: str | None
     data_dir: Path | None  # --data-dir: on this host, restarted with pg_ctl
+    # The server is on another host, reached over SSH (`dsn` is the forwarded port): never
+    # taken as local, whatever path it reports; shown under this name.
+    remote_label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,9 +93,12 @@ def open_server(options: ServerOptions, env: Environment) -> ExistingServer:
     with connect(address.dsn, address.password) as client:
         info = client.server_info()
         meta = load_settings_meta(client)
-    local = _local_data_dir(options, address.dsn, address.label, info.data_directory)
+    label = options.remote_label or address.label
+    local = None
+    if options.remote_label is None:  # a forwarded port is 127.0.0.1, and not this host
+        local = _local_data_dir(options, address.dsn, label, info.data_directory)
     handle = server_handle(
-        address.dsn, address.password, address.label,
+        address.dsn, address.password, label,
         restart_command=options.restart_command, consent=options.consent,
         data_dir=options.data_dir, env=env,
     )  # fmt: skip
