@@ -19,6 +19,7 @@ import pytest
 
 from conftest import PGDYNO, new_workdir, one_clear_sentence, remove_workdir, wait_for
 from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import pid_cmdline
 from pgdyno.remote.agent_client import Agent
@@ -206,3 +207,82 @@ def remote_pgbench(path: str) -> list[int]:
             if cmd and cmd[0] == path and any("/pgdyno." in c for c in cmd):
                 found.append(int(entry.name))
     return found
+
+
+PLAN = """\
+name = "over-ssh"
+[matrix]
+workloads = ["select-only"]
+scales = [1]
+clients = [1]
+duration = {duration}
+repeats = 1
+[[set]]
+name = "base"
+[[set]]
+name = "wm"
+[set.pg]
+work_mem = "7777kB"
+"""
+
+
+def work_mem(server: Sandbox) -> str:
+    with connect(server.conninfo()) as client:
+        return str(client.rows("SHOW work_mem")[0][0])
+
+
+def test_compare_over_ssh_changes_the_server_and_restores_it(
+    home: ClientHome, server: Sandbox, remote_workdir: Path
+) -> None:
+    plan = remote_workdir / "plan.toml"
+    plan.write_text(PLAN.format(duration=3))
+    before = work_mem(server)
+    done = pgdyno(home, remote_workdir, "compare", str(plan), "--ssh", ALIAS,
+                  "--dsn", server.conninfo(), "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)["runs"]
+    assert {r["set_name"] for r in runs} == {"base", "wm"}
+    wm = next(r for r in runs if r["set_name"] == "wm")
+    shown = pgdyno(home, remote_workdir, "runs", "show", str(wm["id"]), "--json")
+    stored = json.loads(shown.stdout)
+    assert stored["host"]["hostname"] == HOSTNAME
+    assert stored["settings"].get("work_mem") == "7777 kB"
+    assert work_mem(server) == before
+
+
+def test_a_killed_compare_over_ssh_is_rolled_back_over_ssh(
+    home: ClientHome, server: Sandbox, binaries: Binaries, remote_workdir: Path
+) -> None:
+    """SIGKILL while a set's setting is applied: the agent (its stdin closed) stops its
+    pgbench and removes its directory; `pgdyno rollback` reaches the server again over SSH."""
+    plan = remote_workdir / "plan.toml"
+    # the changed set first, so that it is applied at once; the kill lands in its run
+    head, _, sets = PLAN.format(duration=60).partition("[[set]]")
+    base, _, changed = sets.partition("[[set]]")
+    plan.write_text(f"{head}[[set]]{changed}[[set]]{base}")
+    before, dirs = work_mem(server), agent_dirs()
+    env = {**os.environ, "HOME": str(home.home)}
+    proc = subprocess.Popen(
+        [str(PGDYNO), "compare", str(plan), "--ssh", ALIAS, "--dsn", server.conninfo(),
+         "--workdir", str(remote_workdir)],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: work_mem(server) == "7777kB", 120), "the set was never applied"
+        proc.kill()
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert work_mem(server) == "7777kB"  # left as the killed compare had it
+    assert wait_for(lambda: agent_dirs() == dirs, 30), "the agent's directory was left"
+    pgbench = str(binaries.tool("pgbench"))
+    assert wait_for(
+        lambda: not remote_pgbench(pgbench) and not remote_pgbench("/usr/bin/pgbench"), 30
+    )
+    done = pgdyno(home, remote_workdir, "rollback")
+    assert done.returncode == 0, done.stderr
+    assert work_mem(server) == before
+    assert agent_dirs() == dirs

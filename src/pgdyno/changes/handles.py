@@ -111,6 +111,14 @@ def server_handle(
     return ServerHandle(label, dsn, password, identity, restart, data_dir=data_dir, log=log)
 
 
+def over_ssh(handle: ServerHandle, ssh: str, remote_dsn: str) -> ServerHandle:
+    """The handle of a server reached through a port forwarded over SSH: the journal knows it
+    by its host and its connection string there (the forwarded port changes every time), so
+    `pgdyno rollback` can reach it again."""
+    handle.identity = {"kind": "server", "dsn": remote_dsn, "ssh": ssh}
+    return handle
+
+
 def _command(text: str) -> Restart:
     try:
         argv = shlex.split(text)

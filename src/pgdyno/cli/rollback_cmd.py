@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from pgdyno.changes import pg_journal
-from pgdyno.changes.handles import ServerHandle, sandbox_handle, server_handle
+from pgdyno.changes.handles import ServerHandle, over_ssh, sandbox_handle, server_handle
 from pgdyno.changes.restore import ServersRollback, rollback_servers
 from pgdyno.cli.common import environment, err, out, workdir_options
 from pgdyno.environment import Environment
@@ -18,6 +18,7 @@ from pgdyno.experiment.target import existing_sandbox, running, server_address, 
 from pgdyno.host.journal import HostRollback
 from pgdyno.host.journal import rollback as rollback_host
 from pgdyno.journal import JournalDamaged
+from pgdyno.remote.host import remote_host
 
 
 @click.command()
@@ -188,6 +189,14 @@ def _handle(
         return
     dsn = identity.get("dsn", "")
     password = o.address.password if o.address is not None and o.address.dsn == dsn else None
+    if identity.get("ssh"):  # changed over SSH (compare --ssh): through a new forwarded port
+        with remote_host(identity["ssh"], env.runs_dir, err(env).print) as remote:
+            handle = server_handle(
+                remote.tunnel(dsn), password, f"{remote.name} server {dsn}",
+                restart_command=None, consent=False, data_dir=None, env=env,
+            )  # fmt: skip
+            yield over_ssh(handle, identity["ssh"], dsn)
+        return
     data_dir = Path(identity["data_dir"]) if identity.get("data_dir") else None
     yield server_handle(
         dsn, password, f"server {dsn}", restart_command=o.restart_command, consent=o.yes,

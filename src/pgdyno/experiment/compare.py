@@ -15,7 +15,7 @@ from pgdyno.environment import Environment
 from pgdyno.errors import StoreError
 from pgdyno.experiment.context import ProgressReporter, RemoteTarget, RunContext
 from pgdyno.experiment.matrix import bench_spec, with_adaptive
-from pgdyno.experiment.server_sets import ServerOptions, server_sets
+from pgdyno.experiment.server_sets import RemoteServer, ServerOptions, server_sets
 from pgdyno.experiment.sets_runner import (
     CompareJob,
     CompareOutcome,
@@ -88,10 +88,11 @@ def execute_compare(
         remote = None
         if request.ssh is not None and request.server is not None:
             there = stack.enter_context(remote_host(request.ssh, env.runs_dir, log))
-            remote = RemoteTarget(there, server_address(request.server.dsn).dsn, "auto")
+            address = server_address(request.server.dsn)
+            remote = RemoteTarget(there, address.dsn, "auto")
             request = replace(request, server=replace(
                 request.server, dsn=there.tunnel(request.server.dsn),
-                remote_label=f"{there.name} {server_address(request.server.dsn).label}",
+                remote=RemoteServer(request.ssh, address.dsn, f"{there.name} {address.label}"),
             ))  # fmt: skip
             env = replace(env, proc_root=there.proc_root, sys_root=there.sys_root)
         host = read_host(env.proc_root, env.sys_root)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pgdyno.changes.alter import auto_conf, marker_value
 from pgdyno.changes.changer import ServerChanger
-from pgdyno.changes.handles import ServerHandle, server_handle
+from pgdyno.changes.handles import ServerHandle, over_ssh, server_handle
 from pgdyno.changes.live import by_lower_name, restart_settings, same_value
 from pgdyno.changes.pg_journal import open_journal
 from pgdyno.environment import Environment
@@ -64,9 +64,16 @@ class ServerOptions:
     consent: bool  # --yes
     restart_command: str | None
     data_dir: Path | None  # --data-dir: on this host, restarted with pg_ctl
-    # The server is on another host, reached over SSH (`dsn` is the forwarded port): never
-    # taken as local, whatever path it reports; shown under this name.
-    remote_label: str | None = None
+    # The server is on another host, reached over SSH (`dsn` is then the forwarded port):
+    # never taken as local, whatever path it reports.
+    remote: RemoteServer | None = None
+
+
+@dataclass(frozen=True)
+class RemoteServer:
+    ssh: str  # the host, as --ssh gave it
+    dsn: str  # the server as that host reaches it (no password)
+    label: str
 
 
 @dataclass(frozen=True)
@@ -93,15 +100,18 @@ def open_server(options: ServerOptions, env: Environment) -> ExistingServer:
     with connect(address.dsn, address.password) as client:
         info = client.server_info()
         meta = load_settings_meta(client)
-    label = options.remote_label or address.label
+    remote = options.remote
+    label = address.label if remote is None else remote.label
     local = None
-    if options.remote_label is None:  # a forwarded port is 127.0.0.1, and not this host
+    if remote is None:  # a forwarded port is 127.0.0.1, and not this host
         local = _local_data_dir(options, address.dsn, label, info.data_directory)
     handle = server_handle(
         address.dsn, address.password, label,
         restart_command=options.restart_command, consent=options.consent,
         data_dir=options.data_dir, env=env,
     )  # fmt: skip
+    if remote is not None:
+        handle = over_ssh(handle, remote.ssh, remote.dsn)
     return ExistingServer(handle, info, meta, local)
 
 
