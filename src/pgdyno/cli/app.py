@@ -9,6 +9,7 @@ from pgdyno.cli.bench_cmd import bench
 from pgdyno.cli.compare_cmd import compare, plan
 from pgdyno.cli.datasets_cmd import datasets
 from pgdyno.cli.doctor_cmd import doctor
+from pgdyno.cli.fleet_cmd import fleet
 from pgdyno.cli.noise_cmd import noise
 from pgdyno.cli.pg_cmd import pg
 from pgdyno.cli.report_cmd import report
@@ -55,3 +56,4 @@ cli.add_command(doctor)
 cli.add_command(noise)
 cli.add_command(tune)
 cli.add_command(datasets)
+cli.add_command(fleet)

@@ -1,0 +1,110 @@
+"""`pgdyno fleet`: one plan on several hosts at once over SSH, and the state of such a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from pgdyno.cli.common import environment, err, json_option, out, print_json, workdir_options
+from pgdyno.environment import Environment
+from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.fleet.hosts import load_hosts
+from pgdyno.fleet.run import run_fleet
+from pgdyno.fleet.status import FleetState, fleet_dirs, load_state
+from pgdyno.plan.load import load_plan
+
+
+@click.group()
+def fleet() -> None:
+    """Fleet runs: one plan on several hosts at once, over SSH (see docs/fleet.md).
+
+    \b
+    Example:
+      pgdyno fleet run examples/aa.toml --hosts hosts.toml --results postgresql://results/pgdyno
+      pgdyno fleet status
+    """
+
+
+@fleet.command("run")
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--hosts",
+    "hosts_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The hosts: [[host]] tables with name, ssh and dsn (docs/fleet.md).",
+)
+@json_option
+@workdir_options
+@click.pass_context
+def fleet_run(
+    ctx: click.Context, /, plan_file: Path, hosts_file: Path, as_json: bool, **_: object
+) -> None:
+    """Run a plan on every host of the hosts file at once, each on its own server.
+
+    Each host runs `pgdyno compare PLAN --ssh HOST --dsn DSN` driven from here: its agent, its
+    OS timeline, pgbench beside its server, its settings journalled and restored (PostgreSQL
+    settings that need no restart; host settings are not changed over SSH). Progress is shown
+    per host; a host that fails does not stop the others and is named at the end. All runs land
+    in the results store (--results: a PostgreSQL store takes them directly; a SQLite file
+    gets each host's runs imported as the host ends). Ctrl-C stops every host, each restoring
+    its server.
+
+    \b
+    Example:
+      pgdyno fleet run examples/aa.toml --hosts hosts.toml
+    """
+    env = environment(ctx)
+    plan = load_plan(plan_file)  # a broken plan is refused once, before any host starts
+    hosts = load_hosts(hosts_file)
+    log = err(env).print
+    log(f"fleet: plan {plan.name} on {len(hosts)} hosts ({', '.join(h.name for h in hosts)})")
+    outcome = run_fleet(env, plan_file, hosts, lambda line: log(line, markup=False))
+    _show(env, outcome.state, as_json)
+    failed = [h for h in outcome.state.hosts if h.state != "done"]
+    if failed:
+        named = "; ".join(f"{h.name} ({h.message or h.state})" for h in failed)
+        raise PgdynoError(f"{len(failed)} of {len(hosts)} hosts did not finish: {named}; the "
+                          f"other hosts' runs are in {env.results}.")  # fmt: skip
+    log(f"results: {env.results}; the hosts' own logs: {outcome.directory}")
+
+
+@fleet.command("status")
+@json_option
+@workdir_options
+@click.pass_context
+def fleet_status(ctx: click.Context, /, as_json: bool, **_: object) -> None:
+    """The state of each host in the latest fleet run of this work directory.
+
+    \b
+    Example:
+      pgdyno fleet status
+    """
+    env = environment(ctx)
+    found = fleet_dirs(env.data_dir)
+    if not found:
+        raise UsageError(f"no fleet run in {env.data_dir}: start one with `pgdyno fleet run`.")
+    _show(env, load_state(found[0]), as_json)
+
+
+def _show(env: Environment, state: FleetState, as_json: bool) -> None:
+    gone = state.controller_gone
+    if as_json:
+        data = {"plan": state.plan, "started_at": state.started_at,
+                "finished_at": state.finished_at, "controller_gone": gone,
+                "results": state.results,
+                "hosts": [vars(h) for h in state.hosts]}  # fmt: skip
+        print_json(env, data)
+        return
+    title = f"fleet {Path(state.plan).name}, started {state.started_at}"
+    if gone:
+        title += " (its controller ended without finishing: states as it left them)"
+    table = Table(title=title, title_justify="left")
+    for column in ("host", "ssh", "state", "runs", "last message"):
+        table.add_column(column)
+    for h in state.hosts:
+        runs = f"{h.runs_done}/{h.runs_planned}" if h.runs_planned else "-"
+        table.add_row(h.name, h.ssh, h.state, runs, h.message)
+    out(env).print(table)

@@ -1,0 +1,58 @@
+"""The hosts file of `pgdyno fleet run`: which hosts, how to reach them and their servers.
+
+    [[host]]
+    name = "db-a"                                  # a label, also its directory name
+    ssh = "bench@db-a"                             # [user@]host, an ssh_config alias, ssh://
+    dsn = "host=/var/run/postgresql dbname=postgres"   # the server as that host sees it
+
+A password may be given in `dsn` (libpq's ~/.pgpass on this machine works too); it reaches the
+host's pgdyno through its environment, never a command line, and is never printed or stored.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from pgdyno.errors import UsageError
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class HostSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, StringConstraints(pattern=NAME.pattern)]
+    ssh: Annotated[str, StringConstraints(min_length=1)]
+    dsn: Annotated[str, StringConstraints(min_length=1)]
+
+
+class HostsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: Annotated[list[HostSpec], Field(min_length=1)]
+
+
+def load_hosts(path: Path) -> list[HostSpec]:
+    """The hosts of the file, checked; UsageError with one sentence naming what is wrong."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read the hosts file {path} ({exc.strerror}).") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not a TOML file ({exc}); see docs/fleet.md.") from None
+    try:
+        hosts = HostsFile.model_validate(data).host
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise UsageError(f"{path}: {where}: {error['msg']} (each [[host]] has name, ssh and "
+                         "dsn; see docs/fleet.md).") from None  # fmt: skip
+    names = [h.name for h in hosts]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise UsageError(f"{path}: host name {twice[0]!r} is given twice: names must differ.")
+    return hosts

@@ -1,0 +1,158 @@
+"""`pgdyno fleet`: one plan on two hosts at once, a third that cannot be reached (issue 22,
+item 6). The hosts are two sshd on 127.0.0.1 in UTS namespaces of their own (db-a, db-b), each
+with a sandbox PostgreSQL of its own as its server; the controller is a real pgdyno process
+whose HOME holds the ssh_config aliases of both."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import PGDYNO, new_workdir, remove_workdir, sandbox_of_its_own, wait_for
+from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.client import connect
+from pgdyno.postgres.cluster import Sandbox
+from sshd import ClientHome, SshServer, free_port
+
+PLAN = """\
+name = "fleet-test"
+[matrix]
+workloads = ["select-only"]
+scales = [1]
+clients = [1]
+duration = {duration}
+repeats = 1
+[[set]]
+name = "wm"
+[set.pg]
+work_mem = "7777kB"
+[[set]]
+name = "base"
+"""
+
+
+@pytest.fixture(scope="module")
+def hosts(cache_dir: Path, binaries: Binaries) -> Iterator[dict[str, tuple[SshServer, Sandbox]]]:
+    with (
+        SshServer("db-a") as a, SshServer("db-b") as b,
+        sandbox_of_its_own(cache_dir, binaries) as box_a,
+        sandbox_of_its_own(cache_dir, binaries) as box_b,
+    ):  # fmt: skip
+        yield {"db-a": (a, box_a), "db-b": (b, box_b)}
+
+
+@pytest.fixture
+def home(hosts: dict[str, tuple[SshServer, Sandbox]]) -> ClientHome:
+    """One HOME reaching both hosts by alias, and a third alias where nothing listens."""
+    (a, _), (b, _) = hosts.values()
+    home = a.client_home("db-a")
+    unreachable = f"Host db-gone\n    HostName 127.0.0.1\n    Port {free_port()}\n"
+    home.config.write_text(
+        home.config.read_text() + b.client_home("db-b").config.read_text() + unreachable
+    )
+    known = b.client_home("db-b").known_hosts.read_text()
+    home.known_hosts.write_text(home.known_hosts.read_text() + known)
+    return home
+
+
+@pytest.fixture
+def fleet_dir() -> Iterator[Path]:
+    path = new_workdir()
+    yield path
+    remove_workdir(path)
+
+
+def hosts_file(directory: Path, hosts: dict[str, tuple[SshServer, Sandbox]], gone: bool) -> Path:
+    text = "".join(
+        f'[[host]]\nname = "{name}"\nssh = "{name}"\ndsn = "{box.conninfo()}"\n'
+        for name, (_, box) in hosts.items()
+    )
+    if gone:
+        text += '[[host]]\nname = "db-gone"\nssh = "db-gone"\ndsn = "host=/tmp"\n'
+    path = directory / "hosts.toml"
+    path.write_text(text)
+    return path
+
+
+def work_mem(box: Sandbox) -> str:
+    with connect(box.conninfo()) as client:
+        return str(client.rows("SHOW work_mem")[0][0])
+
+
+def agent_dirs() -> set[str]:
+    return {p.name for p in Path("/tmp").glob("pgdyno.*")}
+
+
+def run(home: ClientHome, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PGDYNO), *args], env={**os.environ, "HOME": str(home.home)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_a_fleet_runs_on_every_host_and_names_the_one_that_failed(
+    home: ClientHome, hosts: dict[str, tuple[SshServer, Sandbox]], fleet_dir: Path,
+    pg_results: str,
+) -> None:  # fmt: skip
+    plan = fleet_dir / "plan.toml"
+    plan.write_text(PLAN.format(duration=2))
+    before = {name: work_mem(box) for name, (_, box) in hosts.items()}
+    dirs = agent_dirs()
+    done = run(home, "fleet", "run", str(plan), "--hosts", str(hosts_file(fleet_dir, hosts, True)),
+               "--workdir", str(fleet_dir), "--results", pg_results)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    error = [line for line in done.stderr.splitlines() if line.startswith("pgdyno: error: ")]
+    assert len(error) == 1 and "1 of 3 hosts did not finish: db-gone (cannot connect" in error[0]
+    # progress per host (run ids are the shared store's: both hosts draw from one sequence)
+    assert re.search(r"^\[db-a\] run \d+ \(2/2\)", done.stderr, re.M), done.stderr
+    assert re.search(r"^\[db-b\] run \d+ \(2/2\)", done.stderr, re.M), done.stderr
+    # every run of both hosts, in the shared store, each with its own host's identity
+    listed = run(home, "runs", "list", "--json", "--results", pg_results, "--workdir",
+                 str(fleet_dir))  # fmt: skip
+    runs = json.loads(listed.stdout)
+    assert sorted(r["host"] for r in runs) == ["db-a", "db-a", "db-b", "db-b"]
+    assert all(r["status"] == "ok" for r in runs)
+    assert {name: work_mem(box) for name, (_, box) in hosts.items()} == before
+    assert agent_dirs() == dirs
+    status = run(home, "fleet", "status", "--json", "--workdir", str(fleet_dir))
+    states = {h["name"]: h["state"] for h in json.loads(status.stdout)["hosts"]}
+    assert states == {"db-a": "done", "db-b": "done", "db-gone": "failed"}
+
+
+def test_ctrl_c_stops_every_host_and_restores_each_server(
+    home: ClientHome, hosts: dict[str, tuple[SshServer, Sandbox]], fleet_dir: Path
+) -> None:
+    plan = fleet_dir / "plan.toml"
+    plan.write_text(PLAN.format(duration=60))
+    before = {name: work_mem(box) for name, (_, box) in hosts.items()}
+    dirs = agent_dirs()
+    proc = subprocess.Popen(
+        [str(PGDYNO), "fleet", "run", str(plan), "--hosts",
+         str(hosts_file(fleet_dir, hosts, False)), "--workdir", str(fleet_dir)],
+        env={**os.environ, "HOME": str(home.home)}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        applied = lambda: all(work_mem(box) == "7777kB" for _, box in hosts.values())  # noqa: E731
+        assert wait_for(applied, 120), "the first set was never applied on both hosts"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert {name: work_mem(box) for name, (_, box) in hosts.items()} == before
+    assert wait_for(lambda: agent_dirs() == dirs, 30), "an agent's directory was left"
+    status = run(home, "fleet", "status", "--json", "--workdir", str(fleet_dir))
+    assert {h["state"] for h in json.loads(status.stdout)["hosts"]} == {"interrupted"}
+    listed = run(home, "runs", "list", "--json", "--workdir", str(fleet_dir))
+    assert {r["status"] for r in json.loads(listed.stdout)} == {"interrupted"}
+    assert sorted(r["host"] for r in json.loads(listed.stdout)) == ["db-a", "db-b"]
