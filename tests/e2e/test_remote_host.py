@@ -286,3 +286,42 @@ def test_a_killed_compare_over_ssh_is_rolled_back_over_ssh(
     assert done.returncode == 0, done.stderr
     assert work_mem(server) == before
     assert agent_dirs() == dirs
+
+
+def test_a_connection_lost_mid_run_stores_the_run_as_failed_and_leaves_nothing(
+    home: ClientHome, ssh_server: SshServer, server: Sandbox, binaries: Binaries,
+    remote_workdir: Path,
+) -> None:  # fmt: skip
+    """The SSH sessions are cut in the middle of a run (their sshd processes killed, as a
+    network failure ends them): the run is stored as failed with the reason, the sweep stops in
+    one sentence, and the agent, its input gone, stops pgbench and removes its directory."""
+    before = agent_dirs()
+    pgbench = str(binaries.tool("pgbench"))
+    proc = subprocess.Popen(
+        [str(PGDYNO), "bench", "--ssh", ALIAS, "--dsn", server.conninfo(), "-w", "select-only",
+         "-s", "1", "-c", "1,2", "-T", "60", "--remote-pgbench", pgbench,
+         "--workdir", str(remote_workdir)],
+        env={**os.environ, "HOME": str(home.home)}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: remote_pgbench(pgbench), 60), "the remote pgbench never started"
+        sessions = [p for p in ssh_server.processes()[1:] if pid_cmdline(p)[:1] != [pgbench]
+                    and (pid_cmdline(p) or [""])[0].startswith("sshd:")]  # fmt: skip
+        assert sessions
+        for pid in sessions:
+            os.kill(pid, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, stderr
+    assert "the SSH connection to the server's host failed" in one_clear_sentence(stderr)
+    assert wait_for(lambda: not remote_pgbench(pgbench), 30), "the remote pgbench was left"
+    assert wait_for(lambda: agent_dirs() == before, 30), "the agent's directory was left"
+    runs = subprocess.run(
+        [str(PGDYNO), "runs", "list", "--json", "--workdir", str(remote_workdir)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert [r["status"] for r in json.loads(runs.stdout)] == ["failed"]

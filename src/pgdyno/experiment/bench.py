@@ -19,6 +19,8 @@ from pgdyno.errors import (
     Interrupted,
     ParseError,
     PgbenchFailed,
+    RemoteFailed,
+    RemoteUnavailable,
     SweepStopped,
 )
 from pgdyno.experiment.context import ProgressReporter, RunContext
@@ -51,7 +53,12 @@ from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.steady import default_trim
 from pgdyno.stats.stopping import decide, level_interval
 
-PROBE_S = 3  # seconds of the probe that sizes the first run's latency sample
+PROBE_S = 3
+# Every later run would fail the same way when the SSH connection to the server's host is gone.
+LOST_HOST = Verdict(
+    "the SSH connection to the server's host failed", "check the host and the network, then "
+    "run again", fatal=True,
+)  # fmt: skip  # seconds of the probe that sizes the first run's latency sample
 
 
 @dataclass(frozen=True)
@@ -430,6 +437,9 @@ class _CellRunner:
             ), None  # fmt: skip
         except (PgbenchFailed, ConnectionFailed, ParseError, OSError) as exc:
             return failed_run(self.where, record, exc, log_mark, run_dir, clock=self.clock)
+        except (RemoteUnavailable, RemoteFailed) as exc:  # the server's host, over SSH
+            failed = replace(record, status="failed", finished_at=self.clock(), error=str(exc))
+            return failed, LOST_HOST
         record = replace(
             record, finished_at=self.clock(), summary=measured.summary, seconds=measured.seconds,
             latency=measured.latency, latency_source=measured.latency_source,
