@@ -17,25 +17,9 @@ import pytest
 
 from conftest import PGDYNO, new_workdir, remove_workdir, sandbox_of_its_own, wait_for
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
+from remote_checks import CHANGED, PLAN, agent_dirs, interrupted, work_mem
 from sshd import ClientHome, SshServer, free_port
-
-PLAN = """\
-name = "fleet-test"
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-duration = {duration}
-repeats = 1
-[[set]]
-name = "wm"
-[set.pg]
-work_mem = "7777kB"
-[[set]]
-name = "base"
-"""
 
 
 @pytest.fixture(scope="module")
@@ -81,15 +65,6 @@ def hosts_file(directory: Path, hosts: dict[str, tuple[SshServer, Sandbox]], gon
     return path
 
 
-def work_mem(box: Sandbox) -> str:
-    with connect(box.conninfo()) as client:
-        return str(client.rows("SHOW work_mem")[0][0])
-
-
-def agent_dirs() -> set[str]:
-    return {p.name for p in Path("/tmp").glob("pgdyno.*")}
-
-
 def run(home: ClientHome, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(PGDYNO), *args], env={**os.environ, "HOME": str(home.home)},
@@ -133,22 +108,15 @@ def test_ctrl_c_stops_every_host_and_restores_each_server(
     plan.write_text(PLAN.format(duration=60))
     before = {name: work_mem(box) for name, (_, box) in hosts.items()}
     dirs = agent_dirs()
-    proc = subprocess.Popen(
-        [str(PGDYNO), "fleet", "run", str(plan), "--hosts",
-         str(hosts_file(fleet_dir, hosts, False)), "--workdir", str(fleet_dir)],
-        env={**os.environ, "HOME": str(home.home)}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        applied = lambda: all(work_mem(box) == "7777kB" for _, box in hosts.values())  # noqa: E731
-        assert wait_for(applied, 120), "the first set was never applied on both hosts"
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr
+    args = ["fleet", "run", str(plan), "--hosts", str(hosts_file(fleet_dir, hosts, False)),
+            "--workdir", str(fleet_dir)]  # fmt: skip
+
+    def applied() -> bool:
+        """the first set applied on both hosts"""
+        return all(work_mem(box) == CHANGED for _, box in hosts.values())
+
+    done = interrupted(home, args, applied, lambda pid: os.kill(pid, signal.SIGINT))
+    assert done.returncode == 130, done.stderr
     assert {name: work_mem(box) for name, (_, box) in hosts.items()} == before
     assert wait_for(lambda: agent_dirs() == dirs, 30), "an agent's directory was left"
     status = run(home, "fleet", "status", "--json", "--workdir", str(fleet_dir))

@@ -19,20 +19,15 @@ import pytest
 
 from conftest import PGDYNO, new_workdir, one_clear_sentence, remove_workdir, wait_for
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import pid_cmdline
 from pgdyno.remote.agent_client import Agent
 from pgdyno.remote.host import remote_host
+from remote_checks import CHANGED, PLAN, agent_dirs, interrupted, remote_pgbench, work_mem
 from sshd import ClientHome, SshServer
 
 ALIAS = "db-remote-alias"
 HOSTNAME = "db-remote"  # the ssh_server fixture's UTS hostname
-
-
-def agent_dirs() -> set[str]:
-    """The agent's temporary directories on the 'remote' host (this machine's /tmp)."""
-    return {p.name for p in Path("/tmp").glob("pgdyno.*")}
 
 
 @pytest.fixture(scope="module")
@@ -165,70 +160,60 @@ def test_the_clock_offset_is_measured_within_half_a_round_trip(
     assert not any(tmp_path.iterdir()), "the local copy of the host's files was left"
 
 
+def bench_60s(server: Sandbox, pgbench: str, workdir: Path, clients: str = "1") -> list[str]:
+    return [
+        "bench", "--ssh", ALIAS, "--dsn", server.conninfo(), "-w", "select-only", "-s", "1",
+        "-c", clients, "-T", "60", "--remote-pgbench", pgbench, "--workdir", str(workdir),
+    ]  # fmt: skip
+
+
+def stored_statuses(workdir: Path) -> list[str]:
+    runs = subprocess.run(
+        [str(PGDYNO), "runs", "list", "--json", "--workdir", str(workdir)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [r["status"] for r in json.loads(runs.stdout)]
+
+
 def test_ctrl_c_stops_the_remote_pgbench_and_removes_the_agent(
     home: ClientHome, server: Sandbox, binaries: Binaries, remote_workdir: Path
 ) -> None:
     """SIGINT in the middle of a remote run: the remote pgbench is stopped, the agent's
     directory removed, the run kept as interrupted, exit status 130."""
-    before = agent_dirs()
-    pgbench = str(binaries.tool("pgbench"))
-    env = {**os.environ, "HOME": str(home.home)}
-    proc = subprocess.Popen(
-        [str(PGDYNO), "bench", "--ssh", ALIAS, "--dsn", server.conninfo(), "-w", "select-only",
-         "-s", "1", "-c", "1", "-T", "60", "--remote-pgbench", pgbench,
-         "--workdir", str(remote_workdir)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
+    before, pgbench = agent_dirs(), str(binaries.tool("pgbench"))
+    done = interrupted(
+        home, bench_60s(server, pgbench, remote_workdir), lambda: remote_pgbench(pgbench),
+        lambda pid: os.kill(pid, signal.SIGINT),
     )  # fmt: skip
-    try:
-        assert wait_for(lambda: remote_pgbench(pgbench), 60), "the remote pgbench never started"
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr
+    assert done.returncode == 130, done.stderr
     assert wait_for(lambda: not remote_pgbench(pgbench), 10), "the remote pgbench was left"
     assert agent_dirs() == before
-    runs = subprocess.run(
-        [str(PGDYNO), "runs", "list", "--json", "--workdir", str(remote_workdir)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert [r["status"] for r in json.loads(runs.stdout)] == ["interrupted"]
+    assert stored_statuses(remote_workdir) == ["interrupted"]
 
 
-def remote_pgbench(path: str) -> list[int]:
-    """pids of pgbench runs started by an agent (their log goes to its directory)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            cmd = pid_cmdline(int(entry.name))
-            if cmd and cmd[0] == path and any("/pgdyno." in c for c in cmd):
-                found.append(int(entry.name))
-    return found
+def test_a_connection_lost_mid_run_stores_the_run_as_failed_and_leaves_nothing(
+    home: ClientHome, ssh_server: SshServer, server: Sandbox, binaries: Binaries,
+    remote_workdir: Path,
+) -> None:  # fmt: skip
+    """The SSH sessions are cut in the middle of a run (their sshd processes killed, as a
+    network failure ends them): the run is stored as failed with the reason, the sweep stops in
+    one sentence, and the agent, its input gone, stops pgbench and removes its directory."""
+    before, pgbench = agent_dirs(), str(binaries.tool("pgbench"))
 
+    def cut(_pid: int) -> None:
+        sessions = [p for p in ssh_server.processes()[1:]
+                    if (pid_cmdline(p) or [""])[0].startswith("sshd:")]  # fmt: skip
+        assert sessions
+        for pid in sessions:
+            os.kill(pid, signal.SIGKILL)
 
-PLAN = """\
-name = "over-ssh"
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-duration = {duration}
-repeats = 1
-[[set]]
-name = "base"
-[[set]]
-name = "wm"
-[set.pg]
-work_mem = "7777kB"
-"""
-
-
-def work_mem(server: Sandbox) -> str:
-    with connect(server.conninfo()) as client:
-        return str(client.rows("SHOW work_mem")[0][0])
+    done = interrupted(home, bench_60s(server, pgbench, remote_workdir, "1,2"),
+                       lambda: remote_pgbench(pgbench), cut)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "the SSH connection to the server's host failed" in one_clear_sentence(done.stderr)
+    assert wait_for(lambda: not remote_pgbench(pgbench), 30), "the remote pgbench was left"
+    assert wait_for(lambda: agent_dirs() == before, 30), "the agent's directory was left"
+    assert stored_statuses(remote_workdir) == ["failed"]
 
 
 def test_compare_over_ssh_changes_the_server_and_restores_it(
@@ -256,72 +241,17 @@ def test_a_killed_compare_over_ssh_is_rolled_back_over_ssh(
     """SIGKILL while a set's setting is applied: the agent (its stdin closed) stops its
     pgbench and removes its directory; `pgdyno rollback` reaches the server again over SSH."""
     plan = remote_workdir / "plan.toml"
-    # the changed set first, so that it is applied at once; the kill lands in its run
-    head, _, sets = PLAN.format(duration=60).partition("[[set]]")
-    base, _, changed = sets.partition("[[set]]")
-    plan.write_text(f"{head}[[set]]{changed}[[set]]{base}")
+    plan.write_text(PLAN.format(duration=60))
     before, dirs = work_mem(server), agent_dirs()
-    env = {**os.environ, "HOME": str(home.home)}
-    proc = subprocess.Popen(
-        [str(PGDYNO), "compare", str(plan), "--ssh", ALIAS, "--dsn", server.conninfo(),
-         "--workdir", str(remote_workdir)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    try:
-        assert wait_for(lambda: work_mem(server) == "7777kB", 120), "the set was never applied"
-        proc.kill()
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert work_mem(server) == "7777kB"  # left as the killed compare had it
+    args = ["compare", str(plan), "--ssh", ALIAS, "--dsn", server.conninfo(),
+            "--workdir", str(remote_workdir)]  # fmt: skip
+    interrupted(home, args, lambda: work_mem(server) == CHANGED,
+                lambda pid: os.kill(pid, signal.SIGKILL))  # fmt: skip
+    assert work_mem(server) == CHANGED  # left as the killed compare had it
     assert wait_for(lambda: agent_dirs() == dirs, 30), "the agent's directory was left"
     pgbench = str(binaries.tool("pgbench"))
-    assert wait_for(
-        lambda: not remote_pgbench(pgbench) and not remote_pgbench("/usr/bin/pgbench"), 30
-    )
+    assert wait_for(lambda: not remote_pgbench(pgbench, "/usr/bin/pgbench"), 30)
     done = pgdyno(home, remote_workdir, "rollback")
     assert done.returncode == 0, done.stderr
     assert work_mem(server) == before
     assert agent_dirs() == dirs
-
-
-def test_a_connection_lost_mid_run_stores_the_run_as_failed_and_leaves_nothing(
-    home: ClientHome, ssh_server: SshServer, server: Sandbox, binaries: Binaries,
-    remote_workdir: Path,
-) -> None:  # fmt: skip
-    """The SSH sessions are cut in the middle of a run (their sshd processes killed, as a
-    network failure ends them): the run is stored as failed with the reason, the sweep stops in
-    one sentence, and the agent, its input gone, stops pgbench and removes its directory."""
-    before = agent_dirs()
-    pgbench = str(binaries.tool("pgbench"))
-    proc = subprocess.Popen(
-        [str(PGDYNO), "bench", "--ssh", ALIAS, "--dsn", server.conninfo(), "-w", "select-only",
-         "-s", "1", "-c", "1,2", "-T", "60", "--remote-pgbench", pgbench,
-         "--workdir", str(remote_workdir)],
-        env={**os.environ, "HOME": str(home.home)}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert wait_for(lambda: remote_pgbench(pgbench), 60), "the remote pgbench never started"
-        sessions = [p for p in ssh_server.processes()[1:] if pid_cmdline(p)[:1] != [pgbench]
-                    and (pid_cmdline(p) or [""])[0].startswith("sshd:")]  # fmt: skip
-        assert sessions
-        for pid in sessions:
-            os.kill(pid, signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 1, stderr
-    assert "the SSH connection to the server's host failed" in one_clear_sentence(stderr)
-    assert wait_for(lambda: not remote_pgbench(pgbench), 30), "the remote pgbench was left"
-    assert wait_for(lambda: agent_dirs() == before, 30), "the agent's directory was left"
-    runs = subprocess.run(
-        [str(PGDYNO), "runs", "list", "--json", "--workdir", str(remote_workdir)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert [r["status"] for r in json.loads(runs.stdout)] == ["failed"]

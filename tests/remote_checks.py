@@ -1,0 +1,75 @@
+"""What the --ssh and fleet tests check on the 'remote' hosts (this machine seen through
+sshd): what the agent may leave, the pgbench it starts, a setting a plan changes, and pgdyno
+run as a process that something interrupts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import PGDYNO, wait_for
+from pgdyno.postgres.client import connect
+from pgdyno.postgres.cluster import Sandbox
+from pgdyno.process import pid_cmdline
+from sshd import ClientHome
+
+# The changed set first, so that it is applied as soon as the plan starts.
+PLAN = """\
+name = "over-ssh"
+[matrix]
+workloads = ["select-only"]
+scales = [1]
+clients = [1]
+duration = {duration}
+repeats = 1
+[[set]]
+name = "wm"
+[set.pg]
+work_mem = "7777kB"
+[[set]]
+name = "base"
+"""
+CHANGED = "7777kB"  # SHOW work_mem while the first set is applied
+
+
+def agent_dirs() -> set[str]:
+    """The agents' temporary directories on the 'remote' hosts (this machine's /tmp)."""
+    return {p.name for p in Path("/tmp").glob("pgdyno.*")}
+
+
+def remote_pgbench(*paths: str) -> list[int]:
+    """pids of pgbench runs started by an agent (their log goes to its directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            cmd = pid_cmdline(int(entry.name))
+            if cmd and cmd[0] in paths and any("/pgdyno." in c for c in cmd):
+                found.append(int(entry.name))
+    return found
+
+
+def work_mem(box: Sandbox) -> str:
+    with connect(box.conninfo()) as client:
+        return str(client.rows("SHOW work_mem")[0][0])
+
+
+def interrupted(
+    home: ClientHome, args: list[str], until: Callable[[], object], act: Callable[[int], None]
+) -> subprocess.CompletedProcess[str]:
+    """`pgdyno ARGS` with HOME at `home`; once `until()` holds, `act(pid)` (a signal, a cut
+    connection); its exit status and output once it ended (killed if the test fails)."""
+    proc = subprocess.Popen(
+        [str(PGDYNO), *args], env={**os.environ, "HOME": str(home.home)},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for(until, 120), f"never came: {until.__doc__ or until}"
+        act(proc.pid)
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
