@@ -97,8 +97,14 @@ def test_a_fleet_runs_on_every_host_and_names_the_one_that_failed(
     assert {name: work_mem(box) for name, (_, box) in hosts.items()} == before
     assert agent_dirs() == dirs
     status = run(home, "fleet", "status", "--json", "--workdir", str(fleet_dir))
-    states = {h["name"]: h["state"] for h in json.loads(status.stdout)["hosts"]}
-    assert states == {"db-a": "done", "db-b": "done", "db-gone": "failed"}
+    shown = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
+    assert {n: h["state"] for n, h in shown.items()} == {
+        "db-a": "done",
+        "db-b": "done",
+        "db-gone": "failed",
+    }
+    assert [shown["db-a"]["runs_done"], shown["db-a"]["runs_planned"]] == [2, 2]
+    assert "cannot connect to db-gone" in shown["db-gone"]["message"]
 
 
 def test_ctrl_c_stops_every_host_and_restores_each_server(
@@ -115,7 +121,14 @@ def test_ctrl_c_stops_every_host_and_restores_each_server(
         """the first set applied on both hosts"""
         return all(work_mem(box) == CHANGED for _, box in hosts.values())
 
-    done = interrupted(home, args, applied, lambda pid: os.kill(pid, signal.SIGINT))
+    def status_then_ctrl_c(pid: int) -> None:
+        status = run(home, "fleet", "status", "--json", "--workdir", str(fleet_dir))
+        shown = json.loads(status.stdout)
+        assert shown["finished_at"] is None and not shown["controller_gone"]
+        assert {h["state"] for h in shown["hosts"]} == {"running"}
+        os.kill(pid, signal.SIGINT)
+
+    done = interrupted(home, args, applied, status_then_ctrl_c)
     assert done.returncode == 130, done.stderr
     assert {name: work_mem(box) for name, (_, box) in hosts.items()} == before
     assert wait_for(lambda: agent_dirs() == dirs, 30), "an agent's directory was left"

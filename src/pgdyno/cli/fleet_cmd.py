@@ -99,7 +99,9 @@ def _show(env: Environment, state: FleetState, as_json: bool) -> None:
         print_json(env, data)
         return
     title = f"fleet {Path(state.plan).name}, started {state.started_at}"
-    if gone:
+    if state.finished_at:
+        title += f", finished {state.finished_at}"
+    elif gone:
         title += " (its controller ended without finishing: states as it left them)"
     table = Table(title=title, title_justify="left")
     for column in ("host", "ssh", "state", "runs", "last message"):

@@ -128,6 +128,8 @@ class Fleet:
                         child.state.runs_done = int(match[1])
                         child.state.runs_planned = int(match[2])
                     child.state.message = text.removeprefix(_ERROR)
+                if match:  # `fleet status` from another terminal follows each finished run
+                    self.save()
 
     def wait(self) -> None:
         """Until every child has ended; the status file follows each change."""
