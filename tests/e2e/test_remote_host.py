@@ -73,6 +73,11 @@ def test_bench_over_ssh_records_the_remote_side_and_leaves_nothing_there(
     assert len(os_seconds & seconds) >= len(seconds) - 1
     assert {"disk.vda.write_kbps", "mem.dirty_mb"} & set(run["samples"])
     assert run["samples"]["pg.xact_commit_per_s"]
+    [offset] = [e for e in run["events"] if e["kind"] == "clock_offset"]
+    assert offset["detail"]["host"] == ALIAS and "round_trip_ms" in offset["detail"]
+    assert run["server"]["pgbench_host"] == ALIAS
+    shown = pgdyno(home, remote_workdir, "runs", "show", str(run["id"]))
+    assert f"clock of {ALIAS}" in shown.stdout and "corrected" in shown.stdout
     # pgbench's own CPU, read on the host it ran on
     assert run["health"]["client_cpu_pct"] is not None
     assert run["samples"]["client.cpu_pct"]
@@ -92,6 +97,7 @@ def test_the_local_driver_runs_pgbench_here_through_the_tunnel(
     [run] = json.loads(done.stdout)
     assert run["status"] == "ok" and run["host"]["hostname"] == HOSTNAME
     assert "127.0.0.1" in " ".join(run["pgbench_argv"])  # the forwarded port
+    assert run["server"]["pgbench_host"] == "local"
     assert run["health"]["client_cpu_pct"] is not None  # this host's pgbench, read here
 
 

@@ -105,6 +105,7 @@ class Connected:
             "version": self.info.version, "version_num": self.info.version_num,
             "binaries": self.target.binaries.source,
             "pgbench_version": self.base.pgbench_version,
+            "pgbench_host": self.runner.driver.host,  # "local", or the server's host over SSH
         }  # fmt: skip
 
 

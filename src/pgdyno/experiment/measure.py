@@ -127,6 +127,14 @@ def _interference(
     return flagged_interference(before, after, roots, collect.cpus, after.at - before.at)
 
 
+def _clock_offset(collect: Collect, at: float) -> list[Event]:
+    """On a remote host, the clock offset its series were corrected by (and its error bound)."""
+    if collect.remote is None:
+        return []
+    return [Event(at, "clock_offset", {"host": collect.remote.name,
+                                       **collect.remote.offset.as_detail()})]  # fmt: skip
+
+
 def measure(
     request: MeasureRequest,
     collect: Collect,
@@ -202,7 +210,7 @@ def measure(
         latency=run_percentiles(total) if total.logged else None,
         latency_source=latency_source(sampling_rate),
         samples=(*timeline.samples, *progress),
-        events=tuple(timeline.events),
+        events=(*timeline.events, *_clock_offset(collect, result.started_at)),
         health=health,
         interference=interference,
         scripts=total.by_script,

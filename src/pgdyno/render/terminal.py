@@ -122,6 +122,22 @@ def dataset_text(size_bytes: int | None, events: Sequence[Event]) -> str:
     return f"{text} ({how} in {seconds:.1f} s{speed})"
 
 
+def _clock_rows(events: Sequence[Event]) -> list[tuple[str, str]]:
+    """A host reached over SSH: the offset its clock was corrected by, within +- half the
+    round trip it was measured over.
+
+    >>> _clock_rows([Event(1.0, "clock_offset", {"host": "db1", "offset_ms": -2.5,
+    ...     "round_trip_ms": 0.8})])
+    [('clock of db1', '-2.5 ms from this one (+-0.4 ms), corrected')]
+    """
+    found = next((e.detail for e in events if e.kind == "clock_offset"), None)
+    if found is None:
+        return []
+    offset, trip = (float(str(found.get(k, 0))) for k in ("offset_ms", "round_trip_ms"))
+    return [(f"clock of {found.get('host')}",
+             f"{offset:+.1f} ms from this one (+-{trip / 2:.1f} ms), corrected")]  # fmt: skip
+
+
 def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
     host = run.host_brief
     return [
@@ -145,6 +161,7 @@ def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
                  f"x{host.cpu_count}, {(host.memory_bytes or 0) / 1024**3:.1f} GiB"),
         ("pgbench", " ".join(run.pgbench_argv)
          or "- (pgbench failed before the measured run started)"),
+        *_clock_rows(run.events),
         *_health_rows(run.health if run.health is not None and run.health.assessed else None),
         *_device_rows(run.device_list()),
         ("settings", ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))),
