@@ -261,3 +261,37 @@ def test_a_killed_compare_over_ssh_is_rolled_back_over_ssh(
     assert done.returncode == 0, done.stderr
     assert work_mem(server) == before
     assert agent_dirs() == dirs
+
+
+def test_the_key_may_come_from_the_ssh_agent(
+    ssh_server: SshServer, remote_workdir: Path, tmp_path: Path
+) -> None:
+    """No IdentityFile: the key is found in the agent SSH_AUTH_SOCK names, as ssh finds it;
+    without the agent the same host refuses the login in one sentence."""
+    home = ssh_server.client_home("by-agent")
+    lines = home.config.read_text().splitlines(keepends=True)
+    home.config.write_text("".join(line for line in lines if "Identit" not in line))
+    key = tmp_path / "agent-key"
+    key.write_bytes(home.identity.read_bytes())
+    key.chmod(0o600)
+    home.identity.unlink()  # only the agent holds it now
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert wait_for(socket_path.exists, 10)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(socket_path)}
+        subprocess.run(["ssh-add", "-q", str(key)], env=env, check=True, capture_output=True)
+        with_agent = subprocess.run(
+            [str(PGDYNO), "doctor", "--ssh", "by-agent", "--json", "--fail-on", "never",
+             "--workdir", str(remote_workdir)],
+            env={**env, "HOME": str(home.home)}, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert with_agent.returncode == 0, with_agent.stderr
+        assert json.loads(with_agent.stdout)["target"] == "by-agent"
+    finally:
+        agent.terminate()
+        agent.wait()
+    without = pgdyno(home, remote_workdir, "doctor", "--ssh", "by-agent")
+    assert without.returncode == 3
+    assert "by-agent refused the keys offered" in one_clear_sentence(without.stderr)
