@@ -68,7 +68,11 @@ def test_adaptive_stops_once_resolved_with_rotated_rounds(quiet_workdir: Path, t
     assert data["comparison"]["rounds"] == rounds  # stored with the comparison
     change = b_change(data)
     assert change["method"] == "sequential" and change["pairs"] == rounds["rounds"]
-    assert change["verdict"] == "worse" and change["ci_high_pct"] < -50.0, change
+    # Resolved means decided: the interval excludes no change. How far from zero its upper end
+    # is when the rule stops depends on the host's noise (-31% seen on a busy host), so only the
+    # estimate is held to the gross change.
+    assert change["verdict"] == "worse" and change["ci_high_pct"] < 0, change
+    assert change["change_pct"] < -50.0, change
 
 
 def test_budget_spent_says_how_much_longer(quiet_workdir: Path, tmp_path: Path):
