@@ -23,15 +23,13 @@ from pgdyno.cli.common import (
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, UsageError
-from pgdyno.experiment.compare import CompareRequest, execute_compare
+from pgdyno.experiment.compare import CompareRequest, execute_compare, sandbox_host
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.server_sets import ServerOptions
-from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import HostFacts, read_host
-from pgdyno.pgbench.scale import choose_scale
+from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
 from pgdyno.plan.check import (
     CheckedSet,
-    HostTarget,
     check_plan,
     find_installed,
     is_installed,
@@ -45,9 +43,6 @@ from pgdyno.stats.analysis import Analysis
 from pgdyno.store.encode import rounds_json, to_json
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
-
-
-DEFAULT_SHARED_BUFFERS = 128 * 1024**2  # PostgreSQL's, when a plan does not set it
 
 
 def allow_options[F: Callable[..., Any]](func: F) -> F:
@@ -69,12 +64,9 @@ def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSe
     existing = env.clusters_dir
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent  # the clusters will live on the disk of this directory
-    device = device_for_path(existing, env.proc_root, env.sys_root)
     return check_plan(
         plan, cache_dir=env.cache_dir, meta_for=describe_settings,
-        host=HostTarget(device.disk if device else None, env.is_root, env.proc_root,
-                        env.sys_root, allowed),
-        find=find_installed,
+        host=sandbox_host(env, plan, allowed, existing), find=find_installed,
     )  # fmt: skip
 
 
