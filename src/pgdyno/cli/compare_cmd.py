@@ -26,6 +26,7 @@ from pgdyno.errors import PgbenchFailed, UsageError
 from pgdyno.experiment.compare import CompareRequest, execute_compare, sandbox_host
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.server_sets import ServerOptions
+from pgdyno.experiment.storage_sets import describe_storage, storage_notes
 from pgdyno.host.facts import HostFacts, read_host
 from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
 from pgdyno.plan.check import (
@@ -269,7 +270,8 @@ def plan_check(
     spec = bench_spec(loaded, host.cpu_count)
     checked = _previewed(env, loaded, Allowed.of(allow_sysctl, allow_pg))
     table = Table(title=f"plan {loaded.name}: valid", title_justify="left")
-    for name in ("set", "PostgreSQL", "settings", "host settings"):
+    storage = any(c.spec.storage for c in checked)
+    for name in ("set", "PostgreSQL", "settings", "host settings", *(["storage"] * storage)):
         table.add_column(name)
     for c in checked:
         table.add_row(
@@ -277,9 +279,13 @@ def plan_check(
             c.binaries.version,
             ", ".join(f"{k}={v}" for k, v in c.pg.items()) or "-",
             ", ".join(f"{k}={v}" for k, v in c.host) or "-",
+            *([describe_storage(c.spec.storage)] if storage else []),
         )
     console = out(env)
     console.print(table)
+    for c in checked:
+        for note in storage_notes(c.spec.storage, env.data_dir):
+            console.print(f"set {c.name}: {note}")
     for scale in spec.scales:  # before a server runs: its shared_buffers as the plan sets it
         buffers = _shared_buffers(checked[0]) if checked else DEFAULT_SHARED_BUFFERS
         sizing = choose_scale(scale, host.memory_bytes, buffers, None, spec.dataset)

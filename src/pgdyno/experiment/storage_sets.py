@@ -25,9 +25,9 @@ from pgdyno.experiment.matrix import BenchSpec
 from pgdyno.host.facts import HostFacts
 from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale, estimated_bytes
 from pgdyno.plan.check import WAL_IMAGE_BYTES, fs_request
-from pgdyno.plan.model import StorageSpec
+from pgdyno.plan.model import FsSpec, StorageSpec
 from pgdyno.postgres.cluster import Sandbox
-from pgdyno.storage.layer import BuiltFs, bind_mounted, built_filesystem
+from pgdyno.storage.layer import BuiltFs, bind_mounted, built_filesystem, inspect_request
 from pgdyno.storage.model import FsRequest
 
 COPY_TIMEOUT_S = 6 * 3600.0
@@ -93,7 +93,7 @@ class SetStorage:
 
     def _build(self, box: Sandbox, name: str, storage: StorageSpec) -> _Built:
         size = image_size(max(_bytes_under(box.data_dir), self.dataset_bytes))
-        self.log(f"set {name}: building its storage ({_describe(storage)})")
+        self.log(f"set {name}: building its storage ({describe_storage(storage)})")
         data = self._built_fs(fs_request(storage, f"{name}-data", size))
         wal = None
         if storage.wal is not None:
@@ -132,8 +132,29 @@ def _bytes_under(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def _describe(storage: StorageSpec) -> str:
-    text = storage.filesystem + (f" -o {storage.mount_options}" if storage.mount_options else "")
-    if storage.wal is not None:
-        text += f", WAL on {storage.wal.filesystem}"
-    return text
+def storage_notes(storage: StorageSpec | None, workdir: Path) -> list[str]:
+    """What `plan check` adds about a set's filesystems (e.g. ext3 served by the ext4 driver)."""
+    if storage is None:
+        return []
+    parts = [storage, *([storage.wal] if storage.wal is not None else [])]
+    requests = [fs_request(fs, "check", WAL_IMAGE_BYTES) for fs in parts]
+    return [note for request in requests for note in inspect_request(request, workdir).notes]
+
+
+def describe_storage(storage: StorageSpec | None) -> str:
+    """
+    >>> from pgdyno.plan.model import FsSpec, StorageSpec
+    >>> describe_storage(StorageSpec(filesystem="xfs", mount_options="noatime",
+    ...                              wal={"filesystem": "ext4"}))
+    'xfs -o noatime on a loop image, WAL on ext4 on a loop image'
+    """
+    if storage is None:
+        return "-"
+
+    def one(fs: FsSpec) -> str:
+        where = f"on {fs.device}" if fs.device else "on a loop image"
+        options = f" -o {fs.mount_options}" if fs.mount_options else ""
+        return f"{fs.filesystem}{options} {where}"
+
+    text = one(storage)
+    return text + (f", WAL on {one(storage.wal)}" if storage.wal is not None else "")
