@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +35,7 @@ from pgdyno.storage.layer import (
     rollback_storage,
 )
 from pgdyno.storage.model import Roots, StorageError
+from storage_guard import assert_nothing_left, loops_under, mounts_under
 
 MIB = 2**20
 SIZES = {"ext4": 120 * MIB, "ext3": 120 * MIB, "xfs": 300 * MIB, "btrfs": 120 * MIB}
@@ -62,45 +61,6 @@ def needs(filesystem: str) -> pytest.MarkDecorator:
 # -- the guard: nothing may stay behind --------------------------------------------------------
 
 
-def loops_under(directory: Path) -> list[str]:
-    found = []
-    for entry in Path("/sys/block").glob("loop*"):
-        try:
-            backing = (entry / "loop" / "backing_file").read_text().strip()
-        except OSError:
-            continue
-        if backing.startswith(f"{directory}/"):
-            found.append(f"/dev/{entry.name}")
-    return found
-
-
-def mounts_under(directory: Path) -> list[str]:
-    mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
-    return [m.mount_point for m in mounts if m.mount_point.startswith(f"{directory}/")]
-
-
-def take_down(directory: Path) -> list[str]:
-    """Whatever pgdyno left in `directory`, removed with plain commands; what it found."""
-    left = [*mounts_under(directory), *loops_under(directory)]
-    for point in sorted(mounts_under(directory), key=len, reverse=True):
-        if subprocess.run(["umount", point], check=False).returncode != 0:
-            subprocess.run(["umount", "-l", point], check=False)
-    for device in loops_under(directory):
-        subprocess.run(["losetup", "--detach", device], check=False)
-    return left
-
-
-@pytest.fixture
-def storage_workdir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="pgdyno-storage-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        left = take_down(path)
-        shutil.rmtree(path, ignore_errors=True)
-        assert not left, f"left behind: {left}"
-
-
 @pytest.fixture
 def user_loop(storage_workdir: Path) -> Iterator[tuple[str, Path]]:
     """A loop device of the test's own (as a user's disk) on a 300 MiB image holding ext4."""
@@ -121,14 +81,6 @@ def user_loop(storage_workdir: Path) -> Iterator[tuple[str, Path]]:
 def mounted_at(target: Path) -> list[str]:
     mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
     return [m.source for m in mounts if m.mount_point == str(target)]
-
-
-def assert_nothing_left(workdir: Path) -> None:
-    assert not mounts_under(workdir) and not loops_under(workdir)
-    assert not (workdir / "storage").exists()  # images, mount points and the directory: gone
-    assert pending_storage(workdir) == []
-    journal = journal_path(workdir)
-    assert not journal.exists() or journal.read_bytes() == b""
 
 
 # -- building and taking down ------------------------------------------------------------------
