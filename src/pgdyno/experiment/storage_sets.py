@@ -34,23 +34,15 @@ COPY_TIMEOUT_S = 6 * 3600.0
 
 
 def image_size(data_bytes: int) -> int:
-    """A loop image for a data directory of `data_bytes`: twice its size plus 1 GiB (the runs'
-    copy of the dataset beside its template, WAL and checkpoints), at least 2 GiB.
+    """A loop image for a data directory of `data_bytes`: twice its size (the template and the
+    runs' copy of it, where the filesystem cannot clone) plus 3 GiB for WAL (max_wal_size is
+    1 GB by default), checkpoints and temporary files; at least 4 GiB. The image is sparse: it
+    takes only what is written.
 
     >>> image_size(0) >> 30, image_size(3 << 30) >> 30
-    (2, 7)
+    (4, 9)
     """
-    return max(2 << 30, 2 * data_bytes + (1 << 30))
-
-
-def expected_dataset_bytes(spec: BenchSpec, host: HostFacts) -> int:
-    """The largest dataset the plan's scales make on this host, before any server ran (with
-    PostgreSQL's default shared_buffers): what a set's storage must hold."""
-    return max(
-        estimated_bytes(choose_scale(s, host.memory_bytes, DEFAULT_SHARED_BUFFERS, None,
-                                     spec.dataset).scale, spec.dataset)
-        for s in spec.scales
-    )  # fmt: skip
+    return max(4 << 30, 2 * data_bytes + (3 << 30))
 
 
 @dataclass
