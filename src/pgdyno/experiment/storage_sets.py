@@ -45,6 +45,16 @@ def image_size(data_bytes: int) -> int:
     return max(4 << 30, 2 * data_bytes + (3 << 30))
 
 
+def expected_dataset_bytes(spec: BenchSpec, host: HostFacts) -> int:
+    """The largest dataset the plan's scales make on this host, before any server ran (with
+    PostgreSQL's default shared_buffers): what a set's storage must hold."""
+    return max(
+        estimated_bytes(choose_scale(s, host.memory_bytes, DEFAULT_SHARED_BUFFERS, None,
+                                     spec.dataset).scale, spec.dataset)
+        for s in spec.scales
+    )  # fmt: skip
+
+
 @dataclass
 class _Built:
     data: BuiltFs
