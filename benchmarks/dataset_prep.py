@@ -4,15 +4,22 @@ one sandbox in one process. Both ways end with the data on disk before a run sta
 compares pgbench's client-side and server-side data generation, which decides pgdyno's
 default init steps.
 
-    python benchmarks/dataset_prep.py [--scale 20] [--rounds 2]
+    python benchmarks/dataset_prep.py [--scale 20] [--rounds 2] [--storage]
 
 Prints the ratio naive / pgdyno (target: >= 2x). Times are wall-clock on a shared machine:
 read the ratio, not the seconds.
+
+With --storage (root; issue 23) the sandbox's data directory is put on an ext4 and then an XFS
+filesystem pgdyno builds on a loop image (as a storage set of a plan is), and on each the
+per-run reset (a copy of the template: a plain copy on ext4, a reflink clone on XFS through
+PostgreSQL 18's file_copy_method = clone) is timed against `pgbench -i` of the same scale and
+a CHECKPOINT. Targets: >= 4x on ext4, >= 20x on XFS.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -65,13 +72,53 @@ def templated(
     return time.perf_counter() - started, generated
 
 
+def per_run_reset(client: Client, pgbench: Path, scale: int, runs: int) -> tuple[float, float]:
+    """(pgbench -i + CHECKPOINT, one reset from the template), in seconds, medians of `runs`."""
+    naive_s = [naive(client, pgbench, scale, INIT_STEPS, 1) for _ in range(runs)]
+    settle(client)
+    dataset = ensure_dataset(client, scale, Generator(pgbench=pgbench))
+    version_num = client.server_info().version_num
+    resets = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        reset_bench_db(client, dataset.template, version_num)
+        resets.append(time.perf_counter() - started)
+    return statistics.median(naive_s), statistics.median(resets)
+
+
+def on_storage(scale: int, runs: int) -> None:
+    """The per-run reset on ext4 (a copy) and XFS (a clone), each on a loop image."""
+    from pgdyno.experiment.storage_sets import SetStorage
+    from pgdyno.plan.model import StorageSpec
+
+    with throwaway_sandbox("pgdyno-bench-storage-") as (workdir, binaries, box):
+        storage = SetStorage(workdir, print, dataset_bytes=2 * scale * 15 << 20)
+        try:
+            for filesystem in ("ext4", "xfs"):
+                box.stop()
+                storage.arrange(box, filesystem, StorageSpec(filesystem=filesystem))
+                box.start({}, owner_pid=os.getpid())
+                with connect(box.conninfo()) as client:
+                    slow, reset = per_run_reset(client, binaries.tool("pgbench"), scale, runs)
+                print(f"dataset_prep --storage: {filesystem}, scale {scale}: pgbench -i + "
+                      f"CHECKPOINT {slow:.2f} s, reset from the template {reset:.3f} s: "
+                      f"{slow / reset:.1f}x (median of {runs})")  # fmt: skip
+        finally:
+            box.stop()
+            storage.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2, help="interleaved naive/pgdyno pairs")
     parser.add_argument("--runs", type=int, default=RUNS, help="runs the dataset is prepared for")
+    parser.add_argument("--storage", action="store_true", help="on ext4 and XFS loop images")
     args = parser.parse_args()
     runs = args.runs
+    if args.storage:
+        on_storage(args.scale, runs)
+        return
     with throwaway_sandbox("pgdyno-bench-") as (_workdir, binaries, box):
         pgbench = binaries.tool("pgbench")
         with connect(box.conninfo()) as client:

@@ -27,6 +27,7 @@ from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes
 from pgdyno.postgres.sandbox_user import sandbox_user
 from sshd import SshServer
+from storage_guard import take_down
 
 IS_ROOT = os.geteuid() == 0
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
@@ -271,3 +272,17 @@ def pgdyno_process(*args: str) -> Iterator[subprocess.Popen[str]]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def storage_workdir() -> Iterator[Path]:
+    """A work directory for tests that build filesystems (loop devices, mounts): whatever is
+    left in it is taken down and fails the test (tests/storage_guard.py)."""
+    path = Path(tempfile.mkdtemp(prefix="pgdyno-storage-", dir="/tmp"))
+    path.chmod(0o755)  # the sandbox user must reach its clusters
+    try:
+        yield path
+    finally:
+        left = take_down(path)
+        shutil.rmtree(path, ignore_errors=True)
+        assert not left, f"left behind: {left}"

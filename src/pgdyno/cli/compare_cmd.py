@@ -23,15 +23,14 @@ from pgdyno.cli.common import (
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, UsageError
-from pgdyno.experiment.compare import CompareRequest, execute_compare
+from pgdyno.experiment.compare import CompareRequest, execute_compare, sandbox_host
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.server_sets import ServerOptions
-from pgdyno.host.devices import device_for_path
+from pgdyno.experiment.storage_sets import describe_storage, storage_notes
 from pgdyno.host.facts import HostFacts, read_host
-from pgdyno.pgbench.scale import choose_scale
+from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
 from pgdyno.plan.check import (
     CheckedSet,
-    HostTarget,
     check_plan,
     find_installed,
     is_installed,
@@ -45,9 +44,6 @@ from pgdyno.stats.analysis import Analysis
 from pgdyno.store.encode import rounds_json, to_json
 
 PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
-
-
-DEFAULT_SHARED_BUFFERS = 128 * 1024**2  # PostgreSQL's, when a plan does not set it
 
 
 def allow_options[F: Callable[..., Any]](func: F) -> F:
@@ -69,12 +65,9 @@ def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSe
     existing = env.clusters_dir
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent  # the clusters will live on the disk of this directory
-    device = device_for_path(existing, env.proc_root, env.sys_root)
     return check_plan(
         plan, cache_dir=env.cache_dir, meta_for=describe_settings,
-        host=HostTarget(device.disk if device else None, env.is_root, env.proc_root,
-                        env.sys_root, allowed),
-        find=find_installed,
+        host=sandbox_host(env, plan, allowed, existing), find=find_installed,
     )  # fmt: skip
 
 
@@ -277,7 +270,8 @@ def plan_check(
     spec = bench_spec(loaded, host.cpu_count)
     checked = _previewed(env, loaded, Allowed.of(allow_sysctl, allow_pg))
     table = Table(title=f"plan {loaded.name}: valid", title_justify="left")
-    for name in ("set", "PostgreSQL", "settings", "host settings"):
+    storage = any(c.spec.storage for c in checked)
+    for name in ("set", "PostgreSQL", "settings", "host settings", *(["storage"] * storage)):
         table.add_column(name)
     for c in checked:
         table.add_row(
@@ -285,9 +279,13 @@ def plan_check(
             c.binaries.version,
             ", ".join(f"{k}={v}" for k, v in c.pg.items()) or "-",
             ", ".join(f"{k}={v}" for k, v in c.host) or "-",
+            *([describe_storage(c.spec.storage)] if storage else []),
         )
     console = out(env)
     console.print(table)
+    for c in checked:
+        for note in storage_notes(c.spec.storage, env.data_dir):
+            console.print(f"set {c.name}: {note}")
     for scale in spec.scales:  # before a server runs: its shared_buffers as the plan sets it
         buffers = _shared_buffers(checked[0]) if checked else DEFAULT_SHARED_BUFFERS
         sizing = choose_scale(scale, host.memory_bytes, buffers, None, spec.dataset)

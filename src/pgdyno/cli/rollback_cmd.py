@@ -19,6 +19,8 @@ from pgdyno.host.journal import HostRollback
 from pgdyno.host.journal import rollback as rollback_host
 from pgdyno.journal import JournalDamaged
 from pgdyno.remote.host import remote_host
+from pgdyno.storage.layer import rollback_storage
+from pgdyno.storage.undo import StorageRollbackError
 
 
 @click.command()
@@ -51,7 +53,8 @@ def rollback(
     ctx: click.Context, /, yes: bool, restart_command: str | None, dsn: str | None,
     confirm_damaged: bool, **_: object,
 ) -> None:  # fmt: skip
-    """Restore every setting pgdyno changed: after `tune --apply`, or an interrupted `compare`.
+    """Restore every setting pgdyno changed and take down the filesystems it built: after
+    `tune --apply`, or an interrupted `compare`.
 
     PostgreSQL first: each `ALTER SYSTEM` pgdyno ran is undone (the setting goes back to what
     postgresql.auto.conf held, or is reset), the server reloads, and restarts when a restored
@@ -59,8 +62,10 @@ def rollback(
     with --yes and --restart-command, or pg_ctl when its data directory is on this host.
     Until that restart has happened the change stays in the journal. Then the host: every
     sysctl, transparent huge pages and block-device setting goes back to its old value, newest
-    change first. Each journal records its changes before they are made, so this works after a
-    crash too; running it again does nothing.
+    change first. Last the storage: every filesystem pgdyno built for a data or WAL directory is
+    unmounted, its loop device detached and its image removed (a bind mount too). Each journal
+    records its changes before they are made, so this works after a crash too; running it
+    again does nothing.
 
     A damaged journal line is restored when what it still says is enough; otherwise it is
     named, the rollback exits non-zero, and pgdyno refuses new changes until you have checked
@@ -94,12 +99,30 @@ def rollback(
             err(env).print,
             confirm_damaged=confirm_damaged,
         )
-    _print(console.print, servers, host)
+        storage = _rollback_storage(env, confirm_damaged)
+    _print(console.print, servers, host, storage)
     if servers.set_aside or host.set_aside:
         for kept in (servers.set_aside, host.set_aside):
             if kept:
                 console.print(f"set the damaged journal aside as {kept}")
-    _finish(servers, host, options)
+    _finish(servers, host, storage, options)
+
+
+class _StorageRollback:
+    """What the storage rollback did (`done`), and what stopped it (`error`)."""
+
+    def __init__(self, done: list[str], error: StorageRollbackError | None) -> None:
+        self.done = done
+        self.error = error
+
+
+def _rollback_storage(env: Environment, confirm_damaged: bool) -> _StorageRollback:
+    """Last: a sandbox whose data directory is on a storage mount is stopped by then."""
+    try:
+        done = rollback_storage(env.data_dir, lambda _line: None, confirm_damaged=confirm_damaged)
+    except StorageRollbackError as error:
+        return _StorageRollback(error.done, error)
+    return _StorageRollback(done, None)
 
 
 class _RollbackOptions:
@@ -122,7 +145,10 @@ def _check_dsn(env: Environment, o: _RollbackOptions) -> None:
         )
 
 
-def _print(say: Callable[[str], None], servers: ServersRollback, host: HostRollback) -> None:
+def _print(
+    say: Callable[[str], None], servers: ServersRollback, host: HostRollback,
+    storage: _StorageRollback,
+) -> None:  # fmt: skip
     for server in servers.restored:
         if server.note:
             say(server.note)
@@ -136,20 +162,33 @@ def _print(say: Callable[[str], None], servers: ServersRollback, host: HostRollb
             )
     for r in host.restored:
         say(f"restored {r.knob} to {r.old} (pgdyno had set {r.set_to or '-'})")
-    if not servers.restored and not host.restored and not _unfinished(servers, host):
+    for line in storage.done:
+        say(line)
+    if (
+        not servers.restored
+        and not host.restored
+        and not storage.done
+        and not _unfinished(servers, host, storage)
+    ):
         say("nothing to restore (no pending change)")
 
 
-def _unfinished(servers: ServersRollback, host: HostRollback) -> bool:
+def _unfinished(servers: ServersRollback, host: HostRollback, storage: _StorageRollback) -> bool:
     waiting = any(s.waiting_for_restart for s in servers.restored)
     return bool(waiting or servers.failures or servers.unreadable or host.failed
-                or host.unreadable)  # fmt: skip
+                or host.unreadable or storage.error)  # fmt: skip
 
 
-def _finish(servers: ServersRollback, host: HostRollback, o: _RollbackOptions) -> None:
+def _finish(
+    servers: ServersRollback, host: HostRollback, storage: _StorageRollback, o: _RollbackOptions
+) -> None:
     """Exit non-zero, in one sentence, while anything is left to do."""
     damaged = [*servers.unreadable, *host.unreadable]
     problems = [*servers.failures]
+    if storage.error is not None:
+        damaged += storage.error.unreadable
+        if storage.error.failed:
+            problems.append(str(storage.error).rstrip("."))
     if servers.failures and o.address is None:
         problems.append(
             "a server that needs a password is reached with `pgdyno rollback --dsn "

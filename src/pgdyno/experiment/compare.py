@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from pgdyno.environment import Environment
 from pgdyno.errors import StoreError
@@ -23,6 +24,7 @@ from pgdyno.experiment.sets_runner import (
     run_compare,
     settings_meta_loader,
 )
+from pgdyno.experiment.storage_sets import expected_dataset_bytes, image_size
 from pgdyno.experiment.target import server_address, workdir_lock
 from pgdyno.host.devices import device_for_path
 from pgdyno.host.facts import read_host
@@ -66,12 +68,19 @@ def checked_sets(
 ) -> list[CheckedSet]:
     """The plan checked against the sandbox's versions and the disk of its clusters."""
     env.clusters_dir.mkdir(parents=True, exist_ok=True)
-    device = device_for_path(env.clusters_dir, env.proc_root, env.sys_root)
-    return check_plan(
-        plan, cache_dir=env.cache_dir, meta_for=meta_for,
-        host=HostTarget(device.disk if device else None, env.is_root, env.proc_root,
-                        env.sys_root, allowed),
-    )  # fmt: skip
+    return check_plan(plan, cache_dir=env.cache_dir, meta_for=meta_for,
+                      host=sandbox_host(env, plan, allowed, env.clusters_dir))  # fmt: skip
+
+
+def sandbox_host(env: Environment, plan: Plan, allowed: Allowed, clusters: Path) -> HostTarget:
+    """Where a plan's host settings and storage are checked for the sandbox: the disk under
+    `clusters` (its sandboxes' directory, or the nearest existing one above it), root or not,
+    the work directory for loop images and the image a storage set gets by default."""
+    device = device_for_path(clusters, env.proc_root, env.sys_root)
+    host = read_host(env.proc_root, env.sys_root)
+    image = image_size(expected_dataset_bytes(bench_spec(plan, host.cpu_count), host))
+    return HostTarget(device.disk if device else None, env.is_root, env.proc_root,
+                      env.sys_root, allowed, env.data_dir, image)  # fmt: skip
 
 
 def execute_compare(

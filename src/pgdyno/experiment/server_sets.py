@@ -188,6 +188,13 @@ def _version_key(plan: Plan, index: int, spec: SetSpec) -> tuple[str | int, ...]
 
 
 def _check_host_here(plan: Plan, server: ExistingServer) -> None:
+    for index, spec in enumerate(plan.spec.sets):
+        if spec.storage is not None:
+            raise UsageError(
+                f"{plan.where(('set', index, 'storage'))}: set {spec.name!r} builds a filesystem "
+                f"for the data directory, which pgdyno does for its own sandbox only, never under "
+                f"{server.handle.label}: run the plan without --dsn."
+            )
     if server.data_dir is not None:
         return
     for index, spec in enumerate(plan.spec.sets):

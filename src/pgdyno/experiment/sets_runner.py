@@ -33,6 +33,7 @@ from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, RoundPlan, judge_round, run_rounds
 from pgdyno.experiment.session import finished_as, recorded_session
+from pgdyno.experiment.storage_sets import SetStorage, expected_dataset_bytes
 from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
 from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean
@@ -65,11 +66,16 @@ class SetSwitcher(Protocol):
 class SandboxSwitcher:
     """Keeps one sandbox running with the current set's settings; stops what it started."""
 
-    def __init__(self, env: Environment, meta_for: MetaLoader, log: Callable[[str], None]):
+    def __init__(
+        self, env: Environment, meta_for: MetaLoader, log: Callable[[str], None],
+        dataset_bytes: int = 0,
+    ) -> None:  # fmt: skip
         self.env = env
         self.meta_for = meta_for
         self.log = log
         self.running: dict[int, _Running] = {}
+        # [set.storage]: built on first use, sized for the largest dataset expected
+        self.storage = SetStorage(env.data_dir, log, dataset_bytes)
 
     def use(self, checked: CheckedSet) -> Target:
         return sandbox_as_target(self.box_for(checked))
@@ -80,6 +86,12 @@ class SandboxSwitcher:
         for major in [m for m in self.running if m != binaries.major]:
             self.running.pop(major).box.stop()  # one server at a time: no competing for RAM
         current = self.running.get(binaries.major)
+        storage = checked.spec.storage
+        if self.storage.wanted(checked.name, storage):  # another filesystem under the data
+            if current is not None:
+                self.running.pop(binaries.major).box.stop()
+                current = None
+            self.storage.arrange(box, checked.name, storage)
         if current is None:
             if box.postmaster_pid() is not None:
                 raise ClusterError(
@@ -112,9 +124,12 @@ class SandboxSwitcher:
         self.running[checked.binaries.major] = _Running(box, dict(checked.pg))
 
     def close(self) -> None:
-        for started in self.running.values():
-            started.box.stop()
-        self.running.clear()
+        try:
+            for started in self.running.values():
+                started.box.stop()
+            self.running.clear()
+        finally:
+            self.storage.close()  # after the server stopped: nothing holds the filesystems
 
 
 def effective_pg(client: Client, names: list[str]) -> dict[str, str]:
@@ -210,7 +225,9 @@ def run_compare(
     journal, proc_root, sys_root = sandboxes.journal_path, ctx.proc_root, ctx.sys_root
     ensure_clean(journal, proc_root=proc_root, sys_root=sys_root)
     comparison_id, scales, done = _earlier(comparisons, plan) if job.resume else (None, None, set())
-    switcher = switcher or SandboxSwitcher(sandboxes, meta_for, ctx.log)
+    switcher = switcher or SandboxSwitcher(
+        sandboxes, meta_for, ctx.log, expected_dataset_bytes(spec, host)
+    )
     with ExitStack() as stack:
         changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
         # Servers stop (or are restored) before the host settings go back (huge pages in use

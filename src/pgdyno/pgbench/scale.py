@@ -69,6 +69,9 @@ class ScaleChoice:
         return f"dataset {self.kind}: {what}{preset}, about {size:,.0f} MiB"
 
 
+DEFAULT_SHARED_BUFFERS = 128 * 1024**2  # PostgreSQL's, when nothing sets it
+
+
 def estimated_bytes(scale: int, kind: str = "pgbench") -> int:
     """The dataset's size on disk, tables and indexes: pgbench's at a scale, or the TPC-C-like
     one's at a number of warehouses."""

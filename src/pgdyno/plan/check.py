@@ -18,7 +18,7 @@ from pathlib import Path
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.host.knobs import Knob, as_text, normalize_sysctl, validate
 from pgdyno.plan.load import Plan
-from pgdyno.plan.model import Scalar, SetSpec, applied_sets
+from pgdyno.plan.model import FsSpec, Scalar, SetSpec, applied_sets, parse_size
 from pgdyno.plan.policy import Allowed, check_pg_name, check_sysctl_name, check_sysctl_value
 from pgdyno.postgres.binaries import (
     Binaries,
@@ -31,7 +31,10 @@ from pgdyno.postgres.binaries import (
 from pgdyno.postgres.conf import check_name
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.storage.layer import check_request
+from pgdyno.storage.model import FsRequest
 
+WAL_IMAGE_BYTES = 2 << 30  # a WAL filesystem's loop image when the plan gives no size
 DEFAULT_PG_VERSION = 18  # the bundled version: a plan that names none runs the same everywhere
 NOT_INSTALLED = "not installed"  # the start of `source` of binaries `find_installed` did not find
 
@@ -118,6 +121,39 @@ class HostTarget:
     proc_root: Path
     sys_root: Path
     allowed: Allowed = field(default_factory=Allowed)
+    workdir: Path | None = None  # where storage sets' loop images go (None: no storage sets)
+    image_bytes: int = 2 << 30  # a storage set's loop image when the plan gives no size
+
+
+def fs_request(spec: FsSpec, role: str, default_size: int) -> FsRequest:
+    """What storage/layer.py builds for one filesystem of a set: on the device it names, or a
+    loop image of its `size` (else `default_size`)."""
+    device = Path(spec.device) if spec.device else None
+    size = None if device is not None else (parse_size(spec.size) if spec.size else default_size)
+    return FsRequest(
+        role=role, filesystem=spec.filesystem, mkfs_options=tuple(spec.mkfs_options),
+        mount_options=spec.mount_options, size_bytes=size, device=device,
+        destroy_device=spec.destroy_device,
+    )  # fmt: skip
+
+
+def check_storage(plan: Plan, host: HostTarget) -> None:
+    """Each storage set's filesystems, checked without creating anything (storage/layer.py's
+    check_request: tools, kernel support, free space, the device named and what it holds)."""
+    for i, own in enumerate(plan.spec.sets):
+        storage = own.storage
+        if storage is None:
+            continue
+        path: tuple[str | int, ...] = ("set", i, "storage")
+        if not host.is_root or host.workdir is None:
+            raise UsageError(f"{plan.where(path)}: set {own.name!r} builds a filesystem for its "
+                             "data directory, which needs root: run pgdyno as root.")  # fmt: skip
+        parts = [(path, fs_request(storage, "data", host.image_bytes))]
+        if storage.wal is not None:
+            parts.append(((*path, "wal"), fs_request(storage.wal, "wal", WAL_IMAGE_BYTES)))
+        for where, request in parts:
+            if problems := check_request(request, host.workdir):
+                raise UsageError(f"{plan.where(where)}: {problems[0]}")
 
 
 def check_plan(
@@ -135,6 +171,7 @@ def check_plan(
     settings of a version; `find` finds (`resolve`: and installs) each set's binaries.
     """
     check_policy(plan, host.allowed)  # before anything is installed or started
+    check_storage(plan, host)
     applied = applied_sets(plan.spec)
     binaries = [set_binaries(plan, i, s, cache_dir, find) for i, s in enumerate(applied)]
     metas: dict[str, Mapping[str, SettingMeta]] = {}

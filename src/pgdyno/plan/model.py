@@ -115,6 +115,75 @@ class ThpSpec(BaseModel):
     defrag: Text | None = None
 
 
+FILESYSTEMS = ("ext4", "xfs", "btrfs", "ext3")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_MOUNT_OPTION = re.compile(r"^[A-Za-z0-9_=.:/+-]+$")
+
+
+def parse_size(text: str) -> int:
+    """A size in bytes from "8GB", "512MiB", "2T" (powers of 1024, as df and losetup count).
+
+    >>> parse_size("8GB"), parse_size("512 MiB"), parse_size("1.5G")
+    (8589934592, 536870912, 1610612736)
+    """
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a size; write it as 8GB, 512MB or 2TB")
+    unit = (match[2] or "").upper().rstrip("B").rstrip("I") if match[2] else ""
+    return int(float(match[1]) * _UNITS[unit or "B"])
+
+
+def _size(value: str) -> str:
+    if parse_size(value) < 64 << 20:
+        raise ValueError(f"{value} is too small for a filesystem; give at least 64MB")
+    return value
+
+
+def _mount_options(value: str) -> str:
+    for option in filter(None, value.split(",")):
+        if not _MOUNT_OPTION.match(option):
+            raise ValueError(f"mount option {option!r} holds a character mount does not take")
+    return value
+
+
+def _mkfs_option(value: str) -> str:
+    if not value or value != value.strip() or _CONTROL.search(value):
+        raise ValueError(f"{value!r} is not one mkfs argument (one word per list item)")
+    return value
+
+
+class FsSpec(BaseModel):
+    """A filesystem pgdyno builds for a set (as root): on a loop image in its work directory,
+    or on a block device named with `device` and `destroy_device = true`."""
+
+    model_config = _STRICT
+
+    filesystem: Literal["ext4", "xfs", "btrfs", "ext3"]
+    mkfs_options: list[Annotated[str, AfterValidator(_mkfs_option)]] = []
+    mount_options: Annotated[str, AfterValidator(_mount_options)] = ""
+    size: Annotated[str, AfterValidator(_size)] | None = None
+    device: Text | None = None
+    destroy_device: bool = False
+
+    @model_validator(mode="after")
+    def _device_or_image(self) -> FsSpec:
+        if self.device is not None and not self.device.startswith("/dev/"):
+            raise ValueError(f"device {self.device!r} is not under /dev; name a block device")
+        if self.device is not None and self.size is not None:
+            raise ValueError("give a device or a size for the loop image, not both")
+        if self.destroy_device and self.device is None:
+            raise ValueError("destroy_device goes with device (a loop image needs no consent)")
+        return self
+
+
+class StorageSpec(FsSpec):
+    """[set.storage]: the filesystem under the data directory, and optionally `wal`: pg_wal on
+    a filesystem (or device) of its own."""
+
+    wal: FsSpec | None = None
+
+
 class SetSpec(BaseModel):
     """One configuration set: what is changed, against the defaults, for its runs."""
 
@@ -126,6 +195,7 @@ class SetSpec(BaseModel):
     sysctl: dict[Key, Scalar] = {}
     block: BlockSpec = BlockSpec()
     thp: ThpSpec = ThpSpec()
+    storage: StorageSpec | None = None
     pg_version: Literal[14, 15, 16, 17, 18] | None = None
     pg_bin: Text | None = None
 
@@ -241,6 +311,7 @@ def cumulative(sets: list[SetSpec]) -> list[SetSpec]:
                         {**before.block_settings, **step.block_settings}
                     ),
                     "thp": ThpSpec.model_validate({**before.thp_settings, **step.thp_settings}),
+                    "storage": step.storage or before.storage,
                 }
             )
             if step.pg_version is None and step.pg_bin is None:
