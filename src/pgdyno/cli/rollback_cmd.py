@@ -18,8 +18,10 @@ from pgdyno.experiment.target import existing_sandbox, running, server_address, 
 from pgdyno.host.journal import HostRollback
 from pgdyno.host.journal import rollback as rollback_host
 from pgdyno.journal import JournalDamaged
+from pgdyno.postgres.cluster import all_sandboxes
+from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.remote.host import remote_host
-from pgdyno.storage.layer import rollback_storage
+from pgdyno.storage.layer import pending_storage, rollback_storage
 from pgdyno.storage.undo import StorageRollbackError
 
 
@@ -117,12 +119,25 @@ class _StorageRollback:
 
 
 def _rollback_storage(env: Environment, confirm_damaged: bool) -> _StorageRollback:
-    """Last: a sandbox whose data directory is on a storage mount is stopped by then."""
+    """Last. A sandbox whose data directory is still bind-mounted on a set's storage (its
+    watchdog had not stopped it yet after pgdyno was killed) is pgdyno's own: it is stopped
+    first, so that nothing holds the mounts."""
+    stopped = _stop_sandboxes_on_storage(env)
     try:
         done = rollback_storage(env.data_dir, lambda _line: None, confirm_damaged=confirm_damaged)
     except StorageRollbackError as error:
-        return _StorageRollback(error.done, error)
-    return _StorageRollback(done, None)
+        return _StorageRollback([*stopped, *error.done], error)
+    return _StorageRollback([*stopped, *done], None)
+
+
+def _stop_sandboxes_on_storage(env: Environment) -> list[str]:
+    targets = {Path(step.path) for step in pending_storage(env.data_dir) if step.kind == "bind"}
+    stopped = []
+    for box in all_sandboxes(env.clusters_dir, sandbox_user(env.is_root)):
+        if box.data_dir in targets and box.postmaster_pid() is not None:
+            box.stop()
+            stopped.append(f"stopped sandbox {box.root.name}, which ran on a set's storage")
+    return stopped
 
 
 class _RollbackOptions:

@@ -26,7 +26,7 @@ from pgdyno.experiment.rounds import Adaptive, RoundLog
 from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
 from pgdyno.host.facts import HostFacts, free_disk_bytes
-from pgdyno.host.layout import device_names, locate_devices
+from pgdyno.host.layout import backing_disks, device_names, locate_devices
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.dataset import (
     Dataset,
@@ -38,6 +38,7 @@ from pgdyno.pgbench.scale import ScaleChoice, choose_scale
 from pgdyno.postgres.client import Client, ServerInfo, connect
 from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.records import RunCell, RunRecord
+from pgdyno.records.devices import DeviceLayout
 from pgdyno.stats.stopping import decide, level_interval
 
 PROBE_S = 3
@@ -144,7 +145,7 @@ def connected(
         stats_client = stack.enter_context(connect(target.dsn, target.password))
         collect = Collect(
             proc_root=ctx.proc_root,
-            devices=device_names(devices),
+            devices=_sampled(devices, ctx),
             stats_client=stats_client,
             version_num=info.version_num,
             bench_db=BENCH_DB,
@@ -182,6 +183,15 @@ def connected(
             stack.callback(shutil.rmtree, scripts, ignore_errors=True)
             runner.workloads = {w.name: w.with_scripts(scripts) for w in spec.workloads}
         yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)
+
+
+def _sampled(devices: DeviceLayout, ctx: RunContext) -> list[str] | None:
+    """The devices the timeline samples: those under data and WAL, and for a loop device (a
+    storage set's image) the disk its image is on."""
+    names = device_names(devices)
+    if names is None or ctx.remote is not None:
+        return names
+    return [*names, *backing_disks(names, ctx.proc_root, ctx.sys_root)]
 
 
 def _driver(ctx: RunContext, pgbench: Path, info: ServerInfo) -> tuple[Driver, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgdyno.host.device_inventory import find_devices
+from pgdyno.host.devices import device_for_path
 from pgdyno.records.devices import DeviceLayout
 
 
@@ -25,6 +26,26 @@ def locate_devices(data_dir: Path | None, proc_root: Path, sys_root: Path) -> De
         wal_dir = None
     devices, _unread = find_devices(data_dir.resolve(), wal_dir, proc_root, sys_root)
     return devices
+
+
+def backing_disks(names: list[str], proc_root: Path, sys_root: Path) -> list[str]:
+    """The disks holding the image files of the loop devices among `names` (a storage set's
+    filesystem on a loop image: the reads and writes reach that disk too)."""
+    found: list[str] = []
+    for name in names:
+        if not name.startswith("loop"):
+            continue
+        try:
+            image = (sys_root / "block" / name / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            continue
+        device = device_for_path(Path(image), proc_root, sys_root)
+        if device is None or device.disk is None:  # an image on tmpfs: no disk to sample
+            continue
+        for disk in (device.name, device.disk):
+            if disk not in names and disk not in found:
+                found.append(disk)
+    return found
 
 
 def device_names(devices: DeviceLayout) -> list[str] | None:

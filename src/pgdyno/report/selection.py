@@ -63,7 +63,31 @@ GROUP_BY: dict[str, Callable[[StoredRun], str]] = {
     "kernel": lambda r: f"kernel {r.host.get('kernel') or 'unknown'}",
     "pg_version": lambda r: f"PostgreSQL {r.pg_version}",
     "set": lambda r: r.set_name or "no set",
+    "filesystem": lambda r: _filesystems(r),
 }
+
+
+def _filesystems(run: StoredRun) -> str:
+    """The filesystems under a run's data and WAL directories, with their mount options:
+    seed 001's comparison of filesystems (storage sets, docs/storage.md).
+
+    >>> from pgdyno.records.devices import DeviceLayout, RunDevice
+    >>> def dev(role, fs, options): return RunDevice(role, "/d", "loop0", None, "7:0", "/m",
+    ...     "/dev/loop0", fs, options)
+    >>> class Run:
+    ...     devices = DeviceLayout(True, dev("data", "xfs", "rw,noatime"),
+    ...                            dev("wal", "ext4", "rw,relatime"), False)
+    ...     def device(self, role): return self.devices.device(role)
+    >>> _filesystems(Run())  # type: ignore[arg-type]
+    'data xfs (rw,noatime), WAL ext4 (rw,relatime)'
+    """
+    data, wal = run.device("data"), run.device("wal")
+    if data is None:
+        return "filesystem unknown"
+    text = f"data {data.fstype} ({data.mount_options})"
+    if wal is not None and (wal.major_minor, wal.fstype) != (data.major_minor, data.fstype):
+        text += f", WAL {wal.fstype} ({wal.mount_options})"
+    return text
 
 
 def _host_groups(runs: Sequence[StoredRun]) -> dict[int, str]:
