@@ -36,8 +36,9 @@ COPY_TIMEOUT_S = 6 * 3600.0
 def image_size(data_bytes: int) -> int:
     """A loop image for a data directory of `data_bytes`: twice its size (the template and the
     runs' copy of it, where the filesystem cannot clone) plus 3 GiB for WAL (max_wal_size is
-    1 GB by default), checkpoints and temporary files; at least 4 GiB. The image is sparse: it
-    takes only what is written.
+    1 GB by default), checkpoints and temporary files; at least 4 GiB. The image is
+    preallocated (storage/layer.py), so `plan check` counts it against the free space and a run
+    never finds the host's disk full under it.
 
     >>> image_size(0) >> 30, image_size(3 << 30) >> 30
     (4, 9)
