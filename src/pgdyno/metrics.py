@@ -20,6 +20,8 @@ from pgdyno.errors import PgdynoError
 
 CATALOG_FILE = Path(str(resources.files("pgdyno") / "data" / "metrics.toml"))
 DEVICE = "{device}"  # stands for a block device's kernel name in a metric's name
+WAIT_TYPE = "{type}"  # a wait event type (LWLock, IO, CPU*...) in a wait series' name
+PLACEHOLDERS = (DEVICE, WAIT_TYPE)
 
 _REQUIRED = {"name": str, "label": str, "unit": str, "digits": int, "source": str}
 _OPTIONAL = {"column": str, "field": str, "counters": list, "kind": str, "from": str,
@@ -58,10 +60,13 @@ class Metric:
         >>> m = Metric("disk.{device}.util_pct", "util", "%", 0, "/proc/diskstats")
         >>> m.matches("disk.nvme0n1.util_pct"), m.matches("disk.util_pct"), m.matches("x")
         (True, False, False)
+        >>> Metric("waits.{type}_aas", "AAS", "", 2, "pg_stat_activity").matches("waits.IO_aas")
+        True
         """
-        head, sep, tail = self.name.partition(DEVICE)
-        if not sep:
+        placeholder = next((p for p in PLACEHOLDERS if p in self.name), None)
+        if placeholder is None:
             return name == self.name
+        head, _, tail = self.name.partition(placeholder)
         middle = name[len(head) : len(name) - len(tail)]
         fits = len(name) > len(head) + len(tail)
         return fits and name.startswith(head) and name.endswith(tail) and "." not in middle

@@ -9,7 +9,10 @@ nothing else: each run's `"tpcc"` (null but for the TPC-C-like workload) and eac
 result's `"figure"` ("tps", or "nopm"), which the report's JSON and its CSV (last column) carry
 too. Issue 22 added each `runs list` row's `"host"` (the hostname of its session's host, "" when not
 recorded) and the report's `"grouped_by"` and `"differences"` (with a note per difference):
-the digest is of the report without them, and they are checked beside it.
+the digest is of the report without them, and they are checked beside it. Issue 24 added each
+run's `"waits"` (its wait-event profile, null for these runs, recorded before it existed), each
+comparison result's `"max_ms"`, `"worst_ms"` (the runs' worst transactions) and
+`"wait_changes"` (empty here), and each comparison run's `"latency_max_ms"`.
 """
 
 from __future__ import annotations

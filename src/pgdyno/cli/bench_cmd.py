@@ -23,6 +23,7 @@ from pgdyno.cli.common import (
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
+from pgdyno.collect.waits import DEFAULT_HZ
 from pgdyno.errors import ConnectionFailed, PgbenchFailed, PgdynoError, UsageError
 from pgdyno.experiment.bench import BenchOutcome, run_bench
 from pgdyno.experiment.context import RemoteTarget, RunContext
@@ -159,6 +160,16 @@ from pgdyno.textsafe import scrub_argv
     "pgbench.progress_tps, a cross-check of the timeline (costs a few % of TPS).",
 )
 @click.option(
+    "--wait-sample-hz",
+    type=int,
+    default=DEFAULT_HZ,
+    show_default=True,
+    metavar="HZ",
+    help="Look at the server's sessions (pg_stat_activity) this many times a second for the "
+    "wait-event profile (`runs show ID --waits`); 0 turns it off. With pg_wait_sampling "
+    "installed in the database its profile is read instead.",
+)
+@click.option(
     "--prewarm",
     is_flag=True,
     help="Read the dataset into shared buffers (pg_prewarm) before each run, so every run "
@@ -248,6 +259,7 @@ def bench(
     prewarm: bool,
     per_statement: bool,
     pgbench_progress: bool,
+    wait_sample_hz: int,
     latency_log: str,
     trim: int | None,
     dsn: str | None,
@@ -296,6 +308,7 @@ def bench(
         prewarm=prewarm,
         per_statement=per_statement,
         progress=pgbench_progress,
+        wait_sample_hz=wait_sample_hz,
         trim_s=trim,
         latency_log=latency_log,
     )

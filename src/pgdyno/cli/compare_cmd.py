@@ -36,6 +36,7 @@ from pgdyno.plan.check import (
     is_installed,
 )
 from pgdyno.plan.load import Plan, load_plan
+from pgdyno.plan.model import applied_sets
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.setting_values import convert_to_setting_unit, read_number
 from pgdyno.postgres.settings_catalog import describe_settings
@@ -212,7 +213,10 @@ def _check_ssh(ssh: str | None, server: ServerOptions | None) -> None:
 
 def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison_id: int) -> None:
     console = out(env)
-    console.print(verdict_table(analysis, f"compare {plan.name} (comparison {comparison_id})"))
+    sets = applied_sets(plan.spec)
+    storage = {s.name: describe_storage(s.storage) for s in sets if s.storage is not None}
+    title = f"compare {plan.name} (comparison {comparison_id})"
+    console.print(verdict_table(analysis, title, storage or None))
     for table in ladder_tables(analysis):
         console.print(table)
     console.print(f"results database: {env.results} (comparison {comparison_id})")

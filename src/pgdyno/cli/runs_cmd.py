@@ -14,6 +14,7 @@ from pgdyno.errors import UsageError
 from pgdyno.records.interference import Interference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv
+from pgdyno.render.waits import waits_tables
 from pgdyno.report.load import parse_run_ids
 from pgdyno.store.encode import to_json
 from pgdyno.store.exchange import export_runs, import_runs
@@ -80,11 +81,24 @@ def list_runs(
 @click.option(
     "--csv", "as_csv", is_flag=True, help="Print every per-second series of the run as CSV."
 )
+@click.option(
+    "--waits",
+    is_flag=True,
+    help="Show the run's wait-event profile: the events its sessions spent their time in, "
+    "with % of database time and average active sessions.",
+)
 @json_option
 @workdir_options
 @click.pass_context
 def show_run(
-    ctx: click.Context, /, run_id: int, timeline: bool, as_csv: bool, as_json: bool, **_: object
+    ctx: click.Context,
+    /,
+    run_id: int,
+    timeline: bool,
+    as_csv: bool,
+    waits: bool,
+    as_json: bool,
+    **_: object,
 ) -> None:
     """Show one run: summary, health, environment, per-statement latencies, timeline.
 
@@ -92,6 +106,7 @@ def show_run(
     Examples:
       pgdyno runs show 1
       pgdyno runs show 1 --timeline
+      pgdyno runs show 1 --waits
       pgdyno runs show 1 --csv > run1.csv
     """
     env = environment(ctx)
@@ -109,6 +124,15 @@ def show_run(
     console = out(env)
     if timeline:
         console.print(compact_table(run, samples))
+        return
+    if waits:
+        if run.waits is None:
+            raise UsageError(
+                f"run {run_id} has no wait profile: it ran with --wait-sample-hz 0, without "
+                "PostgreSQL statistics, or before pgdyno sampled wait events; bench again."
+            )
+        for table in waits_tables(run_id, run.waits):
+            console.print(table)
         return
     tables = run_detail(run)
     found = run.interference

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
+from pgdyno.collect.waits import WaitSampler
 from pgdyno.errors import QueryRefused, ServerTrouble
 from pgdyno.metrics import pg_counters
 from pgdyno.postgres.client import Client
@@ -92,9 +93,17 @@ class PgStatsSampler:
     """Reads the statistics views of one server through `client`."""
 
     def __init__(
-        self, client: Client, version_num: int, dbname: str, log: Callable[[str], None]
+        self,
+        client: Client,
+        version_num: int,
+        dbname: str,
+        log: Callable[[str], None],
+        wait_hz: int = 0,
     ) -> None:
+        """`wait_hz`: looks a second at the server's sessions for the wait-event profile, in
+        the same connection (`waits`, collect/waits.py); 0: none."""
         self.client = client
+        self.waits = WaitSampler(client, dbname, wait_hz, log) if wait_hz > 0 else None
         self.dbname = dbname
         self.log = log
         self.queries = queries_for(version_num)

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.procfs import ProcReader, ProcSnapshot, os_sample
+from pgdyno.collect.waits import WaitSampler
 from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 from pgdyno.records import Event, Sample
 
@@ -92,7 +93,9 @@ class TimelineSampler:
         client_source: OsSource | None = None,
     ) -> None:
         """`os_source` defaults to a ProcReader of `proc_root`; `client_source`, where the load
-        generator's /proc/<pid>/stat is read, to `os_source` (the host pgbench runs on)."""
+        generator's /proc/<pid>/stat is read, to `os_source` (the host pgbench runs on).
+        The PostgreSQL sampler's wait sampler (`pg.waits`) looks at the server's sessions at
+        every tick of its own rate (whole seconds included, after the other sources)."""
         self.log = log
         self.os_source = os_source
         self.client_source = client_source
@@ -100,6 +103,7 @@ class TimelineSampler:
         self.devices = devices
         self.pg = pg
         self.server_log = server_log
+        self.waits: WaitSampler | None = pg.waits if pg is not None else None
         self.interval_s = 1.0
         self.timeline = Timeline()
         self._pid: int | None = None
@@ -174,12 +178,16 @@ class TimelineSampler:
         prev_pg: dict[str, float] | None = None
         prev_cpu: tuple[int, int] | None = None  # (pid, ticks)
         prev_tick: float | None = None
+        step = self.interval_s / (self.waits.tick_hz if self.waits is not None else 1)
         while True:
             now = time.time()
-            next_tick = (math.floor(now / self.interval_s) + 1) * self.interval_s
+            next_tick = (math.floor(now / step + 1e-9) + 1) * step
             if self._stop.wait(next_tick - now):
                 return
             tick = time.time()
+            if round(next_tick / step) % round(self.interval_s / step) != 0:
+                self._look_at_waits(tick)  # a tick between whole seconds
+                continue
             cur_os = self._guard("OS", proc.snapshot)
             cur_pg = self._guard("PostgreSQL", self.pg.snapshot) if self.pg else None
             pid = self._pid
@@ -192,6 +200,11 @@ class TimelineSampler:
                     self._guard("pgbench CPU", partial(self._client_cpu, (prev_tick, tick), used))
             prev_os, prev_pg, prev_tick = cur_os, cur_pg, tick
             prev_cpu = (pid, ticks) if pid and ticks is not None else None
+            self._look_at_waits(tick)
+
+    def _look_at_waits(self, tick: float) -> None:
+        if self.waits is not None:
+            self._guard("wait events", partial(self.waits.look, tick))
 
     def _client_cpu(self, interval: tuple[float, float], used: int) -> None:
         seconds = interval[1] - interval[0]

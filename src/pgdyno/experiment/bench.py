@@ -152,6 +152,7 @@ def connected(
             server_log=target.server_log,
             cpus=host.cpu_count,
             keep_logs=ctx.keep_files,
+            wait_hz=spec.wait_sample_hz,
             server_pid=None if ctx.remote else server_pid(stats_client, target.dsn, ctx.proc_root),
             remote=ctx.remote.host if ctx.remote else None,
         )

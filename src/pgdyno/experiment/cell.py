@@ -173,6 +173,7 @@ class CellRunner:
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
             health=measured.health, interference=measured.interference, tpcc=measured.tpcc,
+            waits=measured.waits,
         )  # fmt: skip
         if measured.tpcc is not None and not measured.tpcc.consistent:
             # The data the run left breaks the specification's invariants: its figures are

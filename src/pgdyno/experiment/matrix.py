@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pgdyno.collect.waits import DEFAULT_HZ, MAX_HZ
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.experiment.rounds import (
     DEFAULT_BUDGET_S,
@@ -57,6 +58,8 @@ class BenchSpec(BaseModel):
     prewarm: bool = False
     per_statement: bool = False  # pgbench -r
     progress: bool = False  # pgbench -P 1, kept as the series pgbench.progress_tps
+    # Looks a second at pg_stat_activity for the wait-event profile (collect/waits.py); 0: off
+    wait_sample_hz: Annotated[int, Field(ge=0, le=MAX_HZ)] = DEFAULT_HZ
     # Adaptive rounds (either one set): repeat until every interval is this narrow (half-width,
     # in %) or the budget (seconds of machine time) is spent. `repeats` is then not used.
     precision_pct: Annotated[float, Field(gt=0, le=50, allow_inf_nan=False)] | None = None
@@ -113,6 +116,7 @@ _OPTION = {
     "latency_log": "--latency-log",
     "precision_pct": "--precision",
     "budget_s": "--budget",
+    "wait_sample_hz": "--wait-sample-hz",
 }
 
 
@@ -283,7 +287,7 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
             duration_s=m.duration, protocol=m.protocol, rate=m.rate,
             latency_limit_ms=m.latency_limit, repeats=m.repeats, warmup_s=m.warmup,
             latency_log=m.latency_log, prewarm=m.prewarm, per_statement=m.per_statement,
-            progress=m.progress, precision_pct=m.precision,
+            progress=m.progress, precision_pct=m.precision, wait_sample_hz=m.wait_sample_hz,
             budget_s=parse_budget(m.budget, "budget") if m.budget is not None else None,
         )  # fmt: skip
     except PgdynoError as exc:

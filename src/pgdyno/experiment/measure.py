@@ -18,6 +18,7 @@ from pgdyno.collect.timeline import (
     run_percentiles,
     second_rows,
 )
+from pgdyno.collect.waits import DEFAULT_HZ, WaitTally
 from pgdyno.errors import ParseError
 from pgdyno.pgbench.command import RunOptions
 from pgdyno.pgbench.driver import Driver
@@ -31,8 +32,10 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.scripts import ScriptLatency
 from pgdyno.records.tpcc import TpccResult
+from pgdyno.records.waits import WaitProfile
 from pgdyno.remote.host import RemoteHost
 from pgdyno.stats.steady import assess, client_capacity_pct
+from pgdyno.stats.waits import profile, second_samples
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,9 @@ class Collect:
     # The host's OS counters come from over SSH (its process table is not read: no
     # interference check); None: this host's.
     remote: RemoteHost | None = None
+    # Looks a second at the server's sessions for the wait-event profile (collect/waits.py);
+    # 0: none.
+    wait_hz: int = DEFAULT_HZ
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class Measured:
     scripts: tuple[ScriptLatency, ...] = ()
     script_counts: tuple[tuple[int, tuple[int, ...]], ...] = ()
     tpcc: TpccResult | None = None  # the TPC-C-like workload's figures (experiment/tpcc_run.py)
+    waits: WaitProfile | None = None  # None: not sampled
 
 
 LIVE_PROC = Path("/proc")  # pgbench's own CPU, when it runs on this host and the OS is remote
@@ -148,7 +155,10 @@ def measure(
                        scale=request.scale)  # fmt: skip
     pg = None
     if collect.stats_client is not None:
-        pg = PgStatsSampler(collect.stats_client, collect.version_num, collect.bench_db, log)
+        pg = PgStatsSampler(
+            collect.stats_client, collect.version_num, collect.bench_db, log, collect.wait_hz
+        )
+    waits = pg.waits if pg is not None else None
     remote = collect.remote.proc(collect.devices) if collect.remote else None
     sampler = TimelineSampler(
         log=log,
@@ -187,6 +197,7 @@ def measure(
         for path in logs:
             path.unlink(missing_ok=True)
     rows = second_rows(per_second, total, result.summary.transactions or total.transactions)
+    wait_samples, wait_profile = _waits(waits.tally if waits else None, rows)
     progress = progress_samples(parse_progress(result.stderr), result.started_at)
     lags = [r.lag_avg_ms for r in rows if r.lag_avg_ms is not None]
     health = assess(
@@ -209,10 +220,28 @@ def measure(
         seconds=tuple(rows),
         latency=run_percentiles(total) if total.logged else None,
         latency_source=latency_source(sampling_rate),
-        samples=(*timeline.samples, *progress),
+        samples=(*timeline.samples, *progress, *wait_samples),
         events=(*timeline.events, *_clock_offset(collect, result.started_at)),
         health=health,
         interference=interference,
         scripts=total.by_script,
         script_counts=tuple((r.t, r.script_counts) for r in per_second if r.t is not None),
+        waits=wait_profile,
+    )
+
+
+def _waits(
+    tally: WaitTally | None, rows: Sequence[SecondRow]
+) -> tuple[list[Sample], WaitProfile | None]:
+    """The wait series and profile of the measured window: the whole seconds pgbench's log
+    covers (the sampler's first looks come before any session connects)."""
+    if tally is None:
+        return [], None
+    ticks = tally.ticks
+    if rows:
+        first, last = rows[0].t, rows[-1].t
+        ticks = {t: n for t, n in ticks.items() if first <= t <= last}
+    return (
+        second_samples(ticks, tally.counts),
+        profile(ticks, {t: tally.counts.get(t, {}) for t in ticks}, tally.source, tally.hz),
     )

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 
+from pgdyno.collect.waits import DEFAULT_HZ, MAX_HZ
+
 SET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$"
 PG_MAJORS = (14, 15, 16, 17, 18)
 # The widest integer any value goes to: the kernel's unsigned long / PostgreSQL's int64.
@@ -235,6 +237,8 @@ class MatrixSpec(BaseModel):
     prewarm: bool = False
     per_statement: bool = False
     progress: bool = False
+    # Looks a second at the server's sessions for the wait-event profile (0: off; at most 50)
+    wait_sample_hz: Annotated[int, Field(ge=0, le=MAX_HZ)] = DEFAULT_HZ
     # Adaptive rounds instead of a fixed `repeats`: rounds go on until every comparison's
     # interval is `precision` % wide each way (or decided), or `budget` ("20m") is spent.
     precision: Annotated[float, Field(gt=0, le=50)] | None = None

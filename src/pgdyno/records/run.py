@@ -9,6 +9,7 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import Summary
 from pgdyno.records.tpcc import TpccResult
+from pgdyno.records.waits import WaitProfile
 
 Sample = tuple[int, str, float]  # (epoch second, metric, value): one point of a series
 
@@ -94,6 +95,7 @@ class RunRecord:
     # None: a clean run, or one not measured.
     interference: Interference | None = None
     tpcc: TpccResult | None = None  # the TPC-C-like workload's figures (NOPM, TPM, per type)
+    waits: WaitProfile | None = None  # the wait-event profile; None: not sampled
 
     @property
     def throughput(self) -> float:

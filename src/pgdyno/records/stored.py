@@ -20,6 +20,7 @@ from pgdyno.records.pgbench import StatementLatency
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.run import Event, SecondRow
 from pgdyno.records.tpcc import TpccResult
+from pgdyno.records.waits import WaitProfile
 
 type Json = bool | int | float | str | list[Json] | dict[str, Json] | None
 type JsonObject = dict[str, Json]
@@ -68,6 +69,8 @@ class RunOutcome:
     pg_version: str
     interference: Interference | None = None  # None: a clean run (or one stored before schema 5)
     tpcc: TpccResult | None = None  # the TPC-C-like workload's figures
+    latency_max_ms: float | None = None  # the run's worst transaction
+    waits: WaitProfile | None = None  # the wait-event profile; None: not sampled
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -149,6 +152,7 @@ class StoredRun(_RunColumns):
     set_name: str | None
     interference: Interference | None  # None: a clean run
     tpcc: TpccResult | None  # the TPC-C-like workload's figures
+    waits: WaitProfile | None  # the wait-event profile; None: not sampled (or before schema 9)
     host: JsonObject  # of the run's session
     server: JsonObject
     target: str
@@ -183,7 +187,7 @@ class StoredRun(_RunColumns):
             self.id, self.set_name if set_name is None else set_name, self.status,
             self.workload, self.scale, self.clients, self.repeat, self.tps,
             self.latency_p99_ms, self.latency_avg_ms, self.health or RunHealth(), self.pg_version,
-            self.interference, self.tpcc,
+            self.interference, self.tpcc, self.latency_max_ms, self.waits,
         )  # fmt: skip
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.table import Table
 from rich.text import Text
 
 from pgdyno.formatting import change_text, fmt
 from pgdyno.records.rounds import RoundHistory
-from pgdyno.stats.analysis import Analysis
+from pgdyno.stats.analysis import Analysis, SetResult
 from pgdyno.stats.verdict import BETTER, SAME, WORSE, ChangeVerdict
 
 _COLOUR = {BETTER: "green", WORSE: "red"}
@@ -93,25 +93,63 @@ def figure_name(figures: Sequence[str]) -> str:
     return "/".join(name for name in ("TPS", "NOPM") if name in found) or "TPS"
 
 
-def verdict_table(analysis: Analysis, title: str) -> Table:
+def _worst_text(result: SetResult) -> str:
+    """The median of the runs' worst transactions, and the worst of all (seed 001's figure).
+
+    >>> from pgdyno.stats.summary import describe
+    >>> r = SetResult(("w", 1, 1), "a", 2, 0, 0, None, None, None, None, (),
+    ...               max_ms=describe([40.0, 2300.0]), worst_ms=2300.0)
+    >>> _worst_text(r)
+    '1,170 (worst 2,300)'
+    """
+    if result.max_ms is None:
+        return "-"
+    return f"{fmt(result.max_ms.median, 0)} (worst {fmt(result.worst_ms, 0)})"
+
+
+WAITS_HEADING = "wait share, baseline -> set"
+
+
+def wait_changes_text(result: SetResult) -> str:
+    """The wait events whose share of database time moved most against the baseline.
+
+    >>> from pgdyno.stats.waits import WaitChange
+    >>> r = SetResult(("w", 1, 1), "b", 2, 0, 0, None, None, None, None, (),
+    ...               wait_changes=(WaitChange("LWLock:WALWrite", 0.31, 0.09),))
+    >>> wait_changes_text(r)
+    'LWLock:WALWrite 31% -> 9%'
+    """
+    return "; ".join(c.text() for c in result.wait_changes)
+
+
+def verdict_table(
+    analysis: Analysis, title: str, storage: Mapping[str, str] | None = None
+) -> Table:
+    """One row per (cell, set); `storage` (set name to its filesystems) adds a column."""
     table = Table(title=title, title_justify="left")
     table.caption = f"error control: {analysis.error_control.text}"
     figure = figure_name([r.figure for r in analysis.results])
-    for name in ("cell", "set", "runs", f"{figure} median", "CV %",
-                 f"{figure} change vs baseline [{level(analysis)} CI]",
-                 "p99 ms", "p99 change", f"verdict ({figure})", "notes"):  # fmt: skip
-        table.add_column(name, justify="left" if name in ("cell", "set", "notes") else "right")
+    shown = ["cell", "set", *(["storage"] if storage else []), "runs", f"{figure} median",
+             "CV %", f"{figure} change vs baseline [{level(analysis)} CI]", "p99 ms",
+             "p99 change", "max ms", f"verdict ({figure})", "notes"]  # fmt: skip
+    waits = any(r.wait_changes for r in analysis.results)
+    shown += [WAITS_HEADING] if waits else []
+    for name in shown:
+        left = name in ("cell", "set", "storage", "notes", WAITS_HEADING)
+        table.add_column(name, justify="left" if left else "right")
     for r in analysis.results:
         workload, scale, clients = r.cell
         is_base = r.set_name == analysis.baseline
         table.add_row(
             f"{workload} s{scale} c{clients}", r.set_name,
+            *([storage.get(r.set_name, "-")] if storage else []),
             f"{r.runs}" + (f" ({r.failed} failed)" if r.failed else "")
             + (f" ({r.discarded} discarded)" if r.discarded else ""),
             fmt(r.tps.median if r.tps else None), fmt(r.tps.cv_pct if r.tps else None),
             change_text(r.tps_change), fmt(r.p99_ms.median if r.p99_ms else None, 2),
-            _p99_text(r.p99_change),
+            _p99_text(r.p99_change), _worst_text(r),
             _verdict(r.tps_change, is_base), "; ".join(r.warnings),
+            *([wait_changes_text(r)] if waits else []),
         )  # fmt: skip
     return table
 

@@ -22,6 +22,7 @@ from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT
 from pgdyno.stats.paired import Rounds, compare_rounds
 from pgdyno.stats.summary import CellStats, describe
 from pgdyno.stats.verdict import SAME, ChangeVerdict, compare, practically_equal
+from pgdyno.stats.waits import WaitChange, largest_changes
 
 CellKey = tuple[str, int, int]  # workload, scale, clients
 
@@ -61,6 +62,13 @@ class SetResult:
     p99_change: ChangeVerdict | None
     warnings: tuple[str, ...]
     figure: str = "tps"  # what `tps` and `tps_change` measure: "tps", or "nopm" for tpcc
+    # Each run's worst transaction, described only: a maximum is one transaction, too erratic
+    # to judge (seed 001 reads it beside TPS; the verdict stays on TPS and p99).
+    max_ms: CellStats | None = None  # the runs' maxima: their median...
+    worst_ms: float | None = None  # ...and the largest of them
+    # The wait events whose share of database time moved most against the baseline: why the
+    # figures differ, as far as sampling shows it (stats/waits.py); () without profiles.
+    wait_changes: tuple[WaitChange, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -147,6 +155,13 @@ def _by_round(runs: Sequence[RunOutcome], figure: str) -> dict[int, float]:
     return {r: math.exp(sum(map(math.log, v)) / len(v)) for r, v in values.items()}
 
 
+def _wait_changes(base: Sequence[RunOutcome], cand: Sequence[RunOutcome]) -> tuple[WaitChange, ...]:
+    return largest_changes(
+        [r.waits for r in base if r.waits is not None],
+        [r.waits for r in cand if r.waits is not None],
+    )
+
+
 def analyse(
     runs: Sequence[RunOutcome],
     set_names: Sequence[str],
@@ -206,6 +221,7 @@ def _cell_results(
             p99_change = judge(base_p99, p99, higher_is_better=False)
         tps_values = [float(r.throughput or 0) for r in good]
         p99_values = [float(r.latency_p99_ms) for r in good if r.latency_p99_ms]
+        max_values = [float(r.latency_max_ms) for r in good if r.latency_max_ms]
         results.append(
             SetResult(
                 cell=cell,
@@ -221,6 +237,9 @@ def _cell_results(
                 p99_change=p99_change,
                 warnings=_warnings(every, tps_change),
                 figure="nopm" if any(r.tpcc is not None for r in every) else "tps",
+                max_ms=describe(max_values) if max_values else None,
+                worst_ms=max(max_values, default=None),
+                wait_changes=() if name == baseline else _wait_changes(base, good),
             )
         )
     return results

@@ -28,6 +28,7 @@ from pgdyno.records.stored import (
 )
 from pgdyno.records.tpcc import TpccResult, TpccTransaction
 from pgdyno.store.encode import DEVICE_KEYS
+from pgdyno.store.waits_json import waits
 
 Row = Mapping[str, Any]
 
@@ -228,6 +229,7 @@ def stored_run(
         "interference": _interference(run),
         "devices": devices(decoded["devices"]),
         "tpcc": _tpcc(run),
+        "waits": waits(_object(run["waits"], f"run {run_id}'s wait profile")),
     }
     return StoredRun(
         **{**run, **decoded, **typed, "pgbench_argv": argv},
@@ -315,9 +317,13 @@ def run_listing(row: Row) -> RunListing:
 
 def run_outcome(row: Row) -> RunOutcome:
     blob = _object(row["health"], f"run {row['id']}'s health") if row["health"] else None
-    return RunOutcome(
-        **{**row, "health": health(blob), "interference": _interference(row), "tpcc": _tpcc(row)}
-    )
+    typed = {
+        "health": health(blob),
+        "interference": _interference(row),
+        "tpcc": _tpcc(row),
+        "waits": waits(_object(row["waits"], f"run {row['id']}'s wait profile")),
+    }
+    return RunOutcome(**{**row, **typed})
 
 
 def comparison(row: Row, sets: list[dict[str, Any]]) -> StoredComparison:

@@ -18,6 +18,8 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.tpcc import TpccResult, TpccTransaction
+from pgdyno.records.waits import WaitProfile
+from pgdyno.store.waits_json import waits_json
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -164,6 +166,8 @@ def _json(value: object) -> object:
         return devices_json(value)
     if isinstance(value, TpccResult):
         return tpcc_json(value)
+    if isinstance(value, WaitProfile):
+        return waits_json(value)
     if is_dataclass(value) and not isinstance(value, type):
         return _fields(value)
     if isinstance(value, tuple | list):

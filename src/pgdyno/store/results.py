@@ -31,6 +31,7 @@ from pgdyno.store.encode import (
 from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
 from pgdyno.store.sqlite_db import SqliteDatabase
 from pgdyno.store.uids import any_missing, fill_missing, new_uid
+from pgdyno.store.waits_json import waits_json
 
 RUN_COLUMNS = (
     "id", "session_id", "status", "started_at", "finished_at", "workload", "scale", "clients",
@@ -133,9 +134,9 @@ class ResultsStore:
                 " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
                 " error, stderr, latency_p50_ms, latency_p90_ms, latency_p99_ms,"
                 " latency_p999_ms, latency_max_ms, latency_source, health, devices,"
-                " comparison_id, set_name, interference, tpcc, uid)"
+                " comparison_id, set_name, interference, tpcc, waits, uid)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
@@ -160,6 +161,7 @@ class ResultsStore:
                     None if run.interference is None
                     else dumps(interference_json(run.interference), "the run's interference"),
                     None if run.tpcc is None else dumps(tpcc_json(run.tpcc), "TPC-C figures"),
+                    None if run.waits is None else dumps(waits_json(run.waits), "wait profile"),
                     new_uid(),
                 ),
             )  # fmt: skip

@@ -1,0 +1,18 @@
+-- One look at what the server's sessions are doing (collect/waits.py), counted by process kind
+-- and wait event: the benchmark database's active client backends, and every background
+-- process that is not idle. Left out: this session, idle sessions, waits for the client
+-- (Client:ClientRead) and background processes resting in their main loop (type Activity).
+-- A session with no wait event is on CPU, or in code PostgreSQL does not instrument: CPU*.
+SELECT CASE WHEN backend_type = 'client backend' THEN '' ELSE backend_type END AS process,
+       CASE WHEN wait_event_type IS NULL THEN 'CPU*'
+            ELSE wait_event_type || ':' || coalesce(wait_event, '?') END AS event,
+       count(*)::int AS sessions
+FROM pg_stat_activity
+WHERE pid <> pg_backend_pid()
+  AND CASE WHEN backend_type = 'client backend'
+           THEN datname = %(dbname)s AND state = 'active'
+           ELSE state IS DISTINCT FROM 'idle' END
+  AND wait_event_type IS DISTINCT FROM 'Activity'
+  AND NOT (wait_event_type IS NOT DISTINCT FROM 'Client'
+           AND wait_event IS NOT DISTINCT FROM 'ClientRead')
+GROUP BY 1, 2
