@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,15 +21,18 @@ from pgdyno.cli.common import (
     ssh_option,
     workdir_options,
 )
-from pgdyno.doctor.evaluate import audit
+from pgdyno.doctor.evaluate import Audit, audit
 from pgdyno.doctor.gather import ServerHost, take_snapshot
 from pgdyno.doctor.rules import SEVERITIES, load_rules
 from pgdyno.doctor.snapshot import load_snapshot, save_snapshot
+from pgdyno.doctor.waits import cite
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import locked_sandbox, server_address
+from pgdyno.records.waits import WaitProfile
 from pgdyno.remote.host import remote_host
-from pgdyno.render.doctor import as_data, render
+from pgdyno.render.doctor import as_data, render, wait_lines, waits_data
+from pgdyno.store.open import open_results
 
 
 @click.command()
@@ -125,14 +130,47 @@ def doctor(
             save_snapshot(snapshot_path, snapshot)
             err(env).print(f"snapshot saved to {snapshot_path}")
     result = audit(rules, snapshot)
-    if as_json:
-        print_json(env, as_data(result, snapshot))
-    else:
-        console = out(env)
-        for item in render(result, snapshot):
-            console.print(item)
+    measured = None if from_path is not None else _measured_waits(env, snapshot)
+    _show(env, result, snapshot, measured, as_json)
     if fail_on != "never" and result.at_least(fail_on):
         ctx.exit(1)
+
+
+def _show(
+    env: Environment,
+    result: Audit,
+    snapshot: Mapping[str, Any],
+    measured: tuple[int, WaitProfile] | None,
+    as_json: bool,
+) -> None:
+    """The audit, then what the server's newest benchmark waited on beside the rules."""
+    fired = {f.rule.id for f in result.findings}
+    citations = (measured[0], cite(measured[1], fired)) if measured else None
+    if as_json:
+        data = as_data(result, snapshot)
+        data["waits"] = waits_data(*citations) if citations else None
+        print_json(env, data)
+        return
+    console = out(env)
+    for item in render(result, snapshot):
+        console.print(item)
+    for line in wait_lines(*citations) if citations else ():
+        console.print(line)
+
+
+def _measured_waits(
+    env: Environment, snapshot: Mapping[str, Any]
+) -> tuple[int, WaitProfile] | None:
+    """The newest wait profile of the audited server in the results store, if there is one
+    (read only: a missing store is no results, not an error)."""
+    target = snapshot.get("target")
+    if not isinstance(target, str) or (
+        env.results.conninfo is None
+        and not (env.results.path is not None and env.results.path.exists())
+    ):
+        return None
+    with open_results(env.results, writing=False) as store:
+        return store.latest_waits(target)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -11,6 +11,7 @@ from rich.text import Text
 
 from pgdyno.doctor.evaluate import Audit, Finding, Unchecked
 from pgdyno.doctor.rules import LAYERS
+from pgdyno.doctor.waits import WaitCitation
 from pgdyno.textsafe import safe_text
 
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -169,3 +170,33 @@ def as_data(audit: Audit, snapshot: Mapping[str, Any]) -> dict[str, Any]:
             for a in audit.assumed.values()
         ],
     }
+
+
+def wait_lines(run_id: int, citations: Sequence[WaitCitation]) -> Iterator[RenderableType]:
+    """What the newest benchmark of the server waited on, with the rules that speak to it."""
+    if not citations:
+        return
+    yield Text(
+        f"measured: the newest benchmark of this server with a wait profile (run {run_id}; "
+        f"`pgdyno runs show {run_id} --waits`) spent its database time in",
+        style="bold",
+    )
+    for c in citations:
+        line = f"  {c.event} {100.0 * c.share:.0f}%"
+        if c.why is not None:
+            line += f": {c.why}"
+            rules = [f"{r} (finding above)" for r in c.fired] + [f"{r} (passed)" for r in c.passed]
+            line += "; rules: " + ", ".join(rules)
+        yield Text(safe_text(line))
+
+
+def waits_data(run_id: int, citations: Sequence[WaitCitation]) -> dict[str, Any]:
+    """`doctor --json`'s "waits": the run, and its events of at least a tenth of DB time."""
+    return {
+        "run": run_id,
+        "events": [
+            {"event": c.event, "share": c.share, "why": c.why, "fired": list(c.fired),
+             "passed": list(c.passed)}
+            for c in citations
+        ],
+    }  # fmt: skip

@@ -23,6 +23,7 @@ from pgdyno.records.stored import (
     StoredComparison,
     StoredRun,
 )
+from pgdyno.records.waits import WaitProfile
 
 CellDone = tuple[str, str, int, int, int]  # set, workload, scale, clients, repeat
 
@@ -101,3 +102,5 @@ class ResultsBackend(Protocol):
     def recent_tps(
         self, workload: str, scale: int, clients: int, pg_version: str, target: str
     ) -> float | None: ...
+
+    def latest_waits(self, target: str) -> tuple[int, WaitProfile] | None: ...

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.records import RunRecord
 from pgdyno.records.stored import ReportSource, RunListing, StoredRun
+from pgdyno.records.waits import WaitProfile
 from pgdyno.store.comparisons import Comparisons
 from pgdyno.store.database import Database
-from pgdyno.store.decode import RUN_ROW_SQL, run_listing, stored_run
+from pgdyno.store.decode import RUN_ROW_SQL, loads, run_listing, stored_run
 from pgdyno.store.encode import (
     devices_json,
     dumps,
@@ -31,7 +32,7 @@ from pgdyno.store.encode import (
 from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
 from pgdyno.store.sqlite_db import SqliteDatabase
 from pgdyno.store.uids import any_missing, fill_missing, new_uid
-from pgdyno.store.waits_json import waits_json
+from pgdyno.store.waits_json import waits, waits_json
 
 RUN_COLUMNS = (
     "id", "session_id", "status", "started_at", "finished_at", "workload", "scale", "clients",
@@ -263,6 +264,20 @@ class ResultsStore:
             (workload, scale, clients, pg_version, target),
         )
         return float(rows[0]["tps"]) if rows and rows[0]["tps"] is not None else None
+
+    def latest_waits(self, target: str) -> tuple[int, WaitProfile] | None:
+        """The newest run against `target` (a session's target label) with a wait profile."""
+        rows = self._query(
+            "SELECT r.id, r.waits FROM runs r JOIN sessions s ON s.id = r.session_id"
+            " WHERE r.status = 'ok' AND r.waits IS NOT NULL AND s.target = ?"
+            " ORDER BY r.id DESC LIMIT 1",
+            (target,),
+        )
+        if not rows:
+            return None
+        run_id = int(rows[0]["id"])
+        found = waits(loads(str(rows[0]["waits"]), f"run {run_id}'s wait profile"))
+        return None if found is None else (run_id, found)
 
     def count_seconds(self, run_id: int) -> int:
         rows = self._query("SELECT count(*) AS n FROM run_seconds WHERE run_id = ?", (run_id,))
