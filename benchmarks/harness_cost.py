@@ -25,7 +25,8 @@ transaction log is started to the moment it exits, seen through a pidfd):
 Every round runs `pgdyno bench` twice: stderr on a pseudo-terminal (the progress bar a user
 sees) and on a pipe (CI, scripts, harness_overhead.py). Then one sampler tick is taken apart
 in-process: the thread CPU time of each step over `--ticks` ticks, and the server CPU of the
-pg_stat snapshot (a run's ticks cost more: each wakes up on caches the benchmark has cooled).
+pg_stat snapshot (a run's ticks cost more: each wakes up on caches the benchmark has cooled), and
+the wait sampler's looks at pg_stat_activity (collect/waits.py), ten a second by default.
 Figures are medians over the runs, in CPU milliseconds per second of run, and as % of the
 machine (all its CPUs). To compare with other code, run it with PYTHONPATH pointing at
 another copy of the package: the `pgdyno bench` it starts inherits it.
@@ -57,6 +58,7 @@ from throwaway import throwaway_sandbox
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.procfs import ProcReader, os_sample
 from pgdyno.collect.sampler import process_cpu_ticks
+from pgdyno.collect.waits import DEFAULT_HZ, WaitSampler
 from pgdyno.pgbench.output import parse_summary
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.cluster import Sandbox
@@ -334,6 +336,17 @@ def tick_parts(box: Sandbox, devices: list[str] | None, ticks: int) -> dict[str,
         server_after = cpu_ns(PROC / str(backend))
         parts["pg_stat snapshot (server backend)"] = (server_after - server_before) / 1e6 / ticks
         a, b = pg.snapshot(), pg.snapshot()
+        # The wait sampler looks DEFAULT_HZ times a second: its ms per look times that rate.
+        waits = WaitSampler(client, BENCH_DB, DEFAULT_HZ, print)
+        for i in range(6):
+            waits.look(float(i))  # prepared by psycopg, as in a run
+        server_before = cpu_ns(PROC / str(backend))
+        look_ms = thread_ms(lambda: waits.look(time.time()), ticks)
+        server_after = cpu_ns(PROC / str(backend))
+        parts[f"wait looks x{DEFAULT_HZ} (client side)"] = look_ms * DEFAULT_HZ
+        parts[f"wait looks x{DEFAULT_HZ} (server backend)"] = (
+            (server_after - server_before) / 1e6 / ticks * DEFAULT_HZ
+        )
     parts["pg_stat metrics (pg_sample)"] = thread_ms(lambda: pg_sample(a, b, 1.0), ticks)
     parts["pgbench CPU (/proc/<pid>/stat)"] = thread_ms(
         lambda: process_cpu_ticks(os.getpid(), PROC), ticks

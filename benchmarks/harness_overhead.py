@@ -1,8 +1,9 @@
 """Harness overhead: TPS of `pgdyno bench` (default collection: OS and PostgreSQL samplers,
 a latency log sampled to about 2,000 transactions a second) against bare pgbench with the same
-workload and no logging.
+workload and no logging; and pgdyno bench with its wait-event sampling (10 looks a second at
+pg_stat_activity) against the same with it off (--wait-sample-hz 0).
 
-    python benchmarks/harness_overhead.py [--pairs 12] [--seconds 10]
+    python benchmarks/harness_overhead.py [--pairs 12] [--seconds 10] [--waits-only]
 
 Select-only at the small scale with clients = CPUs, on one sandbox. Each round runs three
 arms: bare pgbench; the exact pgbench command pgdyno ran last (its -l --sampling-rate options,
@@ -32,6 +33,7 @@ from typing import Any
 from ratios import summarise
 from throwaway import throwaway_sandbox
 
+from pgdyno.collect.waits import DEFAULT_HZ
 from pgdyno.pgbench.output import parse_summary
 from pgdyno.postgres.footprint import BENCH_DB
 
@@ -40,11 +42,13 @@ from pgdyno.postgres.footprint import BENCH_DB
 ORDERS = list(itertools.permutations(("bare", "command", "pgdyno")))
 
 
-def pgdyno_run(workdir: Path, clients: int, seconds: int, latency_log: str) -> dict[str, Any]:
+def pgdyno_run(
+    workdir: Path, clients: int, seconds: int, latency_log: str, wait_hz: int = DEFAULT_HZ
+) -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "pgdyno", "bench", "--workdir", str(workdir), "--pg-version", "18",
         "-w", "select-only", "-s", "small", "-c", str(clients), "-T", str(seconds),
-        "--latency-log", latency_log, "--json",
+        "--latency-log", latency_log, "--wait-sample-hz", str(wait_hz), "--json",
     ]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     run: dict[str, Any] = json.loads(out)[0]
@@ -92,6 +96,20 @@ def rounds(
     return tool_ratios, command_ratios
 
 
+def wait_rounds(args: argparse.Namespace, workdir: Path) -> list[float]:
+    """Per round: TPS of pgdyno bench with wait sampling at DEFAULT_HZ / with it off, the two
+    runs in alternating order."""
+    ratios = []
+    for i in range(args.pairs):
+        order = (DEFAULT_HZ, 0) if i % 2 == 0 else (0, DEFAULT_HZ)
+        tps = {hz: float(pgdyno_run(workdir, args.clients, args.seconds, "auto", hz)["tps"])
+               for hz in order}  # fmt: skip
+        ratios.append(tps[DEFAULT_HZ] / tps[0])
+        print(f"  round {i + 1}: waits at {DEFAULT_HZ} Hz {tps[DEFAULT_HZ]:,.0f}, off "
+              f"{tps[0]:,.0f} TPS")  # fmt: skip
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -99,6 +117,9 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument(
+        "--waits-only", action="store_true", help="only the wait-sampling arm (on against off)"
+    )
     args = parser.parse_args()
     with throwaway_sandbox("pgdyno-overhead-") as (workdir, binaries, box):
         bare = [str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(args.clients),
@@ -108,6 +129,13 @@ def main() -> None:
         log_dir.mkdir(mode=0o777)
         log_dir.chmod(0o777)
         print(f"select-only, small scale, {args.clients} clients, {args.seconds} s runs")
+        pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset, and the log's sample size
+        print(f"wait sampling at {DEFAULT_HZ} Hz against off (pgdyno bench both):")
+        waits = wait_rounds(args, workdir)
+        print(f"harness_overhead: wait sampling at {DEFAULT_HZ} Hz / off, pgdyno bench TPS ratio "
+              f"{summarise(waits)} (target >= 0.99; {args.pairs} rounds)")  # fmt: skip
+        if args.waits_only:
+            return
         print("default collection:")
         tool, command = rounds(args, workdir, bare, "auto", log_dir)
         print("full per-transaction logging:")

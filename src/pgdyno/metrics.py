@@ -21,7 +21,8 @@ from pgdyno.errors import PgdynoError
 CATALOG_FILE = Path(str(resources.files("pgdyno") / "data" / "metrics.toml"))
 DEVICE = "{device}"  # stands for a block device's kernel name in a metric's name
 WAIT_TYPE = "{type}"  # a wait event type (LWLock, IO, CPU*...) in a wait series' name
-PLACEHOLDERS = (DEVICE, WAIT_TYPE)
+WAIT_EVENT = "{event}"  # a wait event (LWLock:WALWrite, CPU*) in a wait series' name
+PLACEHOLDERS = (DEVICE, WAIT_TYPE, WAIT_EVENT)
 
 _REQUIRED = {"name": str, "label": str, "unit": str, "digits": int, "source": str}
 _OPTIONAL = {"column": str, "field": str, "counters": list, "kind": str, "from": str,

@@ -38,7 +38,7 @@ from pgdyno.report.charts import Series, cpu_memory, disk_io, tps_latency
 from pgdyno.store.results import ResultsStore
 
 DATA = Path(__file__).parent.parent / "data"
-NAME = re.compile(r"^[a-z][a-z0-9_]*(\.([a-z0-9_]+|\{device\}|\{type\}_aas))*$")
+NAME = re.compile(r"^[a-z][a-z0-9_]*(\.([a-z0-9_]+|\{device\}|\{type\}_aas|\{event\}_aas))*$")
 
 
 def recorded_os(scenario: str) -> dict[str, float]:

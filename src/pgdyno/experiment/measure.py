@@ -35,7 +35,7 @@ from pgdyno.records.tpcc import TpccResult
 from pgdyno.records.waits import WaitProfile
 from pgdyno.remote.host import RemoteHost
 from pgdyno.stats.steady import assess, client_capacity_pct
-from pgdyno.stats.waits import profile, second_samples
+from pgdyno.stats.waits import TOP_EVENT_SERIES, profile, second_samples, top_event_samples
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ def _waits(
     if rows:
         first, last = rows[0].t, rows[-1].t
         ticks = {t: n for t, n in ticks.items() if first <= t <= last}
-    return (
-        second_samples(ticks, tally.counts),
-        profile(ticks, {t: tally.counts.get(t, {}) for t in ticks}, tally.source, tally.hz),
-    )
+    found = profile(ticks, {t: tally.counts.get(t, {}) for t in ticks}, tally.source, tally.hz)
+    top = [w.event for w in found.top[:TOP_EVENT_SERIES]] if found else []
+    samples = second_samples(ticks, tally.counts) + top_event_samples(ticks, tally.counts, top)
+    return samples, found

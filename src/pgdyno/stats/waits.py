@@ -19,6 +19,8 @@ TOP_EVENTS = 20  # events kept in a run's profile; the rest add up to `other`
 TOP_BACKGROUND = 10
 CLIENT_SERIES = "waits.{type}_aas"  # per second, client backends, one series per type seen
 BACKGROUND_SERIES = "waits_bg.{type}_aas"  # the same for the background processes
+EVENT_SERIES = "waits_event.{event}_aas"  # client backends, for each of the run's top events
+TOP_EVENT_SERIES = 5
 
 Counts = Mapping[int, Mapping[tuple[str, str], int]]  # second -> (process, event) -> found
 
@@ -43,11 +45,39 @@ def wait_type_of(series: str) -> tuple[str, bool] | None:
     return None
 
 
+def event_series_name(event: str) -> str:
+    """
+    >>> event_series_name("LWLock:WALWrite")
+    'waits_event.LWLock:WALWrite_aas'
+    """
+    return EVENT_SERIES.format(event=event)
+
+
+def top_event_samples(
+    ticks: Mapping[int, float], counts: Counts, events: Sequence[str]
+) -> list[Sample]:
+    """AAS per second of each of `events` (the run's top client events), 0 when not seen.
+
+    >>> top_event_samples({7: 10.0}, {7: {("", "IO:WalSync"): 4}}, ["IO:WalSync", "CPU*"])
+    [(7, 'waits_event.IO:WalSync_aas', 0.4), (7, 'waits_event.CPU*_aas', 0.0)]
+    """
+    out: list[Sample] = []
+    for t in sorted(ticks):
+        looks = ticks[t]
+        if looks <= 0:
+            continue
+        found = counts.get(t, {})
+        for event in events:
+            out.append((t, event_series_name(event), found.get((CLIENT, event), 0) / looks))
+    return out
+
+
 def second_samples(ticks: Mapping[int, float], counts: Counts) -> list[Sample]:
     """AAS per wait type and second, client backends and background processes apart.
 
     Every type seen in the run gets a value in every second that was looked at (0 when it was
-    not seen then), so that stacked charts and CSV columns have no holes.
+    not seen then), so that stacked charts and CSV columns have no holes. (The run's top events
+    get series of their own: `top_event_samples`.)
 
     >>> ticks = {10: 10.0, 11: 10.0}
     >>> counts = {10: {("", "CPU*"): 20, ("", "IO:WalSync"): 5}, 11: {("", "CPU*"): 30}}
