@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
-from debian_cluster import DebianCluster, debian_cluster
+from debian_cluster import WAIT_SAMPLING, DebianCluster, debian_cluster, wait_sampling_missing
 from pgdyno.cli import main
 from pgdyno.environment import Environment, ResultsLocation, default_cache_dir
 from pgdyno.experiment.target import open_sandbox
@@ -159,6 +159,18 @@ def debian_server() -> Iterator[DebianCluster]:
     (DebianCluster.ADMIN_PASSWORD). One for the whole session: a test that changes its settings
     restores them. Dropped at the end; skipped without root or Debian's postgresql package."""
     with debian_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def wait_sampling_server() -> Iterator[DebianCluster]:
+    """A Debian cluster of its own that loads pg_wait_sampling (shared_preload_libraries), for
+    the session; the extension is not created in it. Dropped at the end; skipped, with the
+    reason, without root, Debian's postgresql or its postgresql-<major>-pg-wait-sampling."""
+    reason = wait_sampling_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    with debian_cluster({"shared_preload_libraries": WAIT_SAMPLING}, tag="waits") as cluster:
         yield cluster
 
 

@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,6 +38,9 @@ LIB_DIR = Path("/usr/lib/postgresql")
 FIRST_PORT = 5500
 NAME_PREFIX = "pgdyno_t"
 TIMEOUT_S = 120
+WAIT_SAMPLING = (
+    "pg_wait_sampling"  # the extension, and its package postgresql-<major>-pg-wait-sampling
+)
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,22 @@ def unavailable() -> str | None:
     return None
 
 
+def wait_sampling_missing() -> str | None:
+    """Why no Debian cluster loading pg_wait_sampling can be made here, or None."""
+    reason = unavailable()
+    if reason is not None:
+        return reason
+    major = newest_major()
+    library = LIB_DIR / str(major) / "lib" / f"{WAIT_SAMPLING}.so"
+    control = Path("/usr/share/postgresql") / str(major) / "extension" / f"{WAIT_SAMPLING}.control"
+    if not (library.is_file() and control.is_file()):
+        return (
+            f"needs Debian's postgresql-{major}-pg-wait-sampling ({library} not found): "
+            "run `scripts/bootstrap dev` as root"
+        )
+    return None
+
+
 def newest_major() -> int | None:
     """The newest PostgreSQL major installed under /usr/lib/postgresql with a server."""
     if not LIB_DIR.is_dir():
@@ -218,7 +237,7 @@ def leftovers(name: str) -> list[tuple[int, str]]:
     found = []
     for cluster in clusters():
         cname = str(cluster["cluster"])
-        match = re.fullmatch(NAME_PREFIX + r"(\d+)", cname)
+        match = re.fullmatch(NAME_PREFIX + r"(\d+)(?:_[a-z]+)?", cname)
         if cname == name or (match and not pid_alive(int(match.group(1)))):
             found.append((int(str(cluster["version"])), cname))
     return found
@@ -282,21 +301,31 @@ def describe(version: int, name: str, port: int, ssl: bool) -> DebianCluster:
 
 
 @contextmanager
-def debian_cluster() -> Iterator[DebianCluster]:
+def debian_cluster(
+    settings: Mapping[str, str] | None = None, tag: str = ""
+) -> Iterator[DebianCluster]:
     """A started cluster of the newest installed major, with Debian's defaults and the roles
     `root` (SUPERUSER: root connects by peer on the socket) and ADMIN_ROLE (SUPERUSER, with
-    ADMIN_PASSWORD: over TCP); dropped on the way out, whatever happened."""
+    ADMIN_PASSWORD: over TCP); dropped on the way out, whatever happened.
+
+    `settings` go into its postgresql.conf before the first start (pg_createcluster -o), e.g.
+    shared_preload_libraries; `tag` (lower-case letters) names a second cluster of this process
+    (`pgdyno_t<pid>_<tag>`) beside the session's."""
     reason = unavailable()
     if reason is not None:
         pytest.skip(reason)
     version = newest_major()
     assert version is not None
-    name = f"{NAME_PREFIX}{os.getpid()}"
+    assert re.fullmatch(r"[a-z]*", tag), tag
+    name = f"{NAME_PREFIX}{os.getpid()}" + (f"_{tag}" if tag else "")
     for old in leftovers(name):
         drop(*old)
     port = free_port()
+    options = [arg for key, value in (settings or {}).items()
+               for arg in ("--pgoption", f"{key}={value}")]  # fmt: skip
     try:
-        checked(run_root(["pg_createcluster", str(version), name, "-p", str(port), "--start"]))
+        checked(run_root(["pg_createcluster", str(version), name, "-p", str(port), *options,
+                          "--start"]))  # fmt: skip
         cluster = describe(version, name, port, ssl=False)
         cluster.psql("CREATE ROLE root SUPERUSER LOGIN")
         cluster.psql(f"CREATE ROLE {ADMIN_ROLE} SUPERUSER LOGIN PASSWORD '{ADMIN_PASSWORD}'")

@@ -167,7 +167,8 @@ from pgdyno.textsafe import scrub_argv
     metavar="HZ",
     help="Look at the server's sessions (pg_stat_activity) this many times a second for the "
     "wait-event profile (`runs show ID --waits`); 0 turns it off. With pg_wait_sampling "
-    "installed in the database its profile is read instead.",
+    "loaded, created in the database --dsn names and sampling CPU too (sample_cpu), its "
+    "profile is read instead.",
 )
 @click.option(
     "--prewarm",
