@@ -12,7 +12,9 @@ recorded) and the report's `"grouped_by"` and `"differences"` (with a note per d
 the digest is of the report without them, and they are checked beside it. Issue 24 added each
 run's `"waits"` (its wait-event profile, null for these runs, recorded before it existed), each
 comparison result's `"max_ms"`, `"worst_ms"` (the runs' worst transactions) and
-`"wait_changes"` (empty here), and each comparison run's `"latency_max_ms"`.
+`"wait_changes"` (empty here), and each comparison run's `"latency_max_ms"`; to the report it
+added `"wait_changes"` and `"wait_profiles"` (empty here) and each drill-down run's `"waits"`
+(null here): the digest is of the report without them, and they are checked beside it.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ def test_report_json_and_csv_are_unchanged(
         reversed(line.split()) for line in (PINNED / "report_json.sha256").read_text().splitlines()
     )
     added = {"grouped_by": report.pop("grouped_by"), "differences": report.pop("differences")}
+    assert report.pop("wait_changes") == [] and report.pop("wait_profiles") == []
+    assert [run.pop("waits") for run in report["runs"]] == [None] * len(report["runs"])
     notes = report["notes"]
     report["notes"] = [n for n in notes if not n.startswith("not the same in every group")]
     got = hashlib.sha256((strict_json(report) + "\n").encode()).hexdigest()

@@ -7,8 +7,10 @@ by `--csv`, so the three outputs cannot disagree. Layout of the dict:
 - ``summary``: one row per (cell, group) with the repeats' statistics and the verdict against
   the baseline, and ``ladders`` for cumulative plans;
 - ``charts``: figures over all cells (TPS vs clients, ladder waterfalls);
-- ``cells``: per (workload, scale, clients), the timeline, disk, CPU/memory, statement and
-  worst-case latency charts of a representative run of each group;
+- ``wait_changes`` and ``wait_profiles``: the wait events whose share of database time moved
+  most against the baseline, and each group's database time by wait type (report/waits.py);
+- ``cells``: per (workload, scale, clients), the timeline, wait-type, disk, CPU/memory,
+  statement and worst-case latency charts of a representative run of each group;
 - ``runs``: the drill-down per run, with its own timeline figures drawn when opened.
 """
 
@@ -19,7 +21,7 @@ from typing import Any
 
 from pgdyno.formatting import change_text
 from pgdyno.records.stored import StoredRun
-from pgdyno.report import charts, tpcc
+from pgdyno.report import charts, tpcc, waits
 from pgdyno.report.charts import Point, Step
 from pgdyno.report.differences import difference_notes, differences
 from pgdyno.report.drilldown import run_entry
@@ -255,6 +257,9 @@ def _cell_section(
     if tl:
         note = TIMELINE_NOTE if figure == "tps" else tpcc.TPCC_TIMELINE_NOTE
         figures.append(chart(f"cell-{index}-timeline", tl, note))
+    by_type = waits.sessions_by_type(series, f"Active sessions by wait type: {label}")
+    if by_type:
+        figures.append(chart(f"cell-{index}-waits", by_type, waits.WAITS_NOTE))
     devs = next((devices(r) for r in reps.values() if devices(r)), [])
     disk = charts.disk_io(series, devs, f"Disk I/O over time: {label}")
     if disk:
@@ -392,6 +397,13 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "figure_label": tpcc.summary_label(summary),  # heads the summary's throughput columns
         "ladders": ladder_rows(analysis),
         "charts": _tps_by_clients(ok_runs, groups, colours) + _waterfalls(analysis),
+        # The wait events whose share moved most against the baseline, per cell and group,
+        # and each group's database time by wait type, from the runs the verdicts judge (not
+        # those flagged for interference); [] for runs without a profile.
+        "wait_changes": waits.change_rows(analysis),
+        "wait_profiles": waits.profile_rows(
+            [r for r in ok_runs if not r.interfered], groups, names
+        ),
         "cells": sections,
         "runs": [
             run_entry(

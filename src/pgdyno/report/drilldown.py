@@ -7,7 +7,7 @@ from typing import Any
 
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import ComparisonSet, StoredRun
-from pgdyno.report import charts, tpcc
+from pgdyno.report import charts, tpcc, waits
 from pgdyno.report.selection import cell_key, cell_label
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
 from pgdyno.store.encode import interference_json, to_json
@@ -59,6 +59,7 @@ def run_entry(
     timeline_note = TIMELINE_NOTE if run.tpcc is None else tpcc.TPCC_TIMELINE_NOTE
     for chart_id, fig, note in (
         ("timeline", charts.tps_latency(series, "TPS and latency over time"), timeline_note),
+        ("waits", waits.sessions_by_type(series, "Active sessions by wait type"), waits.WAITS_NOTE),
         ("disk", charts.disk_io(series, devices(run), "Disk I/O over time"), DISK_NOTE),
         ("cpu", charts.cpu_memory(series, "CPU and dirty memory over time"), CPU_NOTE),
     ):
@@ -88,6 +89,7 @@ def run_entry(
             "client_cpu_pct": health.client_cpu_pct,
         },
         "warnings": list(health.warnings),
+        "waits": waits.run_waits(run),  # the top wait events; None: not sampled
         # Foreign CPU and steal of a flagged run, as `runs show --json` has it; None: clean.
         "interference": None if run.interference is None else interference_json(run.interference),
         "set": None if set_info is None else to_json(set_info),
