@@ -22,6 +22,7 @@ BACKGROUND_SERIES = "waits_bg.{type}_aas"  # the same for the background process
 EVENT_SERIES = "waits_event.{event}_aas"  # client backends, for each of the run's top events
 TOP_EVENT_SERIES = 5
 
+MIN_MOVE = 0.0005  # a move below 0.05 points of database time is rounding, not a change
 Counts = Mapping[int, Mapping[tuple[str, str], int]]  # second -> (process, event) -> found
 
 
@@ -196,8 +197,8 @@ def pooled(profiles: Iterable[WaitProfile]) -> dict[str, float]:
 def largest_changes(
     before: Sequence[WaitProfile], after: Sequence[WaitProfile], n: int = 3
 ) -> tuple[WaitChange, ...]:
-    """The `n` events whose pooled share of database time moved most, largest move first;
-    () when either side has no profile.
+    """The `n` events whose pooled share of database time moved most (by at least MIN_MOVE),
+    largest move first; () when either side has no profile.
 
     >>> a = [WaitProfile("x", 10, 10, 2.0, (), (WaitShare("CPU*", 0.69, 1.4),
     ...                                         WaitShare("LWLock:WALWrite", 0.31, 0.6)))]
@@ -205,6 +206,8 @@ def largest_changes(
     ...                                         WaitShare("LWLock:WALWrite", 0.09, 0.2)))]
     >>> [c.text() for c in largest_changes(a, b)]
     ['CPU* 69% -> 91%', 'LWLock:WALWrite 31% -> 9%']
+    >>> largest_changes(a, a)  # the same shares: no change to tell, whatever the float noise
+    ()
     """
     shares_a, shares_b = pooled(before), pooled(after)
     if not shares_a or not shares_b:
@@ -217,5 +220,5 @@ def largest_changes(
     return tuple(
         WaitChange(e, shares_a.get(e, 0.0), shares_b.get(e, 0.0))
         for e in moved[:n]
-        if shares_a.get(e, 0.0) != shares_b.get(e, 0.0)
+        if abs(shares_a.get(e, 0.0) - shares_b.get(e, 0.0)) >= MIN_MOVE
     )
