@@ -8,6 +8,7 @@ Pure apart from `catalog()`, which reads the packaged file once.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +23,12 @@ CATALOG_FILE = Path(str(resources.files("pgdyno") / "data" / "metrics.toml"))
 DEVICE = "{device}"  # stands for a block device's kernel name in a metric's name
 WAIT_TYPE = "{type}"  # a wait event type (LWLock, IO, CPU*...) in a wait series' name
 WAIT_EVENT = "{event}"  # a wait event (LWLock:WALWrite, CPU*) in a wait series' name
-PLACEHOLDERS = (DEVICE, WAIT_TYPE, WAIT_EVENT)
+# pg_stat_io's row of an io.* series: backend_type, object and context, spaces as underscores
+IO_BACKEND = "{backend}"  # client_backend, checkpointer, io_worker, autovacuum_worker...
+IO_OBJECT = "{object}"  # relation, temp_relation, wal (18)
+IO_CONTEXT = "{context}"  # normal, vacuum, bulkread, bulkwrite, init (18)
+PLACEHOLDERS = (DEVICE, WAIT_TYPE, WAIT_EVENT, IO_BACKEND, IO_OBJECT, IO_CONTEXT)
+_PLACEHOLDER = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
 
 _REQUIRED = {"name": str, "label": str, "unit": str, "digits": int, "source": str}
 _OPTIONAL = {"column": str, "field": str, "counters": list, "kind": str, "from": str,
@@ -35,7 +41,7 @@ class MetricCatalogError(PgdynoError):
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    name: str  # dotted; may hold {device}
+    name: str  # dotted; may hold placeholders ({device}, {type}, ...: PLACEHOLDERS)
     label: str  # chart legends and hovers
     unit: str
     digits: int  # decimals in the terminal
@@ -56,21 +62,27 @@ class Metric:
         return self.name.replace(DEVICE, device)
 
     def matches(self, name: str) -> bool:
-        """Whether a series name is this metric (any device for a {device} metric).
+        """Whether a series name is this metric: each placeholder stands for one non-empty part
+        without a dot (any device for a {device} metric).
 
         >>> m = Metric("disk.{device}.util_pct", "util", "%", 0, "/proc/diskstats")
         >>> m.matches("disk.nvme0n1.util_pct"), m.matches("disk.util_pct"), m.matches("x")
         (True, False, False)
         >>> Metric("waits.{type}_aas", "AAS", "", 2, "pg_stat_activity").matches("waits.IO_aas")
         True
+        >>> io = Metric("io.{backend}.{object}.{context}.reads_per_s", "reads", "/s", 0, "x")
+        >>> io.matches("io.client_backend.relation.normal.reads_per_s")
+        True
+        >>> io.matches("io.client_backend.normal.reads_per_s"), io.matches("io.a.b.c.d.reads_per_s")
+        (False, False)
         """
-        placeholder = next((p for p in PLACEHOLDERS if p in self.name), None)
-        if placeholder is None:
-            return name == self.name
-        head, _, tail = self.name.partition(placeholder)
-        middle = name[len(head) : len(name) - len(tail)]
-        fits = len(name) > len(head) + len(tail)
-        return fits and name.startswith(head) and name.endswith(tail) and "." not in middle
+        return _name_pattern(self.name).fullmatch(name) is not None
+
+
+@cache
+def _name_pattern(name: str) -> re.Pattern[str]:
+    """A metric name as a pattern: the placeholders as one dotless part each, the rest as is."""
+    return re.compile("[^.]+".join(re.escape(part) for part in _PLACEHOLDER.split(name)))
 
 
 def _checked(entry: Any, index: int, origin: str) -> dict[str, Any]:

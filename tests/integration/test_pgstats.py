@@ -13,19 +13,33 @@ import pytest
 from conftest import wait_for
 from pgdyno import process
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
+from pgdyno.collect.sampler import TimelineSampler
 from pgdyno.errors import ConnectionLost
+from pgdyno.metrics import find
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 
 PREFIXES = ("pgstat_bgwriter.", "pgstat_checkpointer.", "pgstat_wal.", "pgstat_database.",
-            "pgstat_io.")  # fmt: skip
-DENIED = "PostgreSQL statistics: pgstat_io not collected (permission denied for view pg_stat_io)"
+            "pgstat_io.", "pgstat_io_rows.")  # fmt: skip
+DENIED = [
+    f"PostgreSQL statistics: {query} not collected (permission denied for view pg_stat_io)"
+    for query in ("pgstat_io", "pgstat_io_rows")
+]
+ROW_COUNTERS = "pgstat_io_rows.counters."  # one key per non-zero counter: which ones varies
 # The keys a superuser's snapshot had on PostgreSQL 18.6 (recorded: tests/data/pgstats/README.md).
 RECORDED_18 = json.loads(
     (Path(__file__).parents[1] / "data" / "pgstats" / "pg18.json").read_text()
 )["snapshots"][0]["values"]
+
+
+def fixed(snapshot: dict[str, float]) -> set[str]:
+    return {key for key in snapshot if not key.startswith(ROW_COUNTERS)}
+
+
+def row_counters(snapshot: dict[str, float]) -> set[str]:
+    return {key for key in snapshot if key.startswith(ROW_COUNTERS)}
 
 
 def sampler(client: Client, notes: list[str]) -> PgStatsSampler:
@@ -59,8 +73,11 @@ def test_snapshot_keys_and_a_write_load(box: Sandbox, binaries: Binaries):
             after = stats.snapshot()
         seconds = time.monotonic() - started
     assert notes == []
-    assert set(before) == set(after) == set(RECORDED_18)  # numbers only: no timestamp, no null
-    assert len(before) == 36 and all(key.startswith(PREFIXES) for key in before)
+    # numbers only: no timestamp, no null
+    assert fixed(before) == fixed(after) == fixed(RECORDED_18)
+    assert len(fixed(before)) == 37 and all(key.startswith(PREFIXES) for key in before)
+    assert row_counters(before) <= row_counters(after)
+    assert ROW_COUNTERS + "client_backend.relation.normal.hits" in after
     assert all(type(value) is float for value in after.values())
     for key in ("pgstat_wal.wal_bytes", "pgstat_database.blks_hit", "pgstat_database.xact_commit"):
         assert after[key] > before[key], key
@@ -107,7 +124,8 @@ def test_a_role_without_pg_monitor_gets_every_query(box: Sandbox):
         values = sampler(client, notes).snapshot()
     # pg_stat_bgwriter, _checkpointer, _wal, _io and _database are readable by PUBLIC.
     assert notes == []
-    assert set(values) == set(everything)
+    assert fixed(values) == fixed(everything)
+    assert row_counters(everything) <= row_counters(values)  # what moved since, added
 
 
 def test_a_view_revoked_from_public_is_switched_off_with_one_line(box: Sandbox):
@@ -121,9 +139,11 @@ def test_a_view_revoked_from_public_is_switched_off_with_one_line(box: Sandbox):
         stats = sampler(client, notes)
         first = stats.snapshot()
         second = stats.snapshot()
-    assert notes == [DENIED]
-    assert set(first) == set(second) == {k for k in everything if not k.startswith("pgstat_io.")}
+    assert notes == DENIED
+    io = ("pgstat_io.", "pgstat_io_rows.")
+    assert set(first) == set(second) == {k for k in everything if not k.startswith(io)}
     assert any(k.startswith("pgstat_io.") for k in everything)
+    assert any(k.startswith(ROW_COUNTERS) for k in everything)
 
 
 def no_note(message: str) -> None:
@@ -156,14 +176,14 @@ def test_a_database_that_is_gone_gives_no_row_no_values_and_no_log_line(box: San
     assert notes == []
     assert not any(key.startswith("pgstat_database.") for key in values)
     assert {key.split(".")[0] for key in values} == {
-        "pgstat_bgwriter", "pgstat_checkpointer", "pgstat_wal", "pgstat_io",
+        "pgstat_bgwriter", "pgstat_checkpointer", "pgstat_wal", "pgstat_io", "pgstat_io_rows",
     }  # fmt: skip
-    assert len(stats.queries) == 5  # nothing switched off: it may come back
+    assert len(stats.queries) == 6  # nothing switched off: it may come back
 
 
 def test_queries_of_another_version_are_switched_off_with_one_line_each(box: Sandbox):
     """17's files on an 18 server: pg_stat_wal lost wal_write, pg_stat_io op_bytes. PostgreSQL
-    refuses both; the sampler says so once and keeps what works."""
+    refuses the three that read them; the sampler says so once and keeps what works."""
     with connect(box.conninfo()) as client:
         notes: list[str] = []
         stats = PgStatsSampler(client, 170000, "postgres", notes.append)
@@ -172,6 +192,7 @@ def test_queries_of_another_version_are_switched_off_with_one_line_each(box: San
     assert notes == [
         'PostgreSQL statistics: pgstat_wal not collected (column "wal_write" does not exist)',
         'PostgreSQL statistics: pgstat_io not collected (column "op_bytes" does not exist)',
+        'PostgreSQL statistics: pgstat_io_rows not collected (column "op_bytes" does not exist)',
     ]
     assert stats.queries == [
         "pgstat_bgwriter_post170000", "pgstat_checkpointer_post170000", "pgstat_database",
@@ -191,7 +212,7 @@ def test_a_lost_connection_is_raised_not_switched_off(box: Sandbox):
         assert admin.rows("SELECT pg_terminate_backend(%(pid)s)", {"pid": pid}) == [(True,)]
         with pytest.raises(ConnectionLost, match="terminating connection due to administrator"):
             stats.snapshot()
-    assert notes == [] and len(stats.queries) == 5  # nothing switched off
+    assert notes == [] and len(stats.queries) == 6  # nothing switched off
 
 
 def last_statement(admin: Client, pid: int) -> str:
@@ -221,9 +242,9 @@ def test_a_snapshot_is_one_statement_prepared_after_a_few_ticks(box: Sandbox):
             stats.snapshot()
         (once,) = prepared(client)
     assert statement.startswith("SELECT jsonb_build_object(\n'pgstat_bgwriter_post170000', ")
-    assert set(first) == set(RECORDED_18)
+    assert fixed(first) == fixed(RECORDED_18)
     assert [query for query in stats.queries if f"'{query}'" in once] == stats.queries
-    assert len(stats.queries) == 5
+    assert len(stats.queries) == 6
 
 
 def test_after_a_refused_query_the_rest_is_still_one_statement(box: Sandbox):
@@ -235,10 +256,44 @@ def test_after_a_refused_query_the_rest_is_still_one_statement(box: Sandbox):
         for _ in range(6):
             values = stats.snapshot()
         (once,) = prepared(client)
-    assert len(notes) == 2
+    assert len(notes) == 3
     assert once.startswith("SELECT jsonb_build_object(")
     assert "'pgstat_wal_pre180000'" not in once and "'pgstat_io_post160000'" not in once
+    assert "'pgstat_io_rows_post160000'" not in once
     assert [query for query in stats.queries if f"'{query}'" in once] == stats.queries
     assert {key.split(".")[0] for key in values} == {
         "pgstat_bgwriter", "pgstat_checkpointer", "pgstat_database",
     }  # fmt: skip
+
+
+def test_a_pgbench_run_timeline_holds_the_client_backends_io(box: Sandbox, binaries: Binaries):
+    """The sampler thread, a real server and pgbench: pg_stat_io's rows join the timeline, each
+    io.* series a catalog metric that moved during the run."""
+    pgbench = binaries.tool("pgbench")
+    with connect(box.conninfo()) as admin:
+        admin.rows("CREATE DATABASE bench")
+    process.run([pgbench, "-i", "-q", "-s", "2", box.conninfo("bench")], what="pgbench -i")
+    notes: list[str] = []
+    with connect(box.conninfo()) as client:
+        timeline = TimelineSampler(
+            log=notes.append, proc_root=Path("/proc"), pg=sampler(client, notes)
+        )
+        timeline.start()
+        try:
+            process.run(
+                [pgbench, "-n", "-c", "2", "-T", "3", box.conninfo("bench")],
+                what="pgbench",
+                timeout=60,
+            )
+            time.sleep(2.5)  # backends flush their counters; the sampler ticks past them
+        finally:
+            samples = timeline.stop().samples
+    assert notes == []
+    io: dict[str, list[float]] = {}
+    for _, name, value in samples:
+        if name.startswith("io."):
+            io.setdefault(name, []).append(value)
+    assert max(io["io.client_backend.relation.normal.hits_per_s"]) > 0
+    assert sorted(name for name in io if find(name) is None) == []
+    assert all(any(v != 0 for v in values) for values in io.values())  # idle ones left out
+    assert all(v >= 0 for values in io.values() for v in values)

@@ -38,7 +38,10 @@ from pgdyno.report.charts import Series, cpu_memory, disk_io, tps_latency
 from pgdyno.store.results import ResultsStore
 
 DATA = Path(__file__).parent.parent / "data"
-NAME = re.compile(r"^[a-z][a-z0-9_]*(\.([a-z0-9_]+|\{device\}|\{type\}_aas|\{event\}_aas))*$")
+NAME = re.compile(
+    r"^[a-z][a-z0-9_]*(\.([a-z0-9_]+|\{device\}|\{type\}_aas|\{event\}_aas|\{backend\}|\{object\}"
+    r"|\{context\}))*$"
+)
 
 
 def recorded_os(scenario: str) -> dict[str, float]:
@@ -50,9 +53,16 @@ def recorded_os(scenario: str) -> dict[str, float]:
     return os_sample(snapshot("t0"), snapshot("t1"))
 
 
-def recorded_pg(major: int) -> dict[str, float]:
-    first, second = json.loads((DATA / "pgstats" / f"pg{major}.json").read_text())["snapshots"]
+def recorded_pg(major: int | str) -> dict[str, float]:
+    """pg_sample of a recorded pair: pg<major>.json, or the file named (without .json)."""
+    name = f"pg{major}" if isinstance(major, int) else major
+    first, second = json.loads((DATA / "pgstats" / f"{name}.json").read_text())["snapshots"]
     return pg_sample(first["values"], second["values"], second["at"] - first["at"])
+
+
+def source_of(name: str) -> str:
+    metric = find(name)
+    return "" if metric is None else metric.source
 
 
 def catalog_names(source_prefix: str) -> set[str]:
@@ -94,10 +104,23 @@ def test_meminfo_and_vmstat_metrics_read_the_fields_the_catalog_names():
 @pytest.mark.parametrize("major", [14, 15, 16, 17, 18])
 def test_every_pg_metric_of_recorded_snapshots_is_in_the_catalog(major: int):
     produced = set(recorded_pg(major))
-    assert produced <= catalog_names("pg_stat")
-    # all of them on every version, through the version's own counters
-    computed = {m.name for m in catalog() if m.source.startswith("pg_stat") and not m.derived_from}
-    assert produced == computed
+    assert sorted(n for n in produced if not source_of(n).startswith("pg_stat")) == []
+    # all the fixed ones on every version, through the version's own counters
+    fixed = {m.name for m in catalog() if m.source.startswith("pg_stat") and not m.derived_from}
+    fixed = {name for name in fixed if not name.startswith("io.")}
+    assert {n for n in produced if not n.startswith("io.")} == fixed
+    # pg_stat_io's rows (16+): one io.* series per moving counter, each a catalog metric
+    io = {next(m.name for m in catalog() if m.matches(n)) for n in produced if n.startswith("io.")}
+    assert bool(io) == (major >= 16)
+    if io:
+        assert "io.{backend}.{object}.{context}.hits_per_s" in io
+
+
+@pytest.mark.parametrize("major", [16, 17, 18])
+def test_io_times_with_track_io_timing_are_in_the_catalog(major: int):
+    produced = set(recorded_pg(f"pg{major}_track_io_timing"))
+    assert sorted(n for n in produced if not source_of(n).startswith("pg_stat")) == []
+    assert any(n.endswith("_time_ms_per_s") for n in produced)
 
 
 def test_backend_writes_prefer_pg_stat_io():

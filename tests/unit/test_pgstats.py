@@ -43,11 +43,14 @@ def recorded(major: int) -> tuple[dict[str, Any], dict[str, float], dict[str, fl
         (150019, ["pgstat_bgwriter_pre170000", "pgstat_checkpointer_pre170000",
                   "pgstat_wal_pre180000", "pgstat_database"]),
         (160000, ["pgstat_bgwriter_pre170000", "pgstat_checkpointer_pre170000",
-                  "pgstat_wal_pre180000", "pgstat_database", "pgstat_io_post160000"]),
+                  "pgstat_wal_pre180000", "pgstat_database", "pgstat_io_post160000",
+                  "pgstat_io_rows_post160000"]),
         (170011, ["pgstat_bgwriter_post170000", "pgstat_checkpointer_post170000",
-                  "pgstat_wal_pre180000", "pgstat_database", "pgstat_io_post160000"]),
+                  "pgstat_wal_pre180000", "pgstat_database", "pgstat_io_post160000",
+                  "pgstat_io_rows_post160000"]),
         (180000, ["pgstat_bgwriter_post170000", "pgstat_checkpointer_post170000",
-                  "pgstat_wal_post180000", "pgstat_database", "pgstat_io_post180000"]),
+                  "pgstat_wal_post180000", "pgstat_database", "pgstat_io_post180000",
+                  "pgstat_io_rows_post180000"]),
     ],
 )  # fmt: skip
 def test_queries_for(version_num, expected):
@@ -87,13 +90,19 @@ IO = {
     "pgstat_io.client_hits",
 }  # fmt: skip
 IO_WAL = {"pgstat_io.wal_writes", "pgstat_io.wal_write_bytes", "pgstat_io.wal_fsyncs"}
+IO_ROWS = {"pgstat_io_rows.rows"}  # + one key per non-zero counter: tests/unit/test_pgstat_io.py
 KEYS = {
     14: COMMON | BGWRITER_BACKEND | WAL_IO,
     15: COMMON | BGWRITER_BACKEND | WAL_IO,
-    16: COMMON | BGWRITER_BACKEND | WAL_IO | IO,
-    17: COMMON | RESTARTPOINTS | WAL_IO | IO,
-    18: COMMON | RESTARTPOINTS | IO | IO_WAL,
+    16: COMMON | BGWRITER_BACKEND | WAL_IO | IO | IO_ROWS,
+    17: COMMON | RESTARTPOINTS | WAL_IO | IO | IO_ROWS,
+    18: COMMON | RESTARTPOINTS | IO | IO_WAL | IO_ROWS,
 }
+ROW_COUNTERS = "pgstat_io_rows.counters."
+
+
+def fixed_keys(snapshot: dict[str, float]) -> set[str]:
+    return {key for key in snapshot if not key.startswith(ROW_COUNTERS)}
 
 
 @pytest.mark.parametrize("major", VERSIONS)
@@ -101,7 +110,8 @@ def test_recorded_snapshots_hold_the_columns_of_their_version(major):
     doc, prev, cur, seconds = recorded(major)
     assert doc["version_num"] // 10000 == major
     assert doc["log"] == []  # a superuser: nothing was switched off
-    assert set(prev) == set(cur) == KEYS[major]
+    assert fixed_keys(prev) == fixed_keys(cur) == KEYS[major]
+    assert any(key.startswith(ROW_COUNTERS) for key in cur) == (major >= 16)
     assert 3 < seconds < 15
 
 
@@ -137,8 +147,9 @@ def by_hand(prev: dict[str, float], cur: dict[str, float], s: float, major: int)
 def test_metrics_of_a_recorded_pair_are_the_deltas(major):
     _doc, prev, cur, seconds = recorded(major)
     sample = pg_sample(prev, cur, seconds)
-    assert set(sample) == METRICS
-    assert sample == pytest.approx(by_hand(prev, cur, seconds, major))
+    pg = {name: value for name, value in sample.items() if not name.startswith("io.")}
+    assert set(pg) == METRICS
+    assert pg == pytest.approx(by_hand(prev, cur, seconds, major))
     # what a 5-second tpcb-like run with max_wal_size = 32MB does
     assert sample["pg.xact_commit_per_s"] > 100
     assert sample["pg.wal_bytes_per_s"] > 1_000_000
@@ -156,7 +167,8 @@ def test_backend_writes_come_from_pg_stat_io_where_there_is_one():
     extends = (
         cur["pgstat_io.backend_extend_bytes"] - prev["pgstat_io.backend_extend_bytes"]
     ) / 8192
-    assert io == 0 and old > 0 and abs(old - extends) <= 2
+    # within a few blocks (166 against 167 as recorded): two counters kept apart
+    assert io == 0 and old > 0 and abs(old - extends) <= 0.05 * extends
 
 
 # -- counters that go backwards ------------------------------------------------------------
@@ -167,7 +179,7 @@ def test_backwards_counters_give_no_value(major):
     _doc, prev, cur, seconds = recorded(major)
     backwards = pg_sample(cur, prev, seconds)  # every counter that moved now goes back
     assert all(value == 0 for value in backwards.values())
-    moved = {k for k in prev if cur[k] != prev[k]}
+    moved = {k for k in prev if k in cur and cur[k] != prev[k]}
     assert "pgstat_wal.wal_bytes" in moved
     assert "pg.wal_bytes_per_s" not in backwards
     assert "pg.cache_hit_pct" not in backwards

@@ -10,9 +10,13 @@ range, and the files give a column the same name wherever it means the same thin
   ``buffers_backend``; pg_stat_io (16+) has the writes of each process type.
 * pg_stat_wal lost ``wal_write``, ``wal_sync`` and their times in 18 (pg_stat_io, object
   ``wal``, has them).
-* pg_stat_io counts blocks of ``op_bytes`` on 16 and 17, bytes on 18.
+* pg_stat_io counts blocks of ``op_bytes`` on 16 and 17, bytes on 18. It is read twice: summed
+  into the figures above (``pgstat_io``), and row by row (``pgstat_io_rows``: every non-zero
+  counter of each process type, object and context, for the io.* series of collect/pgstat_io.py).
 
-A snapshot is one statement that reads every view (`combined`): one round trip a second.
+A snapshot is one statement that reads every view (`combined`): one round trip a second. A
+column that holds a JSON object (``pgstat_io_rows.counters``) is flattened into one key per
+member (``pgstat_io_rows.counters.client_backend.relation.normal.hits``).
 Every view read here is readable by any role, so a plain login role gets everything; a query
 that fails anyway (a view revoked from PUBLIC, a server that lacks a column) is left out for the
 rest of the run with one log line.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
+from pgdyno.collect.pgstat_io import io_sample
 from pgdyno.collect.waits import WaitSampler
 from pgdyno.errors import QueryRefused, ServerTrouble
 from pgdyno.metrics import pg_counters
@@ -37,8 +42,8 @@ def queries_for(version_num: int) -> list[str]:
 
     >>> queries_for(150000)[-2:]
     ['pgstat_wal_pre180000', 'pgstat_database']
-    >>> queries_for(180001)[-1]
-    'pgstat_io_post180000'
+    >>> queries_for(180001)[-2:]
+    ['pgstat_io_post180000', 'pgstat_io_rows_post180000']
     """
     queries = []
     if version_num >= 170000:
@@ -54,8 +59,10 @@ def queries_for(version_num: int) -> list[str]:
     queries.append("pgstat_database")
     if version_num >= 180000:
         queries.append("pgstat_io_post180000")
+        queries.append("pgstat_io_rows_post180000")
     elif version_num >= 160000:
         queries.append("pgstat_io_post160000")
+        queries.append("pgstat_io_rows_post160000")
     return queries
 
 
@@ -87,6 +94,22 @@ def combined(queries: list[str]) -> str:
         for query in queries
     ]
     return "SELECT jsonb_build_object(\n" + ",\n".join(parts) + "\n)"
+
+
+def numbers(prefix: str, row: Mapping[str, object]) -> dict[str, float]:
+    """The numbers of a query's row under ``<prefix>.<column>``; a JSON object's members under
+    ``<prefix>.<column>.<member>``. Anything else (a timestamp, a null, a boolean) is left out.
+
+    >>> numbers("q", {"a": 1, "b": None, "c": {"x.y": 2.5, "z": "text"}, "d": True})
+    {'q.a': 1.0, 'q.c.x.y': 2.5}
+    """
+    out: dict[str, float] = {}
+    for column, value in row.items():
+        if isinstance(value, dict):
+            out.update(numbers(f"{prefix}.{column}", value))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[f"{prefix}.{column}"] = float(value)
+    return out
 
 
 class PgStatsSampler:
@@ -125,10 +148,7 @@ class PgStatsSampler:
             rows = self._read_each()
         values: dict[str, float] = {}
         for query, row in rows.items():
-            prefix = key_prefix(query)
-            for column, value in row.items():
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    values[f"{prefix}.{column}"] = float(value)
+            values.update(numbers(key_prefix(query), row))
         return values
 
     def _read_all(self) -> dict[str, dict[str, object]]:
@@ -191,7 +211,8 @@ def _delta(
 
 
 def pg_sample(prev: dict[str, float], cur: dict[str, float], seconds: float) -> dict[str, float]:
-    """The metrics of the `seconds` between two snapshots: counts and per-second rates.
+    """The metrics of the `seconds` between two snapshots: counts and per-second rates, and the
+    io.* series of pg_stat_io's rows (collect/pgstat_io.py).
 
     A metric is left out when its counter is missing from either snapshot or went backwards;
     rates are left out when `seconds` is not positive.
@@ -213,4 +234,5 @@ def pg_sample(prev: dict[str, float], cur: dict[str, float], seconds: float) -> 
     read = _delta(prev, cur, ("pgstat_database.blks_read",))
     if hit is not None and read is not None and hit + read > 0:
         out["pg.cache_hit_pct"] = 100.0 * hit / (hit + read)
+    out.update(io_sample(prev, cur, seconds))
     return out

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
+from pgdyno.collect.pgstat_io import without_idle_io
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.procfs import ProcReader, ProcSnapshot, os_sample
 from pgdyno.collect.waits import WaitSampler
@@ -137,8 +138,10 @@ class TimelineSampler:
         if self.server_log is not None:
             events = self._guard("server log", self.server_log.read_events) or []
             self.timeline.events.extend(checkpoint_event(e) for e in events)
-        # A copy: a hung thread that wakes up later must not change what is stored.
-        timeline = replace(self.timeline, samples=list(self.timeline.samples))
+        # A copy: a hung thread that wakes up later must not change what is stored. The io.*
+        # series that stayed at zero through the run are left out (collect/pgstat_io.py).
+        samples = list(self.timeline.samples)
+        timeline = replace(self.timeline, samples=without_idle_io(samples))
         timeline.gaps = [*([self._died] if self._died else []), *self._failed.values()]
         return timeline
 
