@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from pgdyno.formatting import fmt
 from pgdyno.records.waits import WaitProfile
+from pgdyno.textsafe import safe_text
+from pgdyno.wait_events import describe_event
+
+MEANING_MIN_SHARE = 0.05  # the events worth a line of explanation under the table
 
 
 def _pct(share: float) -> str:
@@ -23,7 +29,17 @@ def source_text(found: WaitProfile) -> str:
     )
 
 
-def waits_tables(run_id: int, found: WaitProfile) -> list[Table]:
+def _meanings(found: WaitProfile) -> list[RenderableType]:
+    """One line for each of the top events that data/wait_events.toml describes."""
+    lines = [
+        f"{w.event}: {text}"
+        for w in found.top
+        if w.share >= MEANING_MIN_SHARE and (text := describe_event(w.event)) is not None
+    ]
+    return [Text(safe_text(line)) for line in lines]
+
+
+def waits_tables(run_id: int, found: WaitProfile) -> list[RenderableType]:
     """The client backends' top events (with the rest as `other`, so the shares add up to
     100%), their wait types, and the background processes' busiest events."""
     top = Table(
@@ -42,7 +58,7 @@ def waits_tables(run_id: int, found: WaitProfile) -> list[Table]:
         types.add_column(name, justify="left" if name == "type" else "right")
     for wait_type, share in found.by_type:
         types.add_row(wait_type, _pct(share))
-    tables = [top, types]
+    tables: list[RenderableType] = [top, *_meanings(found), types]
     if found.background:
         background = Table(title="background processes (not in DB time)", title_justify="left")
         for name in ("process", "event", "AAS"):
