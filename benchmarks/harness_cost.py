@@ -209,10 +209,11 @@ def drained_pty() -> Iterator[int]:
         os.close(master)
 
 
-def bench_argv(workdir: Path, seconds: int) -> list[str]:
+def bench_argv(workdir: Path, seconds: int, wait_hz: int = DEFAULT_HZ) -> list[str]:
     return [
         sys.executable, "-m", "pgdyno", "bench", "--workdir", str(workdir), "--pg-version", "18",
-        "-w", "select-only", "-s", "small", "-c", "2", "-T", str(seconds), "--json",
+        "-w", "select-only", "-s", "small", "-c", "2", "-T", str(seconds),
+        "--wait-sample-hz", str(wait_hz), "--json",
     ]  # fmt: skip
 
 
@@ -240,11 +241,13 @@ def watch(proc: subprocess.Popen[str], monitor: Client) -> tuple[float, Any, Any
     return seconds, before, after
 
 
-def watched_bench(workdir: Path, seconds: int, monitor: Client, *, tty: bool) -> Window:
+def watched_bench(
+    workdir: Path, seconds: int, monitor: Client, *, tty: bool, wait_hz: int = DEFAULT_HZ
+) -> Window:
     with drained_pty() as slave:
         stderr: int = slave if tty else subprocess.PIPE
         env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"}
-        argv = bench_argv(workdir, seconds)
+        argv = bench_argv(workdir, seconds, wait_hz)
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env) as p:
             window, before, after = watch(p, monitor)
             out, err = p.communicate()
@@ -356,6 +359,8 @@ def tick_parts(box: Sandbox, devices: list[str] | None, ticks: int) -> dict[str,
 
 # -- the table ------------------------------------------------------------------------------
 
+WAIT_PARTS = ("sampler", "server")  # where the wait looks cost: pgdyno's thread and the server
+
 
 def row(name: str, ms_per_s: float, extra: str = "") -> str:
     share = 100 * ms_per_s / (1000 * CPUS)
@@ -407,22 +412,24 @@ def log_cost(argv: list[str], workdir: Path, runs: int) -> LogCost:
 
 def measure(
     args: argparse.Namespace,
-) -> tuple[list[Window], list[Window], LogCost, dict[str, float]]:
+) -> tuple[list[Window], list[Window], list[Window], LogCost, dict[str, float]]:
     with throwaway_sandbox("pgdyno-cost-") as (workdir, _binaries, box):
         seed = bench_argv(workdir, 3)  # sizes the latency sample of the runs that follow
         subprocess.run(seed, capture_output=True, check=True)
         piped: list[Window] = []
         tty: list[Window] = []
+        no_waits: list[Window] = []
         with Client(box.conninfo("template1")) as monitor:
             for _ in range(args.runs):
                 piped.append(watched_bench(workdir, args.seconds, monitor, tty=False))
                 tty.append(watched_bench(workdir, args.seconds, monitor, tty=True))
+                no_waits.append(watched_bench(workdir, args.seconds, monitor, tty=False, wait_hz=0))
         run = piped[-1].run
         cost = log_cost(list(run["pgbench_argv"]), workdir, args.runs)
         data = run["devices"].get("data") or {}
         devices = [data[k] for k in ("name", "disk") if isinstance(data.get(k), str)]
         parts = tick_parts(box, devices or None, args.ticks)
-    return piped, tty, cost, parts
+    return piped, tty, no_waits, cost, parts
 
 
 def main() -> None:
@@ -431,7 +438,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--ticks", type=int, default=200, help="sampler ticks taken apart")
     args = parser.parse_args()
-    piped, tty, cost, parts = measure(args)
+    piped, tty, no_waits, cost, parts = measure(args)
     run = piped[-1].run
     tps = statistics.median(w.run["tps"] for w in piped)
     log_ms = (cost.client_only[1] - cost.client_only[0]) * tps / 1e6
@@ -441,6 +448,10 @@ def main() -> None:
     )
     print_windows("pgdyno bench, stderr on a pipe", piped, log_ms)
     print_windows("pgdyno bench, stderr on a terminal", tty, log_ms)
+    print_windows("pgdyno bench, stderr on a pipe, --wait-sample-hz 0", no_waits, log_ms)
+    on = sum(median_of(piped, lambda w, s=s: w.cpu_ms[s] / w.seconds) for s in WAIT_PARTS)
+    off = sum(median_of(no_waits, lambda w, s=s: w.cpu_ms[s] / w.seconds) for s in WAIT_PARTS)
+    print(row(f"wait sampling at {DEFAULT_HZ} Hz (sampler thread + server, on - off)", on - off))
     (bare, logged), (real_bare, real_logged) = cost.client_only, cost.real
     print(
         f"pgbench's log, CPU per transaction: {logged - bare:+.0f} ns on a script without SQL "
