@@ -94,10 +94,10 @@ def describe_event(event: str) -> str | None:
     """One line of what a wait event ("Type:Event") or a process type means; None if unknown.
 
     >>> describe_event("IO:WalSync").split(":")[0]
-    'Waiting for a WAL file to reach durable storage'
-    >>> describe_event("lwlock:walinsert").startswith("Waiting to insert WAL data")
+    'The process waits until writes to a WAL file are safely on disk'
+    >>> describe_event("lwlock:walinsert").startswith("The process waits for its turn to copy WAL")
     True
-    >>> describe_event("io_worker").startswith("Performs the asynchronous reads")
+    >>> describe_event("io_worker").startswith("Carries out other processes' asynchronous reads")
     True
     >>> describe_event("IO:NoSuchEvent") is None
     True
