@@ -11,7 +11,6 @@ sandbox is stopped and its work directory removed, also on errors.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
@@ -23,28 +22,22 @@ from typing import Any
 
 from pgdyno import process
 from pgdyno.collect.pgstats import PgStatsSampler
-from pgdyno.environment import Environment, ResultsLocation, default_cache_dir
+from pgdyno.environment import default_cache_dir
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import resolve
 from pgdyno.postgres.client import connect
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parents[1]))  # tests/: the suite's helpers
+from conftest import make_env  # noqa: E402
+
 SETTINGS = {"checkpoint_timeout": "30s", "max_wal_size": "32MB", "min_wal_size": "32MB"}
 
 
 def record(major: int, timing: bool, cache_dir: Path) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="pgdyno-rec-", dir="/tmp"))
     workdir.chmod(0o755)
-    is_root = os.geteuid() == 0
-    env = Environment(
-        data_dir=workdir,
-        cache_dir=cache_dir,
-        results=ResultsLocation(workdir / "results.sqlite"),
-        env=dict(os.environ),
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-        is_root=is_root,
-    )
+    env = make_env(workdir, cache_dir)  # the suite's own environment of a work directory
     binaries = resolve(None, major, cache_dir)
     box = open_sandbox(env, binaries, lambda _m: None)
     settings = {**SETTINGS, **({"track_io_timing": "on"} if timing else {})}
