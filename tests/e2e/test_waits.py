@@ -20,9 +20,9 @@ name = "sync-commit"
 workloads = ["tpcb-like"]
 scales = [1]
 clients = [4]
-duration = 6
+duration = 5
 warmup = 0
-repeats = 2
+repeats = 1
 [[set]]
 name = "on"
 [set.pg]
@@ -37,7 +37,7 @@ WAL_FLUSH = {"IO:WalSync", "LWLock:WALWrite"}
 
 def test_bench_then_runs_show_waits_json_and_csv(run_cli, shared_workdir: Path) -> None:
     done = run_cli(shared_workdir, "bench", "--pg-version", "18", "-w", "tpcb-like", "-c", "4",
-                   "-T", "8", "--json")  # fmt: skip
+                   "-T", "5", "--json")  # fmt: skip
     assert done.code == 0, done.stderr
     run_id = str(json.loads(done.stdout)[0]["id"])
     shown = run_cli(shared_workdir, "runs", "show", run_id, "--waits")
