@@ -60,6 +60,30 @@ def process_cpu_ticks(pid: int, proc_root: Path) -> int | None:
         return None
 
 
+def whole_tick(
+    planned: float, at: float, steps: tuple[float, float], last: int | None
+) -> int | None:
+    """The interval whose once-an-interval work (OS and pg_stat snapshots) a tick does, or None
+    for a tick between intervals (a wait look only). `steps`: (the tick step, the interval).
+
+    A tick planned on an interval boundary does it; so does the first tick after a boundary
+    that a slow look made the sampler miss, so that no interval goes unrecorded.
+
+    >>> whole_tick(10.0, 10.001, (0.1, 1.0), 9), whole_tick(10.1, 10.1, (0.1, 1.0), 10)
+    (10, None)
+    >>> whole_tick(10.2, 10.21, (0.1, 1.0), 9)  # the tick at 10.0 came after 10.1: caught up
+    10
+    >>> whole_tick(10.3, 10.3, (0.1, 1.0), None)  # before the first boundary: a look only
+    >>> whole_tick(11.0, 10.9999, (0.1, 1.0), 10)  # woken a hair early: still the boundary
+    11
+    """
+    step, interval = steps
+    if round(planned / step) % round(interval / step) == 0:
+        return round(planned / interval)
+    passed = math.floor(at / interval + 1e-9)
+    return passed if last is not None and passed > last else None
+
+
 def checkpoint_event(event: CheckpointEvent) -> Event:
     detail = {k: v for k, v in asdict(event).items() if k not in ("at", "phase") and v is not None}
     return Event(event.at, f"checkpoint_{event.phase}", detail)
@@ -182,15 +206,18 @@ class TimelineSampler:
         prev_cpu: tuple[int, int] | None = None  # (pid, ticks)
         prev_tick: float | None = None
         step = self.interval_s / (self.waits.tick_hz if self.waits is not None else 1)
+        last: int | None = None  # the interval whose once-an-interval work was done last
         while True:
             now = time.time()
             next_tick = (math.floor(now / step + 1e-9) + 1) * step
             if self._stop.wait(next_tick - now):
                 return
             tick = time.time()
-            if round(next_tick / step) % round(self.interval_s / step) != 0:
+            due = whole_tick(next_tick, tick, (step, self.interval_s), last)
+            if due is None:
                 self._look_at_waits(tick)  # a tick between whole seconds
                 continue
+            last = due
             cur_os = self._guard("OS", proc.snapshot)
             cur_pg = self._guard("PostgreSQL", self.pg.snapshot) if self.pg else None
             pid = self._pid
