@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from pgdyno.collect.timeline import (
     run_percentiles,
     second_rows,
 )
-from pgdyno.collect.waits import DEFAULT_HZ, WaitTally
+from pgdyno.collect.waits import DEFAULT_HZ, Key, WaitTally
 from pgdyno.errors import ParseError
 from pgdyno.pgbench.command import RunOptions
 from pgdyno.pgbench.driver import Driver
@@ -241,7 +242,8 @@ def _waits(
     if rows:
         first, last = rows[0].t, rows[-1].t
         ticks = {t: n for t, n in ticks.items() if first <= t <= last}
-    found = profile(ticks, {t: tally.counts.get(t, {}) for t in ticks}, tally.source, tally.hz)
+    # the same window for all of it
+    counts: dict[int, Counter[Key]] = {t: tally.counts.get(t, Counter()) for t in ticks}
+    found = profile(ticks, counts, tally.source, tally.hz)
     top = [w.event for w in found.top[:TOP_EVENT_SERIES]] if found else []
-    samples = second_samples(ticks, tally.counts) + top_event_samples(ticks, tally.counts, top)
-    return samples, found
+    return second_samples(ticks, counts) + top_event_samples(ticks, counts, top), found

@@ -27,8 +27,8 @@ from pgdyno.records.stored import (
     StoredRun,
 )
 from pgdyno.records.tpcc import TpccResult, TpccTransaction
+from pgdyno.records.waits import BackgroundWait, WaitProfile, WaitShare
 from pgdyno.store.encode import DEVICE_KEYS
-from pgdyno.store.waits_json import waits
 
 Row = Mapping[str, Any]
 
@@ -302,6 +302,47 @@ def _transaction(name: str, figures: Mapping[str, Json]) -> TpccTransaction:
         max_ms=_float(_number(figures, "max_ms")),
         retries=int(_number(figures, "retries") or 0),
         failed=int(_number(figures, "failed") or 0),
+    )
+
+
+def _float_of(blob: Mapping[str, Json], key: str) -> float:
+    return float(_number(blob, key) or 0.0)
+
+
+def _objects(value: Json) -> list[Mapping[str, Json]]:
+    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+
+def waits(blob: Mapping[str, Json] | None) -> WaitProfile | None:
+    """A wait profile as encode.py `waits_json` wrote it (None for a run without one); a missing
+    key reads as 0 or nothing.
+
+    >>> from pgdyno.store.encode import waits_json
+    >>> p = WaitProfile("pg_stat_activity", 10.0, 200, 31.5, (("CPU*", 0.6), ("IO", 0.4)),
+    ...                 (WaitShare("CPU*", 0.6, 1.0), WaitShare("IO:WalSync", 0.4, 0.7)), 0.0,
+    ...                 (BackgroundWait("walwriter", "IO:WalWrite", 0.1),))
+    >>> waits(waits_json(p)) == p, waits(None)
+    (True, None)
+    """
+    if blob is None:
+        return None
+    found = blob.get("by_type")
+    by_type: Mapping[str, Json] = found if isinstance(found, dict) else {}
+    return WaitProfile(
+        source=_text(blob.get("source")) or "",
+        sample_hz=_float_of(blob, "sample_hz"),
+        samples=int(_number(blob, "samples") or 0),
+        db_time_s=_float_of(blob, "db_time_s"),
+        by_type=tuple((str(k), _float_of(by_type, k)) for k in by_type),
+        top=tuple(
+            WaitShare(str(e.get("event")), _float_of(e, "share"), _float_of(e, "aas"))
+            for e in _objects(blob.get("top"))
+        ),
+        other=_float_of(blob, "other"),
+        background=tuple(
+            BackgroundWait(str(e.get("process")), str(e.get("event")), _float_of(e, "aas"))
+            for e in _objects(blob.get("background"))
+        ),
     )
 
 

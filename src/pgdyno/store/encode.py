@@ -19,7 +19,6 @@ from pgdyno.records.interference import Interference
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.tpcc import TpccResult, TpccTransaction
 from pgdyno.records.waits import WaitProfile
-from pgdyno.store.waits_json import waits_json
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -91,6 +90,29 @@ def tpcc_json(result: TpccResult) -> dict[str, object]:
         "rollbacks": result.rollbacks,
         "all_warehouses": result.all_warehouses,
         "keying_thinking": result.keying_thinking,
+    }
+
+
+def waits_json(found: WaitProfile) -> dict[str, object]:
+    """A run's wait profile as the runs table keeps it and `runs show --json` prints it
+    (shares are fractions of the client backends' database time).
+
+    >>> from pgdyno.records.waits import WaitShare
+    >>> waits_json(WaitProfile("pg_stat_activity", 10, 200, 31.5, (("CPU*", 1.0),),
+    ...                        (WaitShare("CPU*", 1.0, 1.6),)))["by_type"]
+    {'CPU*': 1.0}
+    """
+    return {
+        "source": found.source,
+        "sample_hz": found.sample_hz,
+        "samples": found.samples,
+        "db_time_s": found.db_time_s,
+        "by_type": dict(found.by_type),
+        "top": [{"event": w.event, "share": w.share, "aas": w.aas} for w in found.top],
+        "other": found.other,
+        "background": [
+            {"process": b.process, "event": b.event, "aas": b.aas} for b in found.background
+        ],
     }
 
 

@@ -20,7 +20,7 @@ from pgdyno.records.stored import ReportSource, RunListing, StoredRun
 from pgdyno.records.waits import WaitProfile
 from pgdyno.store.comparisons import Comparisons
 from pgdyno.store.database import Database
-from pgdyno.store.decode import RUN_ROW_SQL, loads, run_listing, stored_run
+from pgdyno.store.decode import RUN_ROW_SQL, loads, run_listing, stored_run, waits
 from pgdyno.store.encode import (
     devices_json,
     dumps,
@@ -28,11 +28,11 @@ from pgdyno.store.encode import (
     interference_json,
     now_iso,
     tpcc_json,
+    waits_json,
 )
 from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
 from pgdyno.store.sqlite_db import SqliteDatabase
 from pgdyno.store.uids import any_missing, fill_missing, new_uid
-from pgdyno.store.waits_json import waits, waits_json
 
 RUN_COLUMNS = (
     "id", "session_id", "status", "started_at", "finished_at", "workload", "scale", "clients",
