@@ -97,8 +97,15 @@ def _apply_all(
             else:
                 report.done.append(done)
     pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
-    wants_huge = pg.get("huge_pages") == "on" and hugepages is not None
-    if pg.get("huge_pages") == "on":
+    # In effect already as tune writes it (wal_buffers = -1 at its default shows as 4MB in
+    # pg_settings): nothing to write, and no restart to ask for.
+    for setting in settings:
+        if setting.layer == "postgresql" and not setting.changes and setting.name != "huge_pages":
+            del pg[setting.name]
+            report.unchanged.append(setting.name)
+    asks_on = pg.get("huge_pages") == "on"
+    wants_huge = asks_on and hugepages is not None
+    if asks_on:
         pg["huge_pages"] = "try"  # until the pages are reserved: `on` without them cannot start
         if hugepages is None:
             report.notes.append(
@@ -107,6 +114,14 @@ def _apply_all(
     _apply_pg(changer, pg, report)
     if wants_huge and hugepages is not None and changer.handle.restart is not None:
         _huge_pages(env, host, changer, hugepages, report, log)
+    elif wants_huge:
+        report.notes.append(
+            "huge_pages is set to try, not on: on needs a restart once the pages are reserved "
+            "(give --restart-command or --data-dir for an existing server)."
+        )
+    if asks_on and "huge_pages" not in report.pg_old:
+        # `try` was in effect, but `on` was recommended: not "already as recommended".
+        report.unchanged = [name for name in report.unchanged if name != "huge_pages"]
     _read_back(changer.handle, settings, report)
 
 

@@ -129,22 +129,27 @@ knowledge.
 
 
 def _groups(config: Configuration) -> dict[str, list[Setting]]:
-    """The settings each file carries; host settings no file can carry go to the README."""
+    """The settings each file carries; host settings no file can carry go to the README, and
+    so do those of the host's administrator (status "host": the server runs in a container)."""
     pg = config.layer("postgresql")
-    host = config.layer("host")
+    host = [s for s in config.layer("host") if s.status != "host"]
     return {
         PG_CONF: pg,
         ALTER_SQL: pg,
         SYSCTL: [s for s in host if _SYSCTL.fullmatch(s.name)],
-        UDEV: config.layer("device"),
+        UDEV: [s for s in config.layer("device") if s.status != "host"],
         THP: [s for s in host if _THP.fullmatch(s.name)],
         README: [s for s in host if not (_SYSCTL.fullmatch(s.name) or _THP.fullmatch(s.name))],
     }
 
 
 def _restart_names(settings: Iterable[Setting]) -> str:
+    """The applied settings that need a restart and change something: one whose value is in
+    effect already (`Setting.changes` false) asks for no restart."""
     names = dict.fromkeys(
-        s.name for s in settings if s.status == "apply" and s.takes_effect == "restart"
+        s.name
+        for s in settings
+        if s.status == "apply" and s.takes_effect == "restart" and s.changes
     )
     return ", ".join(names)
 
@@ -189,6 +194,8 @@ def _readme(config: Configuration, groups: Mapping[str, list[Setting]]) -> dict[
         "pg_reset": list(dict.fromkeys(_pg_name(s.name) for s in pg_applied)),
         "applied": {_KEYS[n]: _applied(groups[n]) for n in (SYSCTL, THP, UDEV)},
         "unwritten": groups[README],
+        "host_admin": [s for s in config.settings if s.status == "host"],
+        "container": _words(config.facts.container or "container"),
         "left_out": [*config.notes, *(f"{k}: {v}" for k, v in config.unknown.items())],
     }
 

@@ -23,7 +23,7 @@ from pgdyno.doctor.rules import Rule, load_rules
 from pgdyno.knowledge import expr
 from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, read
 from pgdyno.records.tune import DEVICE_FACTS, FACT_FIELDS
-from pgdyno.tune.model import Layer, Status
+from pgdyno.tune.model import KnowledgeStatus, Layer
 
 Format = Literal["size", "bytes", "number", "text"]
 KNOWLEDGE_FILE = Path(str(resources.files("pgdyno") / "data" / "tune.toml"))
@@ -52,7 +52,7 @@ class EntrySpec(BaseModel):
     why: str = Field(min_length=20)
     rules: list[str] = []
     evidence: list[str] = []
-    status: Status = "apply"
+    status: KnowledgeStatus = "apply"
     values: dict[str, str] = {}
 
 
