@@ -110,7 +110,8 @@ def machine_facts(machine: Machine, profile: str, pg: int | None = None) -> Tune
     )
     disk = machine.disk
     return replace(
-        facts, local=True, huge_page=2 * MiB, host_ram=machine.host_ram or machine.ram, numa_nodes=machine.numa_nodes, thp=True,
+        facts, local=True, huge_page=2 * MiB, host_ram=machine.host_ram or machine.ram,
+        numa_nodes=machine.numa_nodes, thp=True,
         autogroup=True, migration_cost=True, swap_bytes=2 * GiB, wal_free=500 * GiB,
         unknown={k: v for k, v in facts.unknown.items() if k != "wal_free"},
         devices=(Disk(disk["disk"], "data", disk["scheduler"], tuple(disk["schedulers"]),
@@ -586,10 +587,14 @@ def test_offline_facts_name_what_was_not_given() -> None:
     # work_mem counts the autovacuum workers: unknown in turn, and says which fact it lacked.
     assert "work_mem" not in names
     assert config.unknown["postgresql:work_mem"].startswith("needs autovacuum_max_workers")
-    # Nothing of this host: no huge page reservation (no page size known), no device; THP
-    # advice is for any Linux (nearly every kernel has it).
+    # Nothing of this host: huge pages are a to-do there (x86-64's 2MB pages assumed), with
+    # huge_pages = try until they are reserved; no device; THP advice is for any Linux (nearly
+    # every kernel has it).
     assert not config.layer("device") and facts.local is False
-    assert "vm.nr_hugepages" not in names and config.pg_values()["huge_pages"] == "try"
+    assert config.pg_values()["huge_pages"] == "try" and facts.huge_page == 2 * MiB
+    todo = next(s for s in config.settings if s.name == "vm.nr_hugepages")
+    assert todo.status == "todo" and "vm.nr_hugepages" not in {s.name for s in config.to_apply()}
+    assert "shared_memory_size_in_huge_pages" in todo.why
     assert config.facts.connections == 200
     assert config.facts.sources["connections"] == "profile web"
 

@@ -96,13 +96,7 @@ def _apply_all(
                                         else setting.name)  # fmt: skip
             else:
                 report.done.append(done)
-    pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
-    # In effect already as tune writes it (wal_buffers = -1 at its default shows as 4MB in
-    # pg_settings): nothing to write, and no restart to ask for.
-    for setting in settings:
-        if setting.layer == "postgresql" and not setting.changes and setting.name != "huge_pages":
-            del pg[setting.name]
-            report.unchanged.append(setting.name)
+    pg = _pg_to_change(settings, report)
     asks_on = pg.get("huge_pages") == "on"
     wants_huge = asks_on and hugepages is not None
     if asks_on:
@@ -123,6 +117,21 @@ def _apply_all(
         # `try` was in effect, but `on` was recommended: not "already as recommended".
         report.unchanged = [name for name in report.unchanged if name != "huge_pages"]
     _read_back(changer.handle, settings, report)
+
+
+def _pg_to_change(settings: list[Setting], report: ApplyReport) -> dict[str, str]:
+    """The PostgreSQL values to write: one in effect already as tune writes it (wal_buffers = -1
+    at its default, which pg_settings shows as 4MB) is not written and asks for no restart.
+    huge_pages always goes on: its pages are sized from the server's count below."""
+    pg: dict[str, str] = {}
+    for s in settings:
+        if s.layer != "postgresql":
+            continue
+        if s.changes or s.name == "huge_pages":
+            pg[s.name] = s.value
+        else:
+            report.unchanged.append(s.name)
+    return pg
 
 
 def _apply_pg(changer: ServerChanger, values: dict[str, str], report: ApplyReport) -> None:

@@ -29,6 +29,8 @@ NEW_SNAPSHOT = (
 PROFILE_CONNECTIONS: Mapping[Profile, int] = {
     "web": 200, "oltp": 300, "dw": 40, "desktop": 20, "mixed": 100,
 }  # fmt: skip
+# The huge page size assumed offline: x86-64's (and most arm64 kernels') default, 2MB.
+OFFLINE_HUGE_PAGE = 2 * 1024 * 1024
 # What a data-size class means as data / RAM, for rules that need a ratio.
 DATA_RATIOS: Mapping[DataSize, float] = {"less_ram": 0.3, "mid_ram": 1.0, "greater_ram": 2.0}
 
@@ -105,6 +107,7 @@ def offline_facts(given: Given) -> TuneFacts:
         facts.missing(name, why)
     # Host advice for an unknown Linux: THP exists on nearly every kernel; no NUMA assumed.
     _generic_host(facts, thp=True)
+    facts.set("huge_page", OFFLINE_HUGE_PAGE, "assumed offline: x86-64's 2MB huge pages")
     return facts.frozen()
 
 

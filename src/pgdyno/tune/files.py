@@ -46,7 +46,8 @@ _THP = re.compile(r"transparent_hugepage/[a-z_]+")
 _DISK = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # vda, nvme0n1, dm-0; no glob or quote
 _QUEUE = re.compile(r"[a-z][a-z0-9_]*")
 _PLAIN = re.compile(r"[A-Za-z0-9_.+-]+")  # what a udev or tmpfiles value may hold
-_PREFIX = {"apply": "", "measure": "measure first: ", "review": "review first: "}
+_PREFIX = {"apply": "", "measure": "measure first: ", "review": "review first: ",
+           "todo": "to do on the server's host: "}  # fmt: skip
 
 # How the templates (templates/<file name>.j2) name each file: files.sysctl, groups.udev ...
 _KEYS = {PG_CONF: "pg_conf", ALTER_SQL: "alter_sql", SYSCTL: "sysctl", UDEV: "udev", THP: "thp",
