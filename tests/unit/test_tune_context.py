@@ -66,6 +66,10 @@ def test_a_container_leaves_host_settings_to_the_hosts_administrator() -> None:
     assert values["vm.dirty_background_bytes"] == str(64 * MiB)
     # PostgreSQL's memory is sized from the limit.
     assert values["shared_buffers"] == "1GB"
+    # 1GB needs no huge pages (huge_pages is left out): neither do the pages, which were
+    # reported as unknown ("needs huge_pages") before.
+    assert "huge_pages" not in values and "vm.nr_hugepages" not in values
+    assert not [key for key in config.unknown if "nr_hugepages" in key], config.unknown
 
 
 def test_a_containers_files_carry_no_host_setting() -> None:

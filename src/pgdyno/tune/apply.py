@@ -55,6 +55,11 @@ def apply_configuration(
         )
         layers = ("postgresql",)
     settings = config.to_apply(layers)
+    if any(s.status == "host" for s in config.settings):
+        report.notes.append(
+            "host and device settings not applied: the server runs in a container, and they are "
+            "the host administrator's (see `pgdyno tune --out`'s README.txt)."
+        )
     ensure_clean(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
     with connect(server.dsn, server.password) as client:
         auto_conf(client)  # a role that cannot read it cannot be restored exactly: say so first
