@@ -12,6 +12,7 @@ import pytest
 from pgdyno.doctor.evaluate import audit
 from pgdyno.doctor.rules import LAYERS, RuleError, load_rule_file, load_rules, rules_dir
 from pgdyno.doctor.snapshot import load_snapshot
+from pgdyno.render.doctor import as_data, render
 
 DATA = Path(__file__).parent.parent / "data" / "doctor"
 RULES = load_rules()
@@ -203,6 +204,10 @@ def test_findings_that_assume_another_fix_are_held_back() -> None:
         "huge-pages-missing": ("shared-buffers-large",),
         "cache-hit-low": ("shared-buffers-large",),
     }
+    data = as_data(result, load_snapshot(DATA / "container-4g-on-64g.json"))
+    assert {h["id"]: h["waits_for"] for h in data["held"]} == {k: list(v) for k, v in held.items()}
+    shown = "\n".join(str(line) for line in render(result, {}))
+    assert "held back: worst-case-memory" in shown and "3 held back" in shown
     # Once the first fix is made, the held findings are judged again on the new value.
     snapshot = load_snapshot(DATA / "container-4g-on-64g.json")
     snapshot["server"]["settings"]["shared_buffers"]["setting"] = str(1024**3 // 8192)
