@@ -48,6 +48,7 @@ class TuneFacts:
     profile: Profile
     connections: int  # max_connections to plan for (given, the server's, else the profile's)
     ram: int | None = None  # bytes PostgreSQL may use (the cgroup limit when lower)
+    host_ram: int | None = None  # the host's RAM, for host settings (above ram under a cgroup)
     cpus: int | None = None  # usable CPUs (affinity and cgroup quota applied)
     pg: int | None = None  # PostgreSQL major version
     storage: Storage | None = None  # the disk under the data directory
@@ -64,6 +65,9 @@ class TuneFacts:
     autogroup: bool = False  # kernel.sched_autogroup_enabled exists
     migration_cost: bool = False  # kernel.sched_migration_cost_ns exists in /proc/sys
     swap_bytes: int = 0
+    # The container runtime the server runs in (docker, podman, lxc, kubernetes, container);
+    # None: not in one, or not read. Host and device settings are then the host's.
+    container: str | None = None
     devices: tuple[Disk, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
     unknown: Mapping[str, str] = field(default_factory=dict)

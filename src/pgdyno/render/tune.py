@@ -20,6 +20,8 @@ _LAYER_TITLES = {
 _STATUS_NOTES = {
     "measure": "measure first (tune --verify --ladder)",
     "review": "review: only on a dedicated host",
+    "todo": "to do on the server's host",
+    "host": "for the host's administrator: the server runs in a container",
 }
 
 

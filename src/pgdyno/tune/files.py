@@ -46,7 +46,8 @@ _THP = re.compile(r"transparent_hugepage/[a-z_]+")
 _DISK = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # vda, nvme0n1, dm-0; no glob or quote
 _QUEUE = re.compile(r"[a-z][a-z0-9_]*")
 _PLAIN = re.compile(r"[A-Za-z0-9_.+-]+")  # what a udev or tmpfiles value may hold
-_PREFIX = {"apply": "", "measure": "measure first: ", "review": "review first: "}
+_PREFIX = {"apply": "", "measure": "measure first: ", "review": "review first: ",
+           "todo": "to do on the server's host: "}  # fmt: skip
 
 # How the templates (templates/<file name>.j2) name each file: files.sysctl, groups.udev ...
 _KEYS = {PG_CONF: "pg_conf", ALTER_SQL: "alter_sql", SYSCTL: "sysctl", UDEV: "udev", THP: "thp",
@@ -129,22 +130,27 @@ knowledge.
 
 
 def _groups(config: Configuration) -> dict[str, list[Setting]]:
-    """The settings each file carries; host settings no file can carry go to the README."""
+    """The settings each file carries; host settings no file can carry go to the README, and
+    so do those of the host's administrator (status "host": the server runs in a container)."""
     pg = config.layer("postgresql")
-    host = config.layer("host")
+    host = [s for s in config.layer("host") if s.status != "host"]
     return {
         PG_CONF: pg,
         ALTER_SQL: pg,
         SYSCTL: [s for s in host if _SYSCTL.fullmatch(s.name)],
-        UDEV: config.layer("device"),
+        UDEV: [s for s in config.layer("device") if s.status != "host"],
         THP: [s for s in host if _THP.fullmatch(s.name)],
         README: [s for s in host if not (_SYSCTL.fullmatch(s.name) or _THP.fullmatch(s.name))],
     }
 
 
 def _restart_names(settings: Iterable[Setting]) -> str:
+    """The applied settings that need a restart and change something: one whose value is in
+    effect already (`Setting.changes` false) asks for no restart."""
     names = dict.fromkeys(
-        s.name for s in settings if s.status == "apply" and s.takes_effect == "restart"
+        s.name
+        for s in settings
+        if s.status == "apply" and s.takes_effect == "restart" and s.changes
     )
     return ", ".join(names)
 
@@ -189,6 +195,8 @@ def _readme(config: Configuration, groups: Mapping[str, list[Setting]]) -> dict[
         "pg_reset": list(dict.fromkeys(_pg_name(s.name) for s in pg_applied)),
         "applied": {_KEYS[n]: _applied(groups[n]) for n in (SYSCTL, THP, UDEV)},
         "unwritten": groups[README],
+        "host_admin": [s for s in config.settings if s.status == "host"],
+        "container": _words(config.facts.container or "container"),
         "left_out": [*config.notes, *(f"{k}: {v}" for k, v in config.unknown.items())],
     }
 

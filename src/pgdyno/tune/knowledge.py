@@ -23,7 +23,7 @@ from pgdyno.doctor.rules import Rule, load_rules
 from pgdyno.knowledge import expr
 from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, read
 from pgdyno.records.tune import DEVICE_FACTS, FACT_FIELDS
-from pgdyno.tune.model import Layer, Status
+from pgdyno.tune.model import KnowledgeStatus, Layer
 
 Format = Literal["size", "bytes", "number", "text"]
 KNOWLEDGE_FILE = Path(str(resources.files("pgdyno") / "data" / "tune.toml"))
@@ -52,7 +52,7 @@ class EntrySpec(BaseModel):
     why: str = Field(min_length=20)
     rules: list[str] = []
     evidence: list[str] = []
-    status: Status = "apply"
+    status: KnowledgeStatus = "apply"
     values: dict[str, str] = {}
 
 
@@ -130,28 +130,34 @@ def evaluate(
 ) -> list[Outcome]:
     """Every entry against the facts (`t`); device entries once per disk in `devices`.
 
-    An entry left out by `when` gives no outcome; one that needs an unknown fact gives an
-    outcome with `missing` set, and later entries that use it are unknown in turn.
+    An entry left out by `when` gives no outcome, and neither does a later one that uses it
+    (vm.nr_hugepages without huge_pages); one that needs an unknown fact gives an outcome with
+    `missing` set, and later entries that use it are unknown in turn.
     """
     scope: dict[str, Any] = {"t": expr.Facts("t", facts)}
     outcomes: list[Outcome] = []
+    left_out: set[str] = set()
     for entry in entries:
         if entry.spec.layer == "device":
             for disk, device in devices.items():
                 local = {**scope, "device": expr.Facts("device", device)}
-                outcome = _one(entry, local, disk)
+                outcome = _one(entry, local, disk, left_out)
                 if outcome is not None:
                     outcomes.append(outcome)
             continue
-        outcome = _one(entry, scope, None)
-        if outcome is not None:
+        outcome = _one(entry, scope, None, left_out)
+        if outcome is None:
+            left_out.add(entry.spec.key)
+        else:
             outcomes.append(outcome)
             if outcome.missing is None:
                 scope[entry.spec.key] = outcome.value
     return outcomes
 
 
-def _one(entry: Entry, scope: Mapping[str, Any], disk: str | None) -> Outcome | None:
+def _one(
+    entry: Entry, scope: Mapping[str, Any], disk: str | None, left_out: set[str]
+) -> Outcome | None:
     local = dict(scope)
     try:
         if entry.when is not None and not expr.evaluate(entry.when, local):
@@ -162,8 +168,10 @@ def _one(entry: Entry, scope: Mapping[str, Any], disk: str | None) -> Outcome | 
     except expr.Unknown as exc:
         return Outcome(entry, missing=exc.name, device=disk)
     except expr.ExprError as exc:
-        # An earlier entry this one uses was left out or unknown: unknown in turn.
-        return Outcome(entry, missing=_name_in(str(exc)), device=disk)
+        # An earlier entry this one uses was left out (then so is this one) or is unknown
+        # (then this one is unknown in turn).
+        name = _name_in(str(exc))
+        return None if name in left_out else Outcome(entry, missing=name, device=disk)
     return Outcome(entry, value=value, device=disk)
 
 

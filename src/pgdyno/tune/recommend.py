@@ -19,7 +19,14 @@ from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
-from pgdyno.tune.model import Configuration, Setting, TakesEffect
+from pgdyno.tune.model import (
+    Configuration,
+    KnowledgeStatus,
+    Layer,
+    Setting,
+    Status,
+    TakesEffect,
+)
 from pgdyno.tune.startable import fit_connections
 
 
@@ -60,11 +67,13 @@ def recommend(
             rules=tuple(spec.rules),
             # PostgreSQL: from the target's pg_settings below; unknown without them.
             takes_effect="now" if spec.layer != "postgresql" else "restart",
-            status=spec.status,
+            status=status_of(spec.layer, spec.status, facts),
         )
         checked = _checked(setting, meta, facts, notes)
         if checked is not None:
             settings.append(_with_current(checked, current))
+    if any(s.status == "host" for s in settings):
+        notes.append(HOST_ADMIN.format(container=facts.container))
     return fit_connections(
         Configuration(
             source="pgdyno",
@@ -75,6 +84,27 @@ def recommend(
             notes=tuple(notes),
         )
     )
+
+
+HOST_ADMIN = (
+    "the server runs in a {container} container: the host and block-device settings are for "
+    "the host's administrator (they affect every tenant of the host), never applied from here "
+    "nor written into the container's files."
+)
+
+
+def status_of(layer: Layer, status: KnowledgeStatus, facts: TuneFacts) -> Status:
+    """A setting's status for these facts: inside a container, host and block-device settings
+    are the host administrator's (they affect every tenant), whatever the knowledge says.
+
+    >>> status_of("host", "apply", TuneFacts("oltp", 100, container="docker"))
+    'host'
+    >>> status_of("postgresql", "apply", TuneFacts("oltp", 100, container="docker"))
+    'apply'
+    >>> status_of("device", "measure", TuneFacts("oltp", 100))
+    'measure'
+    """
+    return "host" if facts.container and layer != "postgresql" else status
 
 
 def offered(facts: TuneFacts, meta: Mapping[str, SettingMeta]) -> TuneFacts:
