@@ -51,6 +51,7 @@ class TuneRequest:
     yes: bool
     verify: VerifyOptions | None
     as_json: bool
+    observability: bool = True  # False: --no-observability
 
     @property
     def online(self) -> bool:

@@ -9,7 +9,7 @@ same way. Values are text as the target writes them: postgresql.conf text for Po
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pgdyno.records.tune import TuneFacts
@@ -22,6 +22,10 @@ TakesEffect = Literal["now", "reload", "restart", "reboot"]
 # never applied without being measured. "review": right only on a dedicated host (overcommit):
 # written to the files commented out, never applied by --apply.
 Status = Literal["apply", "measure", "review"]
+# "observability": settings that only make the server tell more (logging, I/O timing), shown
+# and written apart from the "performance" ones, and left out by `tune --no-observability`.
+Group = Literal["performance", "observability"]
+GROUPS: tuple[Group, ...] = ("performance", "observability")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,7 @@ class Setting:
     rules: tuple[str, ...] = ()  # the doctor rules that say the same, by id
     takes_effect: TakesEffect = "reload"
     status: Status = "apply"
+    group: Group = "performance"
 
     @property
     def key(self) -> str:
@@ -72,6 +77,13 @@ class Configuration:
 
     def to_apply(self, layers: tuple[Layer, ...] = LAYERS) -> list[Setting]:
         return [s for s in self.settings if s.layer in layers and s.status == "apply"]
+
+    def in_group(self, group: Group) -> list[Setting]:
+        return [s for s in self.settings if s.group == group]
+
+    def without_group(self, group: Group) -> Configuration:
+        """The configuration without one group's settings (`tune --no-observability`)."""
+        return replace(self, settings=tuple(s for s in self.settings if s.group != group))
 
     def pg_values(self) -> dict[str, str]:
         """PostgreSQL settings to apply, name -> postgresql.conf text."""

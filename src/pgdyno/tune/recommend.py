@@ -54,13 +54,14 @@ def recommend(
             layer=spec.layer,
             name=name,
             value=value,
-            why=spec.why,
+            why=outcome.why,
             device=outcome.device,
             evidence=outcome.entry.evidence,
             rules=tuple(spec.rules),
             # PostgreSQL: from the target's pg_settings below; unknown without them.
             takes_effect="now" if spec.layer != "postgresql" else "restart",
             status=spec.status,
+            group=spec.group,
         )
         checked = _checked(setting, meta, facts, notes)
         if checked is not None:
@@ -77,25 +78,25 @@ def recommend(
     )
 
 
+# Facts that list the values of an enum setting, as the target's build offers them.
+_OFFERED = {
+    "io_methods": "io_method", "wal_compressions": "wal_compression",
+    "toast_compressions": "default_toast_compression",
+}  # fmt: skip
+
+
 def offered(facts: TuneFacts, meta: Mapping[str, SettingMeta]) -> TuneFacts:
     """The facts with the values of enum settings a rule chooses among, as the target's build
     offers them (io_uring, lz4 exist only when PostgreSQL was built with them)."""
-    if facts.io_methods is not None and facts.wal_compressions is not None:
+    found: dict[str, Any] = {
+        fact: _enumvals(meta, setting)
+        for fact, setting in _OFFERED.items()
+        if getattr(facts, fact) is None
+    }
+    if not found:
         return facts
-    sources = dict(facts.sources)
-    for fact in ("io_methods", "wal_compressions"):
-        if getattr(facts, fact) is None:
-            sources[fact] = "the target's pg_settings"
-    return replace(
-        facts,
-        io_methods=_enumvals(meta, "io_method") if facts.io_methods is None else facts.io_methods,
-        wal_compressions=(
-            _enumvals(meta, "wal_compression")
-            if facts.wal_compressions is None
-            else facts.wal_compressions
-        ),
-        sources=sources,
-    )
+    sources = {**facts.sources, **dict.fromkeys(found, "the target's pg_settings")}
+    return replace(facts, **found, sources=sources)
 
 
 def _enumvals(meta: Mapping[str, SettingMeta], name: str) -> tuple[str, ...]:
