@@ -280,9 +280,7 @@ def run_tune(env: Environment, request: TuneRequest) -> None:
             gathered = from_snapshot(load_snapshot(request.from_path), request.given)
         else:
             gathered = gather(env, request.given, None)
-        ours = pgdyno_configuration(gathered)
-        if not request.observability:
-            ours = ours.without_group("observability")
+        ours = pgdyno_configuration(gathered, request.groups)
         check_connections(request.given.connections, _workers(ours), _major(ours))
         config = ours
         if request.baseline_name and request.verify is None:

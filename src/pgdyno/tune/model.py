@@ -9,7 +9,7 @@ same way. Values are text as the target writes them: postgresql.conf text for Po
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pgdyno.records.tune import TuneFacts
@@ -77,13 +77,6 @@ class Configuration:
 
     def to_apply(self, layers: tuple[Layer, ...] = LAYERS) -> list[Setting]:
         return [s for s in self.settings if s.layer in layers and s.status == "apply"]
-
-    def in_group(self, group: Group) -> list[Setting]:
-        return [s for s in self.settings if s.group == group]
-
-    def without_group(self, group: Group) -> Configuration:
-        """The configuration without one group's settings (`tune --no-observability`)."""
-        return replace(self, settings=tuple(s for s in self.settings if s.group != group))
 
     def pg_values(self) -> dict[str, str]:
         """PostgreSQL settings to apply, name -> postgresql.conf text."""

@@ -19,7 +19,7 @@ from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
-from pgdyno.tune.model import Configuration, Setting, TakesEffect
+from pgdyno.tune.model import GROUPS, Configuration, Group, Setting, TakesEffect
 from pgdyno.tune.startable import fit_connections
 
 
@@ -29,18 +29,21 @@ def recommend(
     current: Mapping[str, str],
     *,
     entries: tuple[Entry, ...] | None = None,
+    groups: tuple[Group, ...] = GROUPS,
 ) -> Configuration:
     """pgdyno's own configuration for these facts.
 
     `meta` is the target's pg_settings (empty: PostgreSQL values are not checked, and say so);
-    `current` maps a setting's key (`Setting.key`) to the value in effect.
+    `current` maps a setting's key (`Setting.key`) to the value in effect. Only the entries of
+    `groups` are computed (`tune --no-observability`: the performance group alone).
     """
     settings: list[Setting] = []
     unknown = dict(facts.unknown)
     notes: list[str] = []
     facts = offered(facts, meta)
     devices = {disk.name: disk.scope() for disk in facts.devices}
-    for outcome in evaluate(entries or load_knowledge(), facts.scope(), devices):
+    chosen = tuple(e for e in entries or load_knowledge() if e.spec.group in groups)
+    for outcome in evaluate(chosen, facts.scope(), devices):
         spec = outcome.entry.spec
         name = outcome.entry.name
         if outcome.missing is not None:

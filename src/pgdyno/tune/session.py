@@ -24,7 +24,7 @@ from pgdyno.records.tune import DataSize, TuneFacts
 from pgdyno.tune.baselines import BASELINES, BaselineInputs
 from pgdyno.tune.facts import NEW_SNAPSHOT, Given, offline_facts, server_major
 from pgdyno.tune.facts import snapshot_facts as read_facts
-from pgdyno.tune.model import Configuration
+from pgdyno.tune.model import GROUPS, Configuration, Group
 from pgdyno.tune.recommend import baseline_configuration, current_values, recommend
 
 # data / RAM below and above which pgtune's data-size classes start (its form's wording:
@@ -155,8 +155,8 @@ def snapshot_meta(
     return meta, f"{why}: values are checked against the recorded catalog of PostgreSQL {major}"
 
 
-def pgdyno_configuration(gathered: Gathered) -> Configuration:
-    return recommend(gathered.facts, gathered.meta, gathered.current)
+def pgdyno_configuration(gathered: Gathered, groups: tuple[Group, ...] = GROUPS) -> Configuration:
+    return recommend(gathered.facts, gathered.meta, gathered.current, groups=groups)
 
 
 def baseline_inputs(facts: TuneFacts, name: str) -> BaselineInputs:
