@@ -163,8 +163,9 @@ def recorded_defaults(major: int) -> dict[str, str]:
 
     Only real defaults are there: no internal (read-only, computed or built-in) setting, no
     path, nothing initdb, the host, the session or the client chooses (locale, time zone,
-    max_stack_depth, ...; the list is NOT_DEFAULTS in record_boot_values.py). shared_buffers
-    and max_connections are the boot values (128MB, 100), not what initdb may have picked.
+    max_stack_depth, ...; the list is NOT_DEFAULTS in scripts/record_pg_settings.py).
+    shared_buffers and max_connections are the boot values (128MB, 100), not what initdb may
+    have picked.
 
     >>> defaults = recorded_defaults(18)
     >>> defaults["shared_buffers"], defaults["superuser_reserved_connections"]
