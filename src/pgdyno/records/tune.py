@@ -58,6 +58,8 @@ class TuneFacts:
     hash_mem: float | None = None  # hash_mem_multiplier: the server's, else the default
     io_methods: tuple[str, ...] | None = None  # io_method values the target's build offers
     wal_compressions: tuple[str, ...] | None = None  # wal_compression values it offers
+    toast_compressions: tuple[str, ...] | None = None  # default_toast_compression values
+    timing_ns: float | None = None  # one clock read, ns (pg_test_timing on the server's host)
     huge_page: int = 0  # huge page size in bytes; 0: not known here
     local: bool = False  # the host is the server's host
     numa_nodes: int = 1

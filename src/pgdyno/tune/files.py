@@ -28,7 +28,7 @@ import jinja2
 
 from pgdyno.errors import UsageError
 from pgdyno.postgres.conf import check_name, quote_value
-from pgdyno.tune.model import Configuration, Setting
+from pgdyno.tune.model import GROUPS, Configuration, Group, Setting
 
 MARKER = "pgdyno-generated:"
 PG_CONF = "postgresql.pgdyno.conf"
@@ -77,7 +77,8 @@ def render_files(
     for name in (PG_CONF, ALTER_SQL, SYSCTL, UDEV, THP):
         if groups[name]:
             restart = _restart_names(groups[name])
-            files[name] = _render(name, common, settings=groups[name], disks=disks, restart=restart)
+            files[name] = _render(name, common, settings=groups[name], disks=disks,
+                                  restart=restart, sections=_sections(groups[name]))  # fmt: skip
     files[README] = _render(README, common, **_readme(config, groups))
     return files
 
@@ -142,6 +143,27 @@ def _groups(config: Configuration) -> dict[str, list[Setting]]:
         THP: [s for s in host if _THP.fullmatch(s.name)],
         README: [s for s in host if not (_SYSCTL.fullmatch(s.name) or _THP.fullmatch(s.name))],
     }
+
+
+# The heading of each group's section in postgresql.pgdyno.conf and alter-system.sql (none for
+# the performance settings, which come first).
+SECTION_HEADINGS: dict[Group, tuple[str, ...]] = {
+    "performance": (),
+    "observability": (
+        "-- Observability: logging and I/O timing. They change no plan and no write, only what "
+        "the server tells; delete this section, or run pgdyno tune --no-observability, to take "
+        "the performance settings alone. --",
+    ),
+}
+
+
+def _sections(settings: list[Setting]) -> list[tuple[tuple[str, ...], list[Setting]]]:
+    """The settings of a file by group, each group with its heading; empty groups left out."""
+    return [
+        (SECTION_HEADINGS[group], chosen)
+        for group in GROUPS
+        if (chosen := [s for s in settings if s.group == group])
+    ]
 
 
 def _restart_names(settings: Iterable[Setting]) -> str:

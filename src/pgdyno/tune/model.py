@@ -28,6 +28,10 @@ KnowledgeStatus = Literal["apply", "measure", "review", "todo"]
 # host's administrator (it affects every tenant): reported for them, never applied by --apply
 # nor written into the files meant for the container.
 Status = KnowledgeStatus | Literal["host"]
+# "observability": settings that only make the server tell more (logging, I/O timing), shown
+# and written apart from the "performance" ones, and left out by `tune --no-observability`.
+Group = Literal["performance", "observability"]
+GROUPS: tuple[Group, ...] = ("performance", "observability")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,7 @@ class Setting:
     rules: tuple[str, ...] = ()  # the doctor rules that say the same, by id
     takes_effect: TakesEffect = "reload"
     status: Status = "apply"
+    group: Group = "performance"
 
     @property
     def key(self) -> str:
