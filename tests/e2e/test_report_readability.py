@@ -171,7 +171,8 @@ def test_five_sets_get_one_cpu_plot_each(
     assert len(plots) == 10  # CPU and memory for each of the five sets
     assert all(p["colours"] == 1 and p["lines"] <= 4 for p in plots), plots
     titles = page.evaluate(
-        "Array.from(document.querySelectorAll('#cell-0-cpu .infolayer text')).map(e => e.textContent)"
+        "Array.from(document.querySelectorAll('#cell-0-cpu .infolayer text'))"
+        ".map(e => e.textContent)"
     )
     assert sum(any(f"set-{i}" in t for t in titles) for i in range(5)) == 5
     _shot(page, "report-five-sets.png")

@@ -41,8 +41,8 @@ from pgdyno.report.selection import (
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
 from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
 from pgdyno.stats.ladder import Ladder
-from pgdyno.stats.verdict import ChangeVerdict
 from pgdyno.stats.summary import describe
+from pgdyno.stats.verdict import ChangeVerdict
 from pgdyno.store.encode import to_json
 
 MAX_CELL_SECTIONS = 12  # more cells than this get the overview charts and drill-downs only
