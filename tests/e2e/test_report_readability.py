@@ -24,6 +24,7 @@ from pgdyno.records.interference import Interference
 from pgdyno.records.stored import StoredRun
 from pgdyno.report import content, html
 from pgdyno.report.load import ReportInput, Selection, load
+from pgdyno.stats.waits import series_name
 from pgdyno.store.results import ResultsStore
 
 FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
@@ -118,12 +119,14 @@ def test_a_ladder_whose_runs_were_all_flagged_is_drawn_greyed_with_the_reason(
 
 
 def _on_device(run: StoredRun, name: str) -> StoredRun:
-    """The run as if its data directory had been on device `name` (its disk samples too)."""
+    """The run as if its data directory had been on device `name`, its WAL left where it was:
+    the sampler then records both devices, the data's figures under `name`."""
     assert run.devices.data is not None
     data = replace(run.devices.data, name=name, disk=name, source=f"/dev/{name}")
     old = f"disk.{run.devices.data.name}."
-    samples = {(f"disk.{name}." + k[len(old) :] if k.startswith(old) else k): v
-               for k, v in run.samples.items()}  # fmt: skip
+    samples = dict(run.samples)
+    samples |= {f"disk.{name}." + k[len(old) :]: v for k, v in run.samples.items()
+                if k.startswith(old)}  # fmt: skip
     return replace(run, devices=replace(run.devices, data=data), samples=samples)
 
 
@@ -196,12 +199,25 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
                 or a["right"] <= b["left"] or b["right"] <= a["left"])  # fmt: skip
 
 
+def _sampled(run: StoredRun) -> StoredRun:
+    """The run as if its wait events had been sampled: active sessions by wait type each
+    second of pgbench's log, as collect/waits.py names the series."""
+    samples = dict(run.samples)
+    for wait_type, background, value in (("CPU*", False, 1.2), ("IO", False, 0.5),
+                                         ("LWLock", False, 0.3), ("IO", True, 0.2)):  # fmt: skip
+        samples[series_name(wait_type, background=background)] = {
+            row.t: value for row in run.seconds
+        }
+    return replace(run, samples=samples)
+
+
 def test_legends_sit_beside_their_plots_never_over_an_axis_title(
     stored: Callable[[Selection], ReportInput], browser: Browser, tmp_path: Path
 ) -> None:
     data = stored(Selection(comparison_id=1))
-    page = _open(browser, data, tmp_path / "legends.html")
-    for chart in ("cell-0-timeline", "cell-0-disk", "cell-0-cpu", "cell-0-worst"):
+    page = _open(browser, replace(data, runs=[_sampled(r) for r in data.runs]),
+                 tmp_path / "legends.html")  # fmt: skip
+    for chart in ("cell-0-timeline", "cell-0-waits", "cell-0-disk", "cell-0-cpu", "cell-0-worst"):
         boxes = page.evaluate(f"({BOXES})('{chart}')")
         legend = boxes["legend"]
         assert legend is not None, chart

@@ -74,6 +74,9 @@ def row_domains(weights: Sequence[float], gap: float) -> list[tuple[float, float
     return out
 
 
+LEGEND_TOP_PX = 38  # from the top of a chart to its legend, under the title
+
+
 def figure_layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {
@@ -88,13 +91,25 @@ def figure_layout(title: str, **extra: Any) -> dict[str, Any]:
         },
         "margin": {"l": 64, "r": 16, "t": 72, "b": 56},
         "hovermode": "x unified",
-        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom"},
+        # Above the plots, under the title: never over an axis title, and no blank band
+        # between the legend and the plot whatever the chart's height; one flowing row.
+        "legend": {
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "traceorder": "normal",
+            "yref": "container",
+            "yanchor": "top",
+        },
         "template": None,
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",
         "font": {"family": "system-ui, sans-serif", "size": 12},
     }
     layout.update(extra)
+    # Its top a fixed distance under the title, so that a legend that wraps grows downwards
+    # (pushing the plots down) instead of up over the title.
+    layout["legend"]["y"] = 1 - LEGEND_TOP_PX / float(layout.get("height") or 450)
     return layout
 
 
@@ -287,10 +302,12 @@ def disk_io(series: Sequence[Series], title: str) -> Figure | None:
     """Read (dotted) and write (solid) MB/s, one row per role (data, then WAL when apart): each
     group on the device its own run used, named in the legend when the groups' devices differ,
     so that a comparison of filesystems or disks draws every set."""
-    roles = [r for r in ("data", "wal") if any(dict(s.devices).get(r) for s in series)]
-    data: list[Any] = []
-    for row, role in enumerate(roles):
-        data += _disk_row(series, role, "" if row == 0 else "2")
+    roles, data = [], []
+    for role in ("data", "wal"):  # a row per role that some group has figures of
+        traces = _disk_row(series, role, "" if not roles else "2")
+        if traces:
+            roles.append(role)
+            data += traces
     if not data:
         return None
     unit = _unit("disk.{device}.write_mbps")
