@@ -17,13 +17,12 @@ by `--csv`, so the three outputs cannot disagree. Layout of the dict:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from pgdyno.formatting import change_text
 from pgdyno.records.stored import StoredRun
-from pgdyno.report import charts, flagged, tpcc, waits
-from pgdyno.report.charts import Point, Step
+from pgdyno.report import charts, flagged, ladders, timelines, tpcc, waits
+from pgdyno.report.charts import Point
 from pgdyno.report.differences import difference_notes, differences
 from pgdyno.report.drilldown import run_entry
 from pgdyno.report.load import ReportInput
@@ -40,9 +39,7 @@ from pgdyno.report.selection import (
 )
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
 from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
-from pgdyno.stats.ladder import Ladder
 from pgdyno.stats.summary import describe
-from pgdyno.stats.verdict import ChangeVerdict
 from pgdyno.store.encode import to_json
 
 MAX_CELL_SECTIONS = 12  # more cells than this get the overview charts and drill-downs only
@@ -55,16 +52,6 @@ TPS_CLIENTS_NOTE = (  # {unit}: TPS, or NOPM for TPC-C-like cells
 TPS_BARS_NOTE = (  # one client count: a bar per group, not lines
     "Mean {unit} of the repeats at the one client count measured, with its 95% confidence "
     "interval; one bar per group."
-)
-LADDER_NOTE = (
-    "Each step adds its settings to the previous one; bars show the median {unit} as "
-    "% of the first step, error bars the 97.5% interval of the cumulative change, "
-    "hover for each step's own gain."
-)
-FLAGGED_LADDER_NOTE = (
-    "Not judged, greyed: {reason}. The bars show the median {unit} of the finished runs, "
-    "flagged ones included, as % of the first step, without intervals; run the ladder again "
-    "on a quiet host for verdicts."
 )
 STATEMENTS_NOTE = (
     "pgbench -r: average latency of each statement, median over the repeats, error "
@@ -125,91 +112,6 @@ def summary_rows(
             }
         )
     return rows
-
-
-def _figures(analysis: Analysis) -> dict[CellKey, str]:
-    return {r.cell: r.figure for r in analysis.results}
-
-
-LadderEntry = tuple[CellKey, Ladder | None, str]  # the cell, its ladder, why not judged ("")
-
-
-def _ladder_entries(analysis: Analysis, data: ReportInput, judging: Judging) -> list[LadderEntry]:
-    """Every cell of a ladder plan: its judged ladder, or the ladder of its flagged runs greyed
-    with the reason (report/flagged.py), so no waterfall disappears silently."""
-    entries: list[LadderEntry] = [(cell, lad, "") for cell, lad in analysis.ladders]
-    if data.comparison is None or analysis.mode != "ladder":
-        return entries
-    judge = replace(judging, alpha=analysis.error_control.alpha)
-    steps = [s.name for s in data.comparison.sets]
-    entries += flagged.ladders(data.runs, steps, (c for c, _, _ in entries), judge)
-    return sorted(entries, key=lambda e: e[0])
-
-
-def ladder_rows(analysis: Analysis, entries: Sequence[LadderEntry]) -> list[dict[str, Any]]:
-    out = []
-    figures = _figures(analysis)
-    for cell, lad, reason in entries:
-        judged = not reason
-        out.append(
-            {
-                "cell": cell_label(cell),
-                "figure": figures.get(cell, "tps"),
-                # False: no clean runs to judge; the steps are the flagged runs', greyed.
-                "judged": judged,
-                "reason": reason or None,
-                "total": change_text(lad.total) if lad else "-",
-                "total_verdict": lad.total.verdict if lad and lad.total and judged else None,
-                "steps": [
-                    {
-                        "name": s.name,
-                        "tps_median": s.stats.median,
-                        "level_pct": s.level_pct,
-                        "step_gain": change_text(s.step_gain),
-                        "verdict": _step_verdict(s.step_gain, judged),
-                        "cumulative": change_text(s.cumulative),
-                    }
-                    for s in (lad.steps if lad else ())
-                ],
-            }
-        )
-    return out
-
-
-def _step_verdict(gain: ChangeVerdict | None, judged: bool) -> str:
-    if gain is None:
-        return "first step"
-    return gain.verdict if judged else "not judged"
-
-
-def _waterfalls(analysis: Analysis, entries: Sequence[LadderEntry]) -> list[dict[str, Any]]:
-    figures: list[dict[str, Any]] = []
-    judged_on = _figures(analysis)
-    for cell, lad, reason in entries:
-        if lad is None:
-            continue
-        unit = tpcc.label(judged_on.get(cell, "tps"))
-        steps = []
-        for s in lad.steps:
-            cum = s.cumulative
-            low = high = None  # no interval on a ladder not judged: its bars are only levels
-            if not reason and cum and cum.ci_low_pct is not None and cum.ci_high_pct is not None:
-                low, high = 100 + cum.ci_low_pct, 100 + cum.ci_high_pct
-            steps.append(Step(s.name, s.level_pct, low, high, change_text(s.step_gain)))
-        total = f"{change_text(lad.total)}, {lad.total.verdict}" if lad.total else "-"
-        title = f"Tuning ladder: {cell_label(cell)}"
-        if reason:
-            total = f"{change_text(lad.total)}, not judged" if lad.total else "-"
-            title += " (not judged: runs flagged)"
-        fig = charts.waterfall(steps, total, title, unit, greyed=bool(reason))
-        if fig:
-            note = (
-                FLAGGED_LADDER_NOTE.format(reason=reason, unit=unit)
-                if reason
-                else LADDER_NOTE.format(unit=unit)
-            )
-            figures.append(chart(f"ladder-{len(figures)}", fig, note))
-    return figures
 
 
 def _tps_by_clients(
@@ -306,17 +208,17 @@ def _cell_section(
     label = cell_label(cell)
     figure = tpcc.figure_of(runs)
     figures, tpcc_last = tpcc.cell_charts(by_group, series, colours, label, index)
-    tl = charts.tps_latency(series, f"TPS and latency over time: {label}")
+    tl = timelines.tps_latency(series, f"TPS and latency over time: {label}")
     if tl:
         note = TIMELINE_NOTE if figure == "tps" else tpcc.TPCC_TIMELINE_NOTE
         figures.append(chart(f"cell-{index}-timeline", tl, note))
     by_type = waits.sessions_by_type(series, f"Active sessions by wait type: {label}")
     if by_type:
         figures.append(chart(f"cell-{index}-waits", by_type, waits.WAITS_NOTE))
-    disk = charts.disk_io(series, f"Disk I/O over time: {label}")
+    disk = timelines.disk_io(series, f"Disk I/O over time: {label}")
     if disk:
         figures.append(chart(f"cell-{index}-disk", disk, DISK_NOTE))
-    cpu = charts.cpu_memory(series, f"CPU and dirty memory over time: {label}")
+    cpu = timelines.cpu_memory(series, f"CPU and dirty memory over time: {label}")
     if cpu:
         figures.append(chart(f"cell-{index}-cpu", cpu, CPU_NOTE))
     figures += tpcc_last
@@ -428,7 +330,7 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     sets = {s.name: s for s in data.comparison.sets} if data.comparison else {}
     flagged_figures = flagged.summary_figures(data.runs, groups)
     summary = summary_rows(analysis, flagged_figures) if comparing or ok_runs else []
-    ladders = _ladder_entries(analysis, data, judging)
+    ladder_entries = ladders.entries(analysis, data, judging)
     return {
         "title": data.title,
         "source": data.source,
@@ -454,8 +356,9 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "comparison": _comparison_head(data),
         "summary": summary,
         "figure_label": tpcc.summary_label(summary),  # heads the summary's throughput columns
-        "ladders": ladder_rows(analysis, ladders),
-        "charts": _tps_by_clients(ok_runs, groups, colours) + _waterfalls(analysis, ladders),
+        "ladders": ladders.rows(analysis, ladder_entries),
+        "charts": _tps_by_clients(ok_runs, groups, colours)
+        + ladders.waterfalls(analysis, ladder_entries),
         # The wait events whose share moved most against the baseline, per cell and group,
         # and each group's database time by wait type, from the runs the verdicts judge (not
         # those flagged for interference); [] for runs without a profile.

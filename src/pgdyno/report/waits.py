@@ -22,9 +22,9 @@ from pgdyno.report.charts import (
     checkpoint_shapes,
     figure_layout,
     row_domains,
-    time_range,
 )
 from pgdyno.report.selection import cell_key, cell_label
+from pgdyno.report.timelines import time_range
 from pgdyno.stats.analysis import Analysis, CellKey
 from pgdyno.stats.waits import wait_type_of
 
