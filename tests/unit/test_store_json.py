@@ -14,7 +14,12 @@ run's `"waits"` (its wait-event profile, null for these runs, recorded before it
 comparison result's `"max_ms"`, `"worst_ms"` (the runs' worst transactions) and
 `"wait_changes"` (empty here), and each comparison run's `"latency_max_ms"`; to the report it
 added `"wait_changes"` and `"wait_profiles"` (empty here) and each drill-down run's `"waits"`
-(null here): the digest is of the report without them, and they are checked beside it.
+(null here): the digest is of the report without them, and they are checked beside it. Issue 31
+redrew the charts (each second drawn at its end, one time range per cell, legends above the
+plots, the disk chart per set's own device, CPU small multiples) and added the report's
+`"comparing"`, each summary row's `"flagged"` and each ladder's `"judged"` and `"reason"`: the
+digests were pinned again, once the report without its charts and those keys was checked to be
+the same as before.
 """
 
 from __future__ import annotations
