@@ -14,6 +14,7 @@ from pgdyno.cli.common import (
     SSH_NEEDS_DSN,
     adaptive_options,
     binaries_options,
+    dsn_with_its_password,
     environment,
     err,
     out,
@@ -290,6 +291,7 @@ def bench(
       pgdyno bench --ssh bench@db1 --dsn "host=/var/run/postgresql dbname=postgres" -c 8
     """
     env = environment(ctx)
+    dsn = None if dsn is None else dsn_with_its_password(env, dsn)
     settings = parse_assignments(assignments)
     check_target_settings(dsn, settings)
     spec = make_spec(

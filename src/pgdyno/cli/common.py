@@ -11,8 +11,9 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from pgdyno.environment import Environment
+from pgdyno.environment import DSN_PASSWORD_ENV, Environment
 from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.postgres.client import split_password, with_password
 from pgdyno.textsafe import safe_text, strict_json
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -28,6 +29,15 @@ def environment(ctx: click.Context) -> Environment:
     if params.get("results"):
         env = env.with_results(params["results"])
     return env
+
+
+def dsn_with_its_password(env: Environment, dsn: str) -> str:
+    """--dsn, with the password given for its server alone in PGDYNO_DSN_PASSWORD (how `fleet
+    run` hands it over) when the connection string has none of its own."""
+    password = env.env.get(DSN_PASSWORD_ENV)
+    if password is None or split_password(dsn)[1] is not None:
+        return dsn
+    return with_password(dsn, password)
 
 
 def workdir_options[F: Callable[..., Any]](func: F) -> F:
