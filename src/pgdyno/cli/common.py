@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 from rich.console import Console
@@ -31,11 +31,15 @@ def environment(ctx: click.Context) -> Environment:
     return env
 
 
-def dsn_with_its_password(env: Environment, dsn: str) -> str:
+@overload
+def dsn_with_its_password(env: Environment, dsn: str) -> str: ...
+@overload
+def dsn_with_its_password(env: Environment, dsn: None) -> None: ...
+def dsn_with_its_password(env: Environment, dsn: str | None) -> str | None:
     """--dsn, with the password given for its server alone in PGDYNO_DSN_PASSWORD (how `fleet
     run` hands it over) when the connection string has none of its own."""
     password = env.env.get(DSN_PASSWORD_ENV)
-    if password is None or split_password(dsn)[1] is not None:
+    if dsn is None or password is None or split_password(dsn)[1] is not None:
         return dsn
     return with_password(dsn, password)
 

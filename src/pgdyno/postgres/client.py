@@ -63,7 +63,15 @@ def with_password(dsn: str, password: str) -> str:
     >>> with_password("host=db dbname=x", "s3 cret")
     "host=db dbname=x password='s3 cret'"
     """
-    return _join({**pg_conninfo.conninfo_to_dict(dsn), "password": password})
+    return with_param(dsn, "password", password)
+
+
+def with_param(dsn: str, key: str, value: str) -> str:
+    """
+    >>> with_param("host=db dbname=x", "application_name", "pgdyno")
+    'host=db dbname=x application_name=pgdyno'
+    """
+    return _join({**pg_conninfo.conninfo_to_dict(dsn), key: value})
 
 
 _FIRST = ("host", "hostaddr", "port", "user", "dbname")

@@ -24,6 +24,8 @@ def open_results(
     try:
         if must_exist and db.schema_version() == 0:
             raise _nothing_yet(db.label)
+        if writing:
+            db.check_not_managed()
         db.migrate()
         if writing:
             db.check_writable()
