@@ -21,6 +21,10 @@ from pgdyno.textsafe import scrub_secrets
 
 ROOT_DATA_DIR = Path("/var/lib/pgdyno")
 ROOT_CACHE_DIR = Path("/var/cache/pgdyno")
+# The password of the server --dsn names, for that server's connections only (never libpq's
+# PGPASSWORD, which every connection of the process would send, the results store's included):
+# `fleet run` hands each host's password to its child this way.
+DSN_PASSWORD_ENV = "PGDYNO_DSN_PASSWORD"
 
 
 def _xdg(env: Mapping[str, str], var: str, fallback: str) -> Path:

@@ -13,10 +13,13 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from conftest import PGDYNO, new_workdir, remove_workdir, sandbox_of_its_own, wait_for
 from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from remote_checks import CHANGED, PLAN, agent_dirs, interrupted, work_mem
 from sshd import ClientHome, SshServer, free_port
@@ -137,3 +140,72 @@ def test_ctrl_c_stops_every_host_and_restores_each_server(
     listed = run(home, "runs", "list", "--json", "--workdir", str(fleet_dir))
     assert {r["status"] for r in json.loads(listed.stdout)} == {"interrupted"}
     assert sorted(r["host"] for r in json.loads(listed.stdout)) == ["db-a", "db-b"]
+
+
+@pytest.fixture
+def password_store(hosts: dict[str, tuple[SshServer, Sandbox]]) -> Iterator[tuple[str, Sandbox]]:
+    """A results database on db-b's server that asks for a cleartext password (pg_hba method
+    `password`) from its role `keeper`: a wrong password it receives is logged as an
+    authentication failure. Its connection string has no password (the controller's passfile
+    holds it). The server's pg_hba.conf is put back after."""
+    _, box = hosts["db-b"]
+    hba = box.data_dir / "pg_hba.conf"
+    original = hba.read_text()
+    with connect(box.conninfo()) as admin:
+        admin.execute(sql.SQL("CREATE ROLE keeper LOGIN PASSWORD 'store-secret'"))
+        admin.execute(sql.SQL("CREATE DATABASE fleet_store OWNER keeper"))
+    hba.write_text("host all keeper 127.0.0.1/32 password\n" + original)
+    reload(box)
+    try:
+        yield f"host=127.0.0.1 port={box.state().port} user=keeper dbname=fleet_store", box
+    finally:
+        hba.write_text(original)
+        reload(box)
+        with connect(box.conninfo()) as admin:
+            admin.execute(sql.SQL("DROP DATABASE fleet_store WITH (FORCE)"))
+            admin.execute(sql.SQL("DROP ROLE keeper"))
+
+
+def reload(box: Sandbox) -> None:
+    with connect(box.conninfo()) as admin:
+        admin.rows("SELECT pg_reload_conf()")
+
+
+def test_a_host_password_reaches_its_own_server_only(
+    home: ClientHome, hosts: dict[str, tuple[SshServer, Sandbox]], fleet_dir: Path,
+    password_store: tuple[str, Sandbox],
+) -> None:  # fmt: skip
+    """db-a's password (in its dsn) goes to db-a only: the results store, which has a password
+    of its own (in the passfile), never receives it."""
+    store_dsn, store_box = password_store
+    passfile = fleet_dir / "pgpass"
+    passfile.write_text(f"127.0.0.1:{store_box.state().port}:fleet_store:keeper:store-secret\n")
+    passfile.chmod(0o600)
+    _, box_a = hosts["db-a"]
+    hosts_path = fleet_dir / "hosts.toml"
+    hosts_path.write_text(
+        f'[[host]]\nname = "db-a"\nssh = "db-a"\ndsn = "{box_a.conninfo()} password=db-a-secret"\n'
+    )
+    plan = fleet_dir / "plan.toml"
+    plan.write_text(PLAN.format(duration=1))
+    log_before = store_box.log_file.stat().st_size
+    done = subprocess.run(
+        [str(PGDYNO), "fleet", "run", str(plan), "--hosts", str(hosts_path), "--workdir",
+         str(fleet_dir), "--results", store_dsn],
+        env={**os.environ, "HOME": str(home.home), "PGPASSFILE": str(passfile)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    with store_box.log_file.open() as log:
+        log.seek(log_before)
+        refused = [line for line in log if "password authentication failed" in line]
+    assert refused == [], refused  # no connection to the store offered db-a's password
+    assert done.returncode == 0, done.stderr
+    assert "db-a-secret" not in done.stderr
+    written = [p for p in fleet_dir.rglob("*") if p.is_file() and p != hosts_path]
+    assert not [p for p in written if b"db-a-secret" in p.read_bytes()]
+    with psycopg.connect(store_dsn, passfile=str(passfile)) as conn:
+        hosts_stored = conn.execute(
+            "SELECT DISTINCT s.host::json->>'hostname' FROM runs r JOIN sessions s"
+            " ON s.id = r.session_id"
+        ).fetchall()
+    assert hosts_stored == [("db-a",)]

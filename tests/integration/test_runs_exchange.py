@@ -214,3 +214,44 @@ def test_a_session_exported_while_it_ran_ends_in_the_target_when_exported_again(
         statuses = into.db.query("SELECT status, finished_at FROM sessions")
     assert (late.runs, late.sessions, late.already) == (1, 0, 1)
     assert len(statuses) == 1 and statuses[0]["status"] == "done" and statuses[0]["finished_at"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        ("UPDATE sessions SET server = '{\"version\": ' WHERE id = 2",
+         "sessions.server of the row of id 2 holds damaged JSON"),
+        ("UPDATE sessions SET host = '5' WHERE id = 1",
+         "sessions.host of the row of id 1 holds JSON int where an object belongs"),
+        ("UPDATE runs SET settings = '[NaN]' WHERE id = 4",
+         "runs.settings of the row of id 4 holds damaged JSON (NaN is not valid JSON)"),
+        ("UPDATE run_events SET detail = 'x' WHERE run_id = 6",
+         "run_events.detail of the row of run_id 6 holds damaged JSON"),
+        ("UPDATE comparison_sets SET requested = '[]' WHERE name = 'b'",
+         "comparison_sets.requested of the row of comparison_id 1 holds JSON list"),
+        ("UPDATE runs SET tps = 'fast' WHERE id = 3",
+         "runs.tps of the row of id 3 holds text where REAL belongs"),
+        ("ALTER TABLE runs DROP COLUMN waits", "its table runs has no column waits"),
+        ("ALTER TABLE sessions ADD COLUMN note TEXT",
+         "its table sessions has a column note pgdyno does not write"),
+    ],
+)  # fmt: skip
+def test_a_damaged_export_is_refused_whole_before_anything_is_added(
+    run_cli, workdir: Path, exported: tuple[Path, Path], tmp_path: Path, damage: str, named: str
+) -> None:
+    _, file = exported
+    with sqlite3.connect(file) as conn:
+        conn.execute(damage)
+    target = tmp_path / "shared.sqlite"
+    with ResultsStore(target) as store:
+        store.add_run(store.begin_session(["x"], "t", {}, {}), run_at(999))
+        before = counts(store)
+    done = run_cli(workdir, "runs", "import", str(file), "--results", str(target))
+    assert done.code == 3, done.stdout + done.stderr
+    sentence = one_clear_sentence(done.stderr)
+    assert f"{file} cannot be imported: {named}" in sentence, sentence
+    assert "nothing was imported" in sentence
+    with ResultsStore(target) as store:
+        assert counts(store) == before
+    for reading in (("report", "--all", "--json"), ("runs", "list", "--json")):
+        assert run_cli(workdir, *reading, "--results", str(target)).code == 0

@@ -180,7 +180,7 @@ def a_run() -> tuple[StoredRun, dict[str, dict[int, float]]]:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "results.sqlite"
         shutil.copy(DATA / "report" / "results.sqlite", copy)  # opening migrates: use a copy
-        with ResultsStore(copy, writing=False) as store:
+        with ResultsStore(copy) as store:
             recorded = store.get_run(1)
     assert recorded is not None
     run = dataclasses.replace(

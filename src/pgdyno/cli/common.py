@@ -5,14 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 from rich.console import Console
 from rich.text import Text
 
-from pgdyno.environment import Environment
+from pgdyno.environment import DSN_PASSWORD_ENV, Environment
 from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.postgres.client import split_password, with_password
 from pgdyno.textsafe import safe_text, strict_json
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -28,6 +29,19 @@ def environment(ctx: click.Context) -> Environment:
     if params.get("results"):
         env = env.with_results(params["results"])
     return env
+
+
+@overload
+def dsn_with_its_password(env: Environment, dsn: str) -> str: ...
+@overload
+def dsn_with_its_password(env: Environment, dsn: None) -> None: ...
+def dsn_with_its_password(env: Environment, dsn: str | None) -> str | None:
+    """--dsn, with the password given for its server alone in PGDYNO_DSN_PASSWORD (how `fleet
+    run` hands it over) when the connection string has none of its own."""
+    password = env.env.get(DSN_PASSWORD_ENV)
+    if dsn is None or password is None or split_password(dsn)[1] is not None:
+        return dsn
+    return with_password(dsn, password)
 
 
 def workdir_options[F: Callable[..., Any]](func: F) -> F:

@@ -93,7 +93,7 @@ def report(
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv.")
     selection = replace(_selection(run_ids, comparison, session, last, everything), by=by)
-    with open_results(env.results, must_exist=True) as store:
+    with open_results(env.results, writing=False) as store:
         built, path = make(store, selection, datetime.now(UTC), output, env.data_dir / "reports")
     if as_json:
         print_json(env, built)

@@ -36,7 +36,7 @@ def runs() -> None:
 
 
 def _open(ctx: click.Context) -> ResultsStore:
-    return open_results(environment(ctx).results, writing=False, must_exist=True)
+    return open_results(environment(ctx).results, writing=False)
 
 
 @runs.command("list")

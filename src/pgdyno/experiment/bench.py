@@ -118,6 +118,8 @@ def connected(
     log = ctx.log
     pgbench = target.binaries.tool("pgbench")
     with ExitStack() as stack:
+        if ctx.server_lock is not None:  # held still, or again after a restart ended it
+            ctx.server_lock.renew()
         client = stack.enter_context(connect(target.dsn, target.password))
         info = client.server_info()
         driver, pgbench_version = _driver(ctx, pgbench, info)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pgdyno.environment import Environment
+from pgdyno.environment import DSN_PASSWORD_ENV, Environment
 from pgdyno.errors import Interrupted, PgdynoError
 from pgdyno.fleet.hosts import HostSpec
 from pgdyno.fleet.status import FLEETS_DIR, FleetState, HostState
@@ -64,11 +64,15 @@ def fleet_directory(env: Environment, plan_name: str) -> Path:
 
 def _child_env(env: Environment, host: HostSpec) -> tuple[str, dict[str, str]]:
     """The host's connection string without its password, and the child's environment, which
-    carries the password (and the results store's connection string) instead of argv."""
+    carries the password (and the results store's connection string) instead of argv.
+
+    The password goes in DSN_PASSWORD_ENV, which the child reads for --dsn's server only; in
+    libpq's PGPASSWORD it would be sent to every server the child connects to without a
+    password of its own, the results store among them."""
     dsn, password = split_password(host.dsn, f"{host.name}'s dsn")
-    child = dict(env.env)
+    child = {k: v for k, v in env.env.items() if k != DSN_PASSWORD_ENV}
     if password is not None:
-        child["PGPASSWORD"] = password
+        child[DSN_PASSWORD_ENV] = password
     if env.results.conninfo is not None:
         child["PGDYNO_RESULTS"] = env.results.conninfo
     return dsn, child

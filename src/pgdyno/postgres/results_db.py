@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from pgdyno.errors import StoreError, StoreUnavailable
@@ -37,7 +38,8 @@ def qmark_to_format(statement: str) -> str:
 class ResultsConnection:
     """One autocommit session to the results database; `transaction()` groups statements."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, *, read_only: bool = False) -> None:
+        """`read_only`: a reading command's session, where every transaction is read-only."""
         self.dsn, password = split_password(conninfo, option="--results")
         self.label = describe(self.dsn)
         kwargs: dict[str, Any] = {
@@ -48,6 +50,9 @@ class ResultsConnection:
         }
         if password is not None:
             kwargs["password"] = password
+        if read_only:  # set as the session starts, beside the string's own (a search_path)
+            given = conninfo_to_dict(self.dsn).get("options")
+            kwargs["options"] = f"{given or ''} -c default_transaction_read_only=on".strip()
         try:
             self.conn: psycopg.Connection[dict[str, Any]] = psycopg.connect(self.dsn, **kwargs)
         except psycopg.Error as exc:

@@ -3,8 +3,9 @@
 The file is a SQLite results database (store/transfer.py says why) with one more table,
 `export_info`. Writing goes to a temporary file renamed into place at the end, so a failed
 export leaves no file; reading goes through a private copy, migrated if an older pgdyno wrote
-it, so the file given is never changed and a foreign or damaged file is refused before the
-target is touched.
+it, so the file given is never changed; a foreign or damaged file (a table, a value or a JSON
+column not as pgdyno writes it: store/validate.py) is refused whole before the target is
+touched.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pgdyno.store.database import Database
 from pgdyno.store.encode import now_iso
 from pgdyno.store.sqlite_db import SqliteDatabase
 from pgdyno.store.transfer import Copied, copy_runs, selected_run_ids
+from pgdyno.store.validate import check_whole_file
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _PGDYNO_TABLES = {"schema_migrations", "sessions", "runs"}
@@ -107,6 +109,7 @@ def import_runs(target: Database, path: Path) -> Copied:
                 f"{path} cannot be read as a pgdyno export ({exc}); nothing was imported."
             ) from exc
         try:
+            check_whole_file(source, path)  # before anything is added to the target
             return copy_runs(source, target, selected_run_ids(source))
         finally:
             source.close()

@@ -1,40 +1,89 @@
-"""Open the results store a command was given: a SQLite file or a PostgreSQL database."""
+"""Open the results store a command was given: a SQLite file or a PostgreSQL database.
+
+A writing command gets the schema brought up to date and is refused at once where it could not
+store runs. A reading command (runs, report, doctor) opens the store read-only and reads it as
+it is: a SQLite file with `mode=ro` (an export read with --results keeps its checksum), a
+PostgreSQL session whose transactions are read-only (a role with SELECT alone reads it), never
+a migration (an older schema is named in one sentence).
+"""
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from pgdyno.environment import ResultsLocation
-from pgdyno.errors import UsageError
+from pgdyno.errors import NoResultsYet, StoreError, UsageError
+from pgdyno.store.database import Database
+from pgdyno.store.migrate import check_readable
+from pgdyno.store.owners import any_abandoned
 from pgdyno.store.postgres_db import PostgresDatabase
 from pgdyno.store.results import ResultsStore
+from pgdyno.store.sqlite_db import SqliteDatabase
+from pgdyno.store.uids import any_missing
 
 
-def open_results(
-    location: ResultsLocation, *, writing: bool = True, must_exist: bool = False
-) -> ResultsStore:
-    """The store at `location`, its schema brought up to date.
-
-    `must_exist`: a command that only reads (runs, report) is refused with one sentence when
-    there are no results there yet, instead of creating an empty database."""
+def open_results(location: ResultsLocation, *, writing: bool = True) -> ResultsStore:
+    """The store at `location`, for writing (the default) or, `writing=False`, for reading:
+    then there must be results there already (NoResultsYet in one sentence otherwise, instead
+    of creating an empty database)."""
+    if not writing:
+        return _for_reading(location)
     if location.conninfo is None:
         assert location.path is not None  # one of the two is always set
-        if must_exist and not location.path.exists():
-            raise _nothing_yet(str(location))
-        return ResultsStore(location.path, writing=writing)
+        return ResultsStore(location.path)
     db = PostgresDatabase(location.conninfo)
     try:
-        if must_exist and db.schema_version() == 0:
-            raise _nothing_yet(db.label)
+        db.check_not_managed()
         db.migrate()
-        if writing:
-            db.check_writable()
-        return ResultsStore(db, writing=writing)
+        db.check_writable()
+        return ResultsStore(db)
     except BaseException:
         db.close()
         raise
 
 
-def _nothing_yet(where: str) -> UsageError:
-    return UsageError(
+def _for_reading(location: ResultsLocation) -> ResultsStore:
+    db = _read_only(location)
+    try:
+        if any_abandoned(db) or any_missing(db):
+            _tidy(location)
+        return ResultsStore(db, writing=False)
+    except BaseException:
+        db.close()
+        raise
+
+
+def _read_only(location: ResultsLocation) -> Database:
+    db: Database
+    if location.conninfo is None:
+        assert location.path is not None
+        if not location.path.exists():
+            raise _nothing_yet(str(location))
+        db, where = SqliteDatabase(location.path, writing=False), str(location)
+    else:
+        db = PostgresDatabase(location.conninfo, read_only=True)
+        where = db.label
+    try:
+        have = db.schema_version()
+        if have == 0:
+            raise _nothing_yet(where)
+        check_readable(db.where, have)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _tidy(location: ResultsLocation) -> None:
+    """Sessions and comparisons a killed pgdyno of this host left 'running' are marked
+    'interrupted' (and rows from before uids get theirs) by a short writing connection, as any
+    writing command would; where this user may not write, they are read as they are."""
+    with suppress(StoreError, UsageError):
+        open_results(location).close()  # a writing store tidies as it opens
+
+
+def _nothing_yet(where: str) -> NoResultsYet:
+    return NoResultsYet(
         f"there is no results database at {where} yet: run `pgdyno bench` first or pass "
         "--results FILE or DSN."
     )
