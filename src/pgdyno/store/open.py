@@ -4,17 +4,23 @@ A writing command gets the schema brought up to date and is refused at once wher
 store runs. A reading command (runs, report, doctor) opens the store read-only and reads it as
 it is: a SQLite file with `mode=ro` (an export read with --results keeps its checksum), a
 PostgreSQL session whose transactions are read-only (a role with SELECT alone reads it), never
-a migration (an older schema is named in one sentence).
+a migration of the store itself. A SQLite file an older pgdyno wrote is read through a private
+copy brought up to date (as `runs import` reads an export), removed when the store is closed or
+the process ends; an older PostgreSQL schema is named in one sentence.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import weakref
 from contextlib import suppress
+from pathlib import Path
 
 from pgdyno.environment import ResultsLocation
 from pgdyno.errors import NoResultsYet, StoreError, UsageError
 from pgdyno.store.database import Database
-from pgdyno.store.migrate import check_readable
+from pgdyno.store.migrate import check_readable, latest_version
 from pgdyno.store.owners import any_abandoned
 from pgdyno.store.postgres_db import PostgresDatabase
 from pgdyno.store.results import ResultsStore
@@ -45,7 +51,9 @@ def open_results(location: ResultsLocation, *, writing: bool = True) -> ResultsS
 def _for_reading(location: ResultsLocation) -> ResultsStore:
     db = _read_only(location)
     try:
-        if any_abandoned(db) or any_missing(db):
+        # A private copy is tidied as it is brought up to date; the file it copies stays as is.
+        private = isinstance(db, SqliteDatabase) and db.path != db.shown_as
+        if not private and (any_abandoned(db) or any_missing(db)):
             _tidy(location)
         return ResultsStore(db, writing=False)
     except BaseException:
@@ -67,10 +75,29 @@ def _read_only(location: ResultsLocation) -> Database:
         have = db.schema_version()
         if have == 0:
             raise _nothing_yet(where)
+        if location.path is not None and have < latest_version():
+            db.close()
+            return _migrated_copy(location.path)
         check_readable(db.where, have)
     except BaseException:
         db.close()
         raise
+    return db
+
+
+def _migrated_copy(path: Path) -> Database:
+    """A private copy of the SQLite file at `path`, brought up to this pgdyno's schema, named
+    as the file it copies; the copy's directory goes when the database object does (closed and
+    collected, or at exit), and the file itself is never written."""
+    scratch = tempfile.mkdtemp(prefix="pgdyno-read-")
+    try:
+        copy = Path(scratch) / path.name
+        shutil.copyfile(path, copy)
+        db = SqliteDatabase(copy, shown_as=path)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    weakref.finalize(db, shutil.rmtree, scratch, True)
     return db
 
 

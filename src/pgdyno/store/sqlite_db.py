@@ -4,7 +4,8 @@ A writing command opens the file in WAL mode, so readers never block the one wri
 command opens it read-only (`mode=ro`): nothing in the file changes, not even its journal mode,
 so an export read with `--results FILE` keeps its checksum; on read-only media, where even a
 read-only connection cannot make its shared-memory file, it is read as it is (`immutable`) when
-nothing is pending in its WAL. Reading never migrates: an older schema is named in one sentence.
+nothing is pending in its WAL. Reading never migrates the file: an older schema is read
+through a private copy (store/open.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.store.database import Params
-from pgdyno.store.migrate import SCHEMA_TABLE, check_readable, pending
+from pgdyno.store.migrate import SCHEMA_TABLE, pending
 
 
 def _explain(path: Path, exc: sqlite3.Error) -> StoreError:
@@ -137,12 +138,6 @@ class SqliteDatabase:
                 conn = self._connect_read_only("mode=ro&immutable=1")
             except sqlite3.Error:
                 raise _explain(self.path, exc) from exc
-        self.conn = conn
-        try:
-            check_readable(self.shown_as, self.schema_version())
-        except BaseException:
-            conn.close()
-            raise
         return conn
 
     def _connect_read_only(self, query: str) -> sqlite3.Connection:
