@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import one_clear_sentence, plain_role, schema_1_database
+from conftest import plain_role, schema_1_database
 from pgdyno.environment import ResultsLocation
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.store.exchange import export_runs, import_runs
