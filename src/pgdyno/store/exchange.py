@@ -78,7 +78,7 @@ def _check_export(path: Path) -> None:
                 "`pgdyno runs export`."
             )
     try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             conn.execute("PRAGMA quick_check").fetchall()
