@@ -39,7 +39,13 @@ def export_runs(source: Database, path: Path, run_ids: Sequence[int]) -> Copied:
     directory = path.parent if path.parent != Path() else Path.cwd()
     if not directory.is_dir():
         raise UsageError(f"there is no directory {directory} to write {path.name} into.")
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    except OSError as exc:  # read-only, immutable (chattr +i) or a pseudo-filesystem (/proc)
+        raise UsageError(
+            f"cannot write the export {path} ({exc.strerror or exc}): choose a directory you can "
+            "write files in."
+        ) from None
     os.close(handle)
     partial = Path(name)
     try:

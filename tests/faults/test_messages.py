@@ -1,0 +1,151 @@
+"""Internal errors become one sentence and a fixed exit status (issue 31, item 7).
+
+Each case was an internal error or a misleading message: an export into a directory nothing can
+be written in, an import of a file with pgdyno's table names but not its columns, a storage size
+no number can hold, a device or a missing directory as the results file, a 64 KB connection
+string. Real files, real SQLite, the CLI in-process; nothing here needs a server.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import one_clear_sentence
+from pgdyno.store.sqlite_db import SqliteDatabase
+
+REPORT_STORE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    """A copy of a results store holding real runs."""
+    path = tmp_path / "recorded.sqlite"
+    shutil.copyfile(REPORT_STORE, path)
+    return path
+
+
+@pytest.fixture
+def immutable_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory no one, root included, can create a file in (chattr +i); restored after."""
+    if shutil.which("chattr") is None:
+        pytest.skip("needs e2fsprogs' chattr to make a directory immutable")
+    path = tmp_path / "immutable"
+    path.mkdir()
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"this filesystem takes no immutable flag: {made.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@pytest.mark.parametrize("where", ["immutable", "/proc", "/proc/self"])
+def test_an_export_where_no_file_can_be_written_is_refused(
+    where: str, immutable_dir: Path, recorded: Path, shared_workdir: Path, run_cli
+) -> None:
+    directory = immutable_dir if where == "immutable" else Path(where)
+    target = directory / "runs.pgdyno"
+    result = run_cli(shared_workdir, "runs", "export", str(target), "--results", str(recorded))
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 2
+    assert f"cannot write the export {target} (" in line and "choose a directory" in line
+    assert list(immutable_dir.iterdir()) == []
+
+
+def bare_tables(path: Path) -> Path:
+    """A SQLite file at pgdyno's current schema version whose tables have an id column only."""
+    SqliteDatabase(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for table in tables:
+        if table != "schema_migrations":
+            conn.execute(f"DROP TABLE {table}")
+    for table in ("sessions", "runs"):
+        conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY)")
+        conn.execute(f"INSERT INTO {table} VALUES (1)")
+    conn.close()
+    return path
+
+
+def test_an_import_of_bare_tables_is_refused(tmp_path: Path, shared_workdir: Path, run_cli) -> None:
+    export = bare_tables(tmp_path / "bare.pgdyno")
+    results = tmp_path / "results.sqlite"
+    result = run_cli(shared_workdir, "runs", "import", str(export), "--results", str(results))
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 2
+    assert f"{export} is not a pgdyno export (" in line and "nothing was imported" in line
+
+
+def test_a_storage_size_no_number_holds_is_refused(
+    tmp_path: Path, shared_workdir: Path, run_cli
+) -> None:
+    plan = tmp_path / "huge.toml"
+    plan.write_text(
+        'name = "huge"\n[matrix]\nworkloads = ["tpcb-like"]\nscales = ["small"]\nclients = [1]\n'
+        f'duration = 5\n[[set]]\nname = "a"\n[set.storage]\nfilesystem = "ext4"\n'
+        f'size = "{"9" * 400}"\n'
+    )
+    result = run_cli(shared_workdir, "plan", "check", str(plan))
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 2
+    assert "storage.size" in line and "is larger than any file can be" in line
+    assert len(line) < 400  # the 400 digits are not repeated
+
+
+def test_a_device_as_results_file_is_refused_and_nothing_is_made_beside_it(
+    shared_workdir: Path, run_cli
+) -> None:
+    beside = [Path("/dev/null-journal"), Path("/dev/null-wal"), Path("/dev/null-shm")]
+    for path in beside:  # left by this very defect: a regular file where /dev holds devices
+        if path.is_file():
+            path.unlink()
+    result = run_cli(shared_workdir, "runs", "list", "--results", "/dev/null")
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 2
+    assert "the results database /dev/null is not a regular file" in line
+    assert "disk space" not in line
+    assert [p for p in beside if p.exists()] == []
+
+
+def test_a_results_file_in_a_missing_directory_is_refused(
+    tmp_path: Path, recorded: Path, shared_workdir: Path, run_cli
+) -> None:
+    export = tmp_path / "runs.pgdyno"
+    assert (
+        run_cli(shared_workdir, "runs", "export", str(export), "--results", str(recorded)).code == 0
+    )
+    missing = tmp_path / "nonexistent" / "dir"
+    result = run_cli(shared_workdir, "runs", "import", str(export), "--results",
+                     str(missing / "r.sqlite"))  # fmt: skip
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 2
+    assert f"there is no directory {missing} for the results database r.sqlite" in line
+    assert not missing.parent.exists()
+
+
+def test_the_default_results_file_is_made_with_its_work_directory(
+    tmp_path: Path, recorded: Path, run_cli
+) -> None:
+    """The default file, <workdir>/results.sqlite (docs/results-store.md), and its directory are
+    made by pgdyno."""
+    export = tmp_path / "runs.pgdyno"
+    assert run_cli(tmp_path, "runs", "export", str(export), "--results", str(recorded)).code == 0
+    workdir = tmp_path / "new-workdir"
+    result = run_cli(tmp_path, "runs", "import", str(export), "--workdir", str(workdir))
+    assert result.code == 0, result.stderr
+    assert (workdir / "results.sqlite").is_file()
+
+
+def test_a_64_kb_connection_string_gives_one_short_sentence(shared_workdir: Path, run_cli) -> None:
+    dsn = f"host=/nonexistent port=1 dbname={'x' * 65536}"
+    result = run_cli(shared_workdir, "datasets", "list", "--dsn", dsn)
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 3
+    assert "characters]..." in line and len(line) < 1000
