@@ -12,12 +12,15 @@ import shutil
 import sqlite3
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conftest import one_clear_sentence
+from pgdyno.store.results import ResultsStore
 from pgdyno.store.sqlite_db import SqliteDatabase
+from store_runs import recorded_run
 
 REPORT_STORE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
 
@@ -149,3 +152,25 @@ def test_a_64_kb_connection_string_gives_one_short_sentence(shared_workdir: Path
     line = one_clear_sentence(result.stderr)
     assert result.code == 3
     assert "characters]..." in line and len(line) < 1000
+
+
+def test_rollback_dsn_says_what_the_journal_holds(tmp_path: Path, run_cli) -> None:
+    result = run_cli(tmp_path, "rollback", "--dsn", "host=/nonexistent port=1")
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 2
+    assert f"the journal of {tmp_path} holds no change to any server" in line
+    assert "(none)" not in line
+
+
+def test_the_waits_of_a_failed_run_say_it_failed(tmp_path: Path, run_cli) -> None:
+    results = tmp_path / "results.sqlite"
+    with ResultsStore(results) as store:
+        session = store.begin_session(["pgdyno", "bench"], "sandbox pg18", {}, {})
+        failed = replace(recorded_run(), status="failed", error="pgbench exited with 2", waits=None)
+        run_id = store.add_run(session, failed)
+        store.finish_session(session, "failed")
+    result = run_cli(tmp_path, "runs", "show", str(run_id), "--waits", "--results", str(results))
+    line = one_clear_sentence(result.stderr)
+    assert result.code == 2
+    assert f"run {run_id} has no wait profile because it failed" in line
+    assert "--wait-sample-hz" not in line
