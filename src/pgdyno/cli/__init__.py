@@ -95,5 +95,9 @@ def _traceback(env: Environment) -> None:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main(sys.argv[1:], Environment.from_os()))
+    """Console-script entry point. Once `main` has decided the exit status, a late SIGTERM or
+    Ctrl-C (a supervisor repeating its request) cannot turn it into death by signal (143)."""
+    status = main(sys.argv[1:], Environment.from_os())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(status)
