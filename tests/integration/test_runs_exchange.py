@@ -4,14 +4,16 @@ PostgreSQL sandbox): the same runs arrive, twice adds nothing, bad files change 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import one_clear_sentence, schema_1_database
+from conftest import PGDYNO, one_clear_sentence, schema_1_database
 from pgdyno.environment import ResultsLocation
 from pgdyno.errors import StoreUnavailable, UsageError
 from pgdyno.store.encode import to_json
@@ -255,3 +257,27 @@ def test_a_damaged_export_is_refused_whole_before_anything_is_added(
         assert counts(store) == before
     for reading in (("report", "--all", "--json"), ("runs", "list", "--json")):
         assert run_cli(workdir, *reading, "--results", str(target)).code == 0
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_concurrent_imports_of_one_file_add_its_runs_once(
+    exported: tuple[Path, Path], tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    """Four `pgdyno runs import` of one export at once, as four hosts' fleet children end
+    together (issue 31, item 7): each succeeds, and the runs are there once. Before, two
+    failed on the runs' unique uid."""
+    _, file = exported
+    results = (
+        str(request.getfixturevalue("pg_results")) if store == "postgresql"
+        else str(tmp_path / "shared.sqlite")
+    )  # fmt: skip
+    argv = [str(PGDYNO), "runs", "import", str(file), "--results", results, "--json",
+            "--workdir", str(tmp_path)]  # fmt: skip
+    pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    imports = [subprocess.Popen(argv, text=True, **pipes) for _ in range(4)]
+    done = [(p.wait(timeout=300), *p.communicate()) for p in imports]
+    assert [code for code, _, _ in done] == [0, 0, 0, 0], [err for _, _, err in done]
+    added = sorted(json.loads(out)["runs"] for _, out, _ in done)
+    assert added == [0, 0, 0, 6]
+    with open_results(ResultsLocation.of(results)) as target:
+        assert counts(target)["runs"] == 6 and counts(target)["sessions"] == 3
