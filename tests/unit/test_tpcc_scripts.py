@@ -95,8 +95,8 @@ def test_rendering_is_deterministic_and_uses_the_run_constants():
 
 def test_script_directories_of_ended_processes_are_removed_at_the_next_start(tmp_path: Path):
     """A child process makes its directory and ends without removing it, as a SIGKILLed bench
-    does: the next `scripts_directory` removes it
-    and keeps this process's own and any directory named otherwise."""
+    does: the next `scripts_directory` removes it, and keeps this process's own and any
+    directory named otherwise."""
     made = subprocess.run(
         [sys.executable, "-c", "import sys; from pathlib import Path; "
          "from pgdyno.tpcc.scripts import scripts_directory; "
