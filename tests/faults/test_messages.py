@@ -82,8 +82,8 @@ def test_an_import_of_bare_tables_is_refused(tmp_path: Path, shared_workdir: Pat
     results = tmp_path / "results.sqlite"
     result = run_cli(shared_workdir, "runs", "import", str(export), "--results", str(results))
     line = one_clear_sentence(result.stderr)
-    assert result.code == 2
-    assert f"{export} is not a pgdyno export (" in line and "nothing was imported" in line
+    assert result.code == 3  # store/validate.py's check of every table (item 5) names it
+    assert f"{export} cannot be imported: its table " in line and "nothing was imported" in line
 
 
 def test_a_storage_size_no_number_holds_is_refused(
