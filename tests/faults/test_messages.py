@@ -174,3 +174,15 @@ def test_the_waits_of_a_failed_run_say_it_failed(tmp_path: Path, run_cli) -> Non
     assert result.code == 2
     assert f"run {run_id} has no wait profile because it failed" in line
     assert "--wait-sample-hz" not in line
+
+
+def test_an_export_given_by_a_relative_path_is_imported(
+    tmp_path: Path, recorded: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`runs import runs.pgdyno` in the file's directory: the file was opened by a file URI
+    that a relative path cannot give (internal error: ValueError)."""
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(tmp_path, "runs", "export", "runs.pgdyno", "--results", str(recorded)).code == 0
+    result = run_cli(tmp_path, "runs", "import", "runs.pgdyno", "--results", "new.sqlite")
+    assert result.code == 0, result.stderr
+    assert "runs imported" in result.stdout or "imported into" in result.stdout
