@@ -89,13 +89,16 @@ class ResultsLocation:
 
     path: Path | None = None
     conninfo: str | None = field(default=None, repr=False)
+    # A file the user named (--results, PGDYNO_RESULTS): its directory must exist. The default
+    # file's directory is the work directory, which pgdyno makes itself.
+    given: bool = field(default=False, compare=False)
 
     @classmethod
     def of(cls, text: str) -> ResultsLocation:
         """A --results value or PGDYNO_RESULTS: a connection string is never a file name."""
         if _CONNINFO.match(text):
             return cls(conninfo=text.strip())
-        return cls(path=Path(text).expanduser().resolve())
+        return cls(path=Path(text).expanduser().resolve(), given=True)
 
     def __str__(self) -> str:
         return scrub_secrets(self.conninfo) if self.conninfo is not None else str(self.path)

@@ -14,7 +14,7 @@ from rich.text import Text
 from pgdyno.environment import DSN_PASSWORD_ENV, Environment
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import split_password, with_password
-from pgdyno.textsafe import safe_text, strict_json
+from pgdyno.textsafe import safe_text, shorten_words, strict_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -160,14 +160,16 @@ class SafeConsole(Console):
 
     Every string it renders, table cells and titles included, passes through `safe_text`: no
     password and no raw control character reaches the terminal. Markup and emoji codes are off,
-    so a `[` or `:x:` in a script name is shown as typed; colours come from Text styles.
+    so a `[` or `:x:` in a script name is shown as typed; colours come from Text styles. A word
+    too long to read is cut in its middle (`shorten_words`): Rich's highlighter takes time
+    quadratic in a word's length (26 s for a 64 KB connection string).
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(markup=False, emoji=False, **kwargs)
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
-        return super().render_str(safe_text(text, multiline=True), **kwargs)
+        return super().render_str(shorten_words(safe_text(text, multiline=True)), **kwargs)
 
 
 # Not on a terminal (a pipe, a file, a test), text is never wrapped: what a user copies from

@@ -19,6 +19,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from pgdyno.errors import UsageError
+from pgdyno.fleet.status import RESERVED
 from pgdyno.postgres.client import endpoint, split_password
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -54,6 +55,11 @@ def load_hosts(path: Path) -> list[HostSpec]:
         raise UsageError(f"{path}: {where}: {error['msg']} (each [[host]] has name, ssh and "
                          "dsn; see docs/fleet.md).") from None  # fmt: skip
     names = [h.name for h in hosts]
+    if taken := sorted(set(names) & set(RESERVED)):
+        raise UsageError(
+            f"{path}: host name {taken[0]!r} is the name of a file pgdyno keeps beside the "
+            "hosts' directories (each host's name is also its directory's): rename the host."
+        )
     if twice := sorted({n for n in names if names.count(n) > 1}):
         raise UsageError(f"{path}: host name {twice[0]!r} is given twice: names must differ.")
     _one_benchmark_per_server(path, hosts)

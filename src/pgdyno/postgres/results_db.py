@@ -23,6 +23,9 @@ from pgdyno.textsafe import scrub_secrets
 # pg_advisory_xact_lock key held while the schema is created or migrated, so that pgdyno
 # processes starting at once on many hosts apply each migration exactly once.
 SCHEMA_LOCK = 0x70676479  # "pgdy"
+# The same for copies of runs (`runs import`): two at once would both find a run missing and
+# both insert it, and the second would fail on its unique uid.
+COPY_LOCK = 0x70676463  # "pgdc"
 _UNAVAILABLE = ("08", "28", "3D", "42501", "57P", "53")  # connection, auth, no db, privilege
 
 
@@ -124,6 +127,10 @@ class ResultsConnection:
     def lock_schema(self) -> None:
         """Wait for any other pgdyno creating or migrating the tables; held to the commit."""
         self.query("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+
+    def lock_copies(self) -> None:
+        """Wait for any other pgdyno copying runs into this database; held to the commit."""
+        self.query("SELECT pg_advisory_xact_lock(?)", (COPY_LOCK,))
 
     def has_table(self, name: str) -> bool:
         return bool(self.query("SELECT to_regclass(?) IS NOT NULL AS found", (name,))[0]["found"])

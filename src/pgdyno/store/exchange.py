@@ -39,7 +39,13 @@ def export_runs(source: Database, path: Path, run_ids: Sequence[int]) -> Copied:
     directory = path.parent if path.parent != Path() else Path.cwd()
     if not directory.is_dir():
         raise UsageError(f"there is no directory {directory} to write {path.name} into.")
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    except OSError as exc:  # read-only, immutable (chattr +i) or a pseudo-filesystem (/proc)
+        raise UsageError(
+            f"cannot write the export {path} ({exc.strerror or exc}): choose a directory you can "
+            "write files in."
+        ) from None
     os.close(handle)
     partial = Path(name)
     try:
@@ -78,7 +84,7 @@ def _check_export(path: Path) -> None:
                 "`pgdyno runs export`."
             )
     try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             conn.execute("PRAGMA quick_check").fetchall()

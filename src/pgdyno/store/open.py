@@ -36,6 +36,8 @@ def open_results(location: ResultsLocation, *, writing: bool = True) -> ResultsS
         return _for_reading(location)
     if location.conninfo is None:
         assert location.path is not None  # one of the two is always set
+        if location.given:
+            refuse_unusable_file(location.path)
         return ResultsStore(location.path)
     db = PostgresDatabase(location.conninfo)
     try:
@@ -65,6 +67,8 @@ def _read_only(location: ResultsLocation) -> Database:
     db: Database
     if location.conninfo is None:
         assert location.path is not None
+        if location.given:
+            refuse_unusable_file(location.path)
         if not location.path.exists():
             raise _nothing_yet(str(location))
         db, where = SqliteDatabase(location.path, writing=False), str(location)
@@ -107,6 +111,21 @@ def _tidy(location: ResultsLocation) -> None:
     writing command would; where this user may not write, they are read as they are."""
     with suppress(StoreError, UsageError):
         open_results(location).close()  # a writing store tidies as it opens
+
+
+def refuse_unusable_file(path: Path) -> None:
+    """Refuse, before SQLite opens anything (it would write `PATH-journal` beside it), a results
+    path that is neither a regular file nor a new file in a directory that exists."""
+    if path.exists() and not path.is_file() and not path.is_dir():  # a directory: said later
+        raise UsageError(
+            f"the results database {path} is not a regular file (a device, pipe or socket): "
+            "pass --results with the path of a results file, or of a new one."
+        )
+    if not path.exists() and not path.parent.is_dir():
+        raise UsageError(
+            f"there is no directory {path.parent} for the results database {path.name}: create "
+            "it first (pgdyno makes only its own work directory) or pass another --results file."
+        )
 
 
 def _nothing_yet(where: str) -> NoResultsYet:

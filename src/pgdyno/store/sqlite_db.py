@@ -61,18 +61,38 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 def migrate(conn: sqlite3.Connection, target: int | None = None) -> list[int]:
     """Bring the file's schema up to date (or to `target`), each migration in its own
-    transaction; the versions applied."""
+    transaction; the versions applied.
+
+    Several pgdyno processes may open a new file at once (four imports as a fleet's hosts end):
+    each migration records its version first, under the file's write lock, so the second
+    process to get the lock fails on that row, not half-way through the migration, and goes
+    on from the version the first recorded."""
     applied = []
     conn.execute(SCHEMA_TABLE)
-    for version, name, script in pending(schema_version(conn), target):
+    while due := pending(schema_version(conn), target):
+        version, name, script = due[0]
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        # executescript commits first; BEGIN/COMMIT inside keeps each migration atomic.
-        conn.executescript(
-            f"BEGIN;\n{script}\nINSERT INTO schema_migrations VALUES "
-            f"({version}, '{name}', '{now}');\nCOMMIT;"
-        )
+        try:
+            # executescript commits first; BEGIN/COMMIT inside keeps each migration atomic.
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\nINSERT INTO schema_migrations VALUES ({version}, '{name}', "
+                f"'{now}');\n{script}\nCOMMIT;"
+            )
+        except sqlite3.IntegrityError:
+            _rollback(conn)
+            if schema_version(conn) < version:  # not another process's doing
+                raise
+            continue
+        except BaseException:
+            _rollback(conn)
+            raise
         applied.append(version)
     return applied
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 class SqliteDatabase:
@@ -173,6 +193,10 @@ class SqliteDatabase:
             self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise _explain(self.shown_as, exc) from exc
+
+    def lock_copies(self) -> None:
+        """Nothing to take: `transaction` began with the file's write lock (BEGIN IMMEDIATE),
+        which already keeps every other writer out until the commit."""
 
     def query(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         try:
