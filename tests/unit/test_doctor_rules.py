@@ -531,4 +531,3 @@ def test_worst_case_memory_counts_each_connections_own_memory() -> None:
     assert finding is not None
     # (3/4 x 8 GiB - 2 GiB - 3 x 64 MiB) / (2 MiB + 64kB x 2)
     assert "at most 1837 connections fit: use a pooler such as PgBouncer" in finding.recommended
-
