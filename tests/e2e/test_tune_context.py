@@ -124,9 +124,14 @@ def test_no_restart_is_asked_for_values_in_effect(
         assert "shared_buffers" in done and report["restarts"] >= 1
         # -1 at its default is in effect already: neither written nor a reason to restart
         assert "wal_buffers" not in done and "wal_buffers" in report["unchanged"]
-        # on was asked, try stays (no pages reserved): not "already as recommended"
-        assert "huge_pages" not in report["unchanged"]
-        assert any("huge_pages is set to try" in note for note in report["notes"])
+        # on only over pages the host holds (tune/huge_pages.py): with none reserved, try is
+        # recommended and in effect already; with them, on was asked and try stays (the host
+        # layer is not applied): not "already as recommended"
+        advice = strict_loads(run_cli(workdir, "tune", *SANDBOX, "--json").stdout)
+        asked = next(s["recommended"] for s in advice["settings"] if s["name"] == "huge_pages")
+        assert ("huge_pages" in report["unchanged"]) == (asked == "try")
+        noted = any("huge_pages is set to try" in note for note in report["notes"])
+        assert noted == (asked == "on")
 
         out = tmp_path / "tuned"
         made = run_cli(workdir, "tune", *SANDBOX, "--out", str(out))

@@ -20,10 +20,10 @@ from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import run
 from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.files import ALTER_SQL, PG_CONF, render_files
+from pgdyno.tune.huge_pages import PagesFigure, sized
 from pgdyno.tune.model import Configuration, Setting
 from pgdyno.tune.out_dir import write_files
 from pgdyno.tune.request_checks import SUPERUSER_RESERVED, check_connections, most_connections
-from pgdyno.tune.startable import for_files
 
 FACTS = TuneFacts("oltp", connections=300)  # the --out files do not read the facts
 # Values a reload puts in effect, one with a quote; one that needs a restart; one to measure.
@@ -174,14 +174,18 @@ def test_connection_bounds_are_the_servers_own(box: Sandbox, binaries: Binaries)
         check_connections(fewest - 1, {}, 18)
 
 
-def test_out_files_without_reserved_huge_pages_start_the_server(box: Sandbox) -> None:
-    """huge_pages = on over an estimated vm.nr_hugepages that nothing reserved yet is written
-    as try, which starts whatever the kernel holds."""
+@pytest.mark.parametrize("pages", [None, 100])
+def test_out_files_without_reserved_huge_pages_start_the_server(
+    box: Sandbox, pages: int | None
+) -> None:
+    """huge_pages = on over pages nothing reserved yet (counted or not) is written as try,
+    which starts whatever the kernel holds (tune/huge_pages.py)."""
     config = Configuration("pgdyno", "oltp", (
         Setting("postgresql", "huge_pages", "on", "why", takes_effect="restart"),
         Setting("host", "vm.nr_hugepages", "100", "why", current="0"),
     ), FACTS)  # fmt: skip
-    text = render_files(for_files(config), generated_by="pgdyno tune test")[PG_CONF]
+    figure = PagesFigure(pages, "a test", "postgres -D DATADIR -C shared_memory_size_in_huge_pages")
+    text = render_files(sized(config, figure), generated_by="pgdyno tune test")[PG_CONF]
     assert _conf_values(text)["huge_pages"] == "try"
     box.stop()
     (box.data_dir / PG_CONF).write_text(text)

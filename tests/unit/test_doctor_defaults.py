@@ -36,10 +36,11 @@ def test_the_issue_example_is_evaluated_with_the_defaults_of_its_version() -> No
     result = audit(RULES, big_host())
     found = by_id(result)
     assert {"worst-case-memory", "connections-near-limit"} <= set(found)
-    # 64 GiB + 1,000 x 256 MiB x hash_mem_multiplier 2 (16's default) + 3 x 64 MiB
+    # 64 GiB + 1,000 x (2 MiB of its own + 256 MiB x hash_mem_multiplier 2, 16's default)
+    # + 3 x 64 MiB
     memory = found["worst-case-memory"]
     assert memory.current == (
-        "564.2 GiB worst case against 256 GiB (PostgreSQL 16 defaults: autovacuum_max_workers "
+        "566.1 GiB worst case against 256 GiB (PostgreSQL 16 defaults: autovacuum_max_workers "
         "= 3, autovacuum_work_mem = -1, hash_mem_multiplier = 2, maintenance_work_mem = 64MB)"
     )
     assert memory.assumed == (
@@ -84,7 +85,7 @@ def test_the_version_string_is_enough_and_picks_that_versions_defaults() -> None
     del snapshot["server"]["version_num"]
     snapshot["server"]["version"] = "14.11"  # hash_mem_multiplier was 1 before 15
     memory = by_id(audit(RULES, snapshot))["worst-case-memory"]
-    assert memory.current.startswith("314.2 GiB worst case against 256 GiB (PostgreSQL 14 ")
+    assert memory.current.startswith("316.1 GiB worst case against 256 GiB (PostgreSQL 14 ")
     assert "hash_mem_multiplier = 1," in memory.current
 
 

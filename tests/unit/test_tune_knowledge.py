@@ -23,6 +23,7 @@ from pgdyno.doctor.rules import load_rules
 from pgdyno.doctor.snapshot import FORMAT, conf_value, load_snapshot, setting_value
 from pgdyno.host.device_inventory import device_fields
 from pgdyno.host.devices import device_for_path
+from pgdyno.knowledge.expr import BACKEND_BYTES
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.postgres.settings_meta import SettingMeta
@@ -41,7 +42,7 @@ from pgdyno.tune.recommend import (
 from pgdyno.tune.session import from_snapshot
 
 DATA = Path(__file__).parent.parent / "data"
-KiB, MiB, GiB = 1024, 1024**2, 1024**3
+KiB, MiB, GiB, TiB = 1024, 1024**2, 1024**3, 1024**4
 VERSIONS = (14, 15, 16, 17, 18)
 
 
@@ -350,7 +351,9 @@ def test_a_malformed_entry_is_one_sentence_with_file_and_line(
 @pytest.mark.parametrize(("machine", "profile"), CASES, ids=IDS)
 def test_doctor_does_not_flag_what_tune_recommends(machine: Machine, profile: str) -> None:
     config = configure(machine, profile)
-    assert not config.notes, config.notes  # nothing refused by the version's catalog
+    # nothing refused by the version's catalog; a small machine caps the profile's connections
+    # at what its memory holds (each with its own BACKEND_BYTES) and says so, naming a pooler
+    assert all("PgBouncer" in note for note in config.notes), config.notes
     assert {"shared-buffers-small", "worst-case-memory", "thp-always"} <= cited(config)
     assert disagreements(machine, profile, config) == {}
 
@@ -455,7 +458,8 @@ def test_the_snapshot_is_one_the_doctor_reads_from_a_file(tmp_path: Path) -> Non
         f.rule.id for f in audit(load_rules(), snapshot).findings
     }
     assert snapshot["server"]["settings"]["huge_pages"]["setting"] == "on"
-    assert snapshot["host"]["nr_hugepages"] > 128 * GiB // (2 * MiB)
+    # at least shared_buffers in pages before the server counts the rest (tune/huge_pages.py)
+    assert snapshot["host"]["nr_hugepages"] >= 128 * GiB // (2 * MiB)
 
 
 # -- the worst case of memory ---------------------------------------------------------------------
@@ -478,7 +482,7 @@ def test_worst_case_memory_stays_within_three_quarters(machine: Machine, profile
     sessions = int(values["max_connections"]) + parallel
     worst = (
         size(values, "shared_buffers")
-        + sessions * work_mem * float(facts.hash_mem or 0)
+        + sessions * (BACKEND_BYTES + work_mem * float(facts.hash_mem or 0))
         + int(values["autovacuum_max_workers"]) * size(values, "maintenance_work_mem")
     )
     assert worst <= machine.ram * 3 / 4, (worst / GiB, machine.ram / GiB)
@@ -486,18 +490,74 @@ def test_worst_case_memory_stays_within_three_quarters(machine: Machine, profile
 
 def test_work_mem_never_goes_below_postgresql_minimum() -> None:
     """A tiny machine with many connections: the budget is negative, work_mem stays 64kB, and
-    max_connections is lowered to what fits at that floor, saying so (tune/startable.py)."""
+    max_connections is capped at what fits at that floor, each connection with its own memory
+    (BACKEND_BYTES), saying so and naming a pooler (tune/startable.py)."""
     facts = offline_facts(Given("oltp", ram_bytes=1 * GiB, cpus=2, connections=5000, pg_version=17))
     config = recommend(facts, recorded_settings(17), {})
     values = config.pg_values()
     assert values["work_mem"] == "64kB"
-    # 3/4 of 1GB less 256MB shared_buffers and 3 x 64MB maintenance_work_mem, at 64kB x 2.0
-    # (hash_mem_multiplier) per session, less the 8 parallel workers.
-    assert values["max_connections"] == str((768 - 256 - 192) * 1024 // 128 - 8) == "2552"
-    assert len(config.notes) == 1 and "max_connections lowered from 5000" in config.notes[0]
-    sessions = (int(values["max_connections"]) + 8) * size(values, "work_mem") * 2.0
+    # 3/4 of 1GB less 256MB shared_buffers and 3 x 64MB maintenance_work_mem, at 2 MiB of its
+    # own plus 64kB x 2.0 (hash_mem_multiplier) per session, less the 8 parallel workers.
+    assert values["max_connections"] == str((768 - 256 - 192) * 1024 // (2048 + 128) - 8) == "142"
+    assert len(config.notes) == 1 and "max_connections capped from 5000" in config.notes[0]
+    assert "PgBouncer" in config.notes[0] and "at most 142 server connections" in config.notes[0]
+    sessions = (int(values["max_connections"]) + 8) * (
+        BACKEND_BYTES + size(values, "work_mem") * 2.0
+    )
     fixed = size(values, "shared_buffers") + 3 * size(values, "maintenance_work_mem")
     assert fixed + sessions <= GiB * 3 / 4
+
+
+@pytest.mark.parametrize(
+    ("ram", "connections", "fitting"),
+    [(512 * MiB, 5000, 67), (2 * GiB, 1000, 293), (64 * GiB, 1000, 1000)],
+)
+def test_connections_are_capped_by_memory(ram: int, connections: int, fitting: int) -> None:
+    """Issue 31: 512MB at 5000 connections gave 1272, 2GB at 1000 kept 1000."""
+    given = Given("mixed", ram_bytes=ram, cpus=2, connections=connections, pg_version=18)
+    values = recommend(offline_facts(given), recorded_settings(18), {}).pg_values()
+    assert values["max_connections"] == str(fitting)
+
+
+def test_connections_are_capped_without_cpus_too() -> None:
+    """work_mem unknown (no --cpus): the cap still holds, with PostgreSQL's default workers."""
+    given = Given("mixed", ram_bytes=512 * MiB, connections=5000, pg_version=18)
+    config = recommend(offline_facts(given), recorded_settings(18), {})
+    assert int(config.pg_values()["max_connections"]) < 100
+    assert any("PgBouncer" in note for note in config.notes)
+
+
+def test_effective_cache_size_above_the_maximum_is_capped() -> None:
+    """Issue 31: 24TB of RAM dropped effective_cache_size, leaving PostgreSQL's 4GB."""
+    given = Given("mixed", ram_bytes=24 * TiB, cpus=64, pg_version=18)
+    config = recommend(offline_facts(given), recorded_settings(18), {})
+    most = recorded_settings(18)["effective_cache_size"].max_val
+    assert most is not None
+    assert size(config.pg_values(), "effective_cache_size") == int(most) * 8 * KiB
+    assert not [n for n in config.notes if "effective_cache_size" in n]
+
+
+@pytest.mark.parametrize(
+    ("free", "max_wal", "min_wal"),
+    [(600 * MiB, "144MB", "64MB"), (3 * GiB, "768MB", "384MB"), (100 * MiB, "32MB", "32MB"),
+     (500 * GiB, "8GB", "1GB")],
+)  # fmt: skip
+def test_max_wal_size_never_above_a_quarter_of_the_free_space(
+    free: int, max_wal: str, min_wal: str
+) -> None:
+    """Issue 31: 600 MiB free kept a 1GB floor."""
+    facts = offline_facts(Given("mixed", ram_bytes=16 * GiB, cpus=4, pg_version=18))
+    facts = replace(facts, wal_free=free)
+    values = recommend(facts, recorded_settings(18), {}).pg_values()
+    assert (values["max_wal_size"], values["min_wal_size"]) == (max_wal, min_wal)
+
+
+def test_max_wal_size_is_left_out_when_the_free_space_is_unknown() -> None:
+    """Issue 31: offline, unknown space gave a 64GB cap."""
+    facts = offline_facts(Given("mixed", ram_bytes=16 * GiB, cpus=4, pg_version=18))
+    config = recommend(facts, recorded_settings(18), {})
+    assert "max_wal_size" not in config.pg_values()
+    assert config.unknown["postgresql:max_wal_size"].startswith("needs wal_free (offline")
 
 
 # -- every value against the catalog of its version ----------------------------------------------
@@ -584,9 +644,9 @@ def test_offline_facts_name_what_was_not_given() -> None:
     assert config.unknown["cpus"] == "give --cpus"
     assert config.unknown["storage"] == "give --storage"
     assert "postgresql:random_page_cost" in config.unknown
-    # work_mem counts the autovacuum workers: unknown in turn, and says which fact it lacked.
+    # work_mem counts the parallel workers: unknown in turn, and says which fact it lacked.
     assert "work_mem" not in names
-    assert config.unknown["postgresql:work_mem"].startswith("needs autovacuum_max_workers")
+    assert config.unknown["postgresql:work_mem"].startswith("needs cpus")
     # Nothing of this host: huge pages are a to-do there (x86-64's 2MB pages assumed), with
     # huge_pages = try until they are reserved; no device; THP advice is for any Linux (nearly
     # every kernel has it).
@@ -603,8 +663,12 @@ def test_offline_facts_with_everything_given_leave_nothing_unknown_but_the_disk(
     given = Given("oltp", ram_bytes=64 * GiB, cpus=16, connections=500, pg_version=16,
                   storage="nvme", data_size="greater_ram")  # fmt: skip
     config = recommend(offline_facts(given), recorded_settings(16), {})
-    # track_io_timing: the clock's cost is measured only on the server's host
-    assert set(config.unknown) == {"data_bytes", "wal_free", "postgresql:track_io_timing"}
+    # track_io_timing: the clock's cost is measured only on the server's host; WAL sizes rest
+    # on the free space of the WAL file system, unknown offline
+    assert set(config.unknown) == {
+        "data_bytes", "wal_free", "postgresql:track_io_timing", "postgresql:max_wal_size",
+        "postgresql:min_wal_size",
+    }  # fmt: skip
     values = config.pg_values()
     assert values["max_connections"] == "500" and values["random_page_cost"] == "1.1"
     assert values["max_parallel_workers"] == "16"

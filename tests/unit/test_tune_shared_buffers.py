@@ -35,13 +35,15 @@ def size(values: dict[str, str], name: str) -> int:
 
 
 def expected_work_mem(config: Configuration, ram: int, shared_buffers: int) -> int:
-    """data/tune.toml's work_mem restated: 3/4 of RAM less shared buffers and autovacuum's
-    memory, shared by the connections and 4 parallel workers (4 CPUs) at hash_mem_multiplier 2,
-    capped by profile, whole MB from 4MB up (kB below), at least 64kB."""
+    """data/tune.toml's work_mem restated: 3/4 of RAM less shared buffers, autovacuum's
+    memory and each process's own 2 MiB, shared by the connections and 4 parallel workers
+    (4 CPUs) at hash_mem_multiplier 2, capped by profile, whole MB from 4MB up (kB below), at
+    least 64kB."""
     values = config.pg_values()
     autovacuum = int(values["autovacuum_max_workers"]) * size(values, "maintenance_work_mem")
-    budget = ram * 3 // 4 - shared_buffers - autovacuum
-    fitting = budget / ((int(values["max_connections"]) + 4) * 2.0)
+    processes = config.facts.connections + 4  # as asked: a cap comes after work_mem
+    budget = ram * 3 // 4 - shared_buffers - autovacuum - processes * 2 * MiB  # BACKEND_BYTES
+    fitting = budget / (processes * 2.0)
     cap = {"mixed": 128 * MiB, "desktop": 32 * MiB}[config.profile]
     unit = MiB if fitting >= 4 * MiB else KiB
     return max(64 * KiB, int(min(cap, fitting)) // unit * unit)
@@ -66,7 +68,7 @@ def test_shared_buffers_is_always_given_and_work_mem_counts_it(
     assert check_setting(recorded_settings(PG), "shared_buffers", values["shared_buffers"], "17")
     work_mem = size(values, "work_mem")
     assert work_mem == expected_work_mem(config, ram, shared_buffers)
-    if ram < TiB:  # below the profile's cap: a budget without shared buffers gives more
+    if TiB > ram > 256 * MiB:  # below the cap, above the floor: without shared buffers, more
         assert work_mem < expected_work_mem(config, ram, 0)
 
 

@@ -33,6 +33,7 @@ from pgdyno.doctor.snapshot import load_snapshot
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import sandbox_session, server_address
+from pgdyno.postgres.binaries import Binaries
 from pgdyno.records.tune import DATA_SIZES, PROFILES, STORAGES, DataSize, Profile, Storage
 from pgdyno.render.tune import (
     apply_data,
@@ -61,7 +62,6 @@ from pgdyno.tune.session import (
     gather,
     pgdyno_configuration,
 )
-from pgdyno.tune.startable import for_files
 
 BASELINE_NAMES = ("pgtune", "timescaledb-tune")
 
@@ -273,14 +273,15 @@ def run_tune(env: Environment, request: TuneRequest) -> None:
     plans: list[Path] = []
     with ExitStack() as stack:
         handle: ServerHandle | None = None
+        binaries: Binaries | None = None
         if request.online:
-            target, handle = _connect(env, request, stack)
+            target, handle, binaries = _connect(env, request, stack)
             gathered = gather(env, request.given, target)
         elif request.from_path is not None:
             gathered = from_snapshot(load_snapshot(request.from_path), request.given)
         else:
             gathered = gather(env, request.given, None)
-        ours = pgdyno_configuration(gathered, request.groups)
+        ours = pgdyno_configuration(gathered, env.cache_dir, binaries, request.groups)
         check_connections(request.given.connections, _workers(ours), _major(ours))
         config = ours
         if request.baseline_name and request.verify is None:
@@ -330,7 +331,8 @@ def _show(env: Environment, request: TuneRequest, config: Configuration, g: Gath
 
 def _connect(
     env: Environment, request: TuneRequest, stack: ExitStack
-) -> tuple[TuneTarget, ServerHandle]:
+) -> tuple[TuneTarget, ServerHandle, Binaries | None]:
+    """The server to tune, its handle, and its binaries when they are the sandbox's."""
     server, consent = request.server, request.yes
     if server.dsn is not None:
         address = server_address(server.dsn)
@@ -339,17 +341,17 @@ def _connect(
             restart_command=server.restart_command, consent=consent, data_dir=server.data_dir,
             env=env,
         )  # fmt: skip
-        return TuneTarget(address.label, address.dsn, address.password), handle
+        return TuneTarget(address.label, address.dsn, address.password), handle, None
     binaries = pick_binaries(env, server.pg_bin, server.pg_version)
     box = stack.enter_context(sandbox_session(env, binaries, err(env).print))
     handle = sandbox_handle(box, consent=consent, owner_pid=box.state().owner_pid)
-    return TuneTarget(handle.label, handle.dsn, None), handle
+    return TuneTarget(handle.label, handle.dsn, None), handle, binaries
 
 
 def _write_files(env: Environment, request: TuneRequest, config: Configuration) -> None:
     if request.out_dir is None:
         return
-    files = render_files(for_files(config), generated_by=f"pgdyno tune {__version__}")
+    files = render_files(config, generated_by=f"pgdyno tune {__version__}")
     written = write_files(request.out_dir, files)
     err(env).print(f"wrote {len(written)} file(s) to {request.out_dir}: "
                    + ", ".join(p.name for p in written))  # fmt: skip

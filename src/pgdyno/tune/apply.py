@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -102,17 +103,19 @@ def _apply_all(
             else:
                 report.done.append(done)
     pg = _pg_to_change(settings, report)
-    asks_on = pg.get("huge_pages") == "on"
-    wants_huge = asks_on and hugepages is not None
-    if asks_on:
+    # on, or try over pages still to reserve (tune/huge_pages.py): on once they are reserved
+    wants_huge = pg.get("huge_pages") in ("on", "try") and hugepages is not None
+    asks_on = pg.get("huge_pages") == "on" or wants_huge
+    if pg.get("huge_pages") == "on":
         pg["huge_pages"] = "try"  # until the pages are reserved: `on` without them cannot start
         if hugepages is None:
             report.notes.append(
                 "huge_pages is set to try, not on: vm.nr_hugepages (host layer) is not applied."
             )
     _apply_pg(changer, pg, report)
-    if wants_huge and hugepages is not None and changer.handle.restart is not None:
-        _huge_pages(env, host, changer, hugepages, report, log)
+    restartable = changer.handle.restart is not None
+    if wants_huge and hugepages is not None and restartable:
+        settings = _huge_pages(env, host, changer, hugepages, report, log, settings)
     elif wants_huge:
         report.notes.append(
             "huge_pages is set to try, not on: on needs a restart once the pages are reserved "
@@ -184,7 +187,10 @@ def _huge_pages(
     setting: Setting,
     report: ApplyReport,
     log: Callable[[str], None],
-) -> None:
+    settings: list[Setting],
+) -> list[Setting]:
+    """vm.nr_hugepages from the running server's count, then huge_pages = on: the settings
+    as they were asked for in the end (huge_pages on when the pages were reserved)."""
     handle = changer.handle
     with connect(handle.dsn, handle.password) as client:
         needed = needed_huge_pages(client)
@@ -198,8 +204,12 @@ def _huge_pages(
             f"the kernel reserved {done.effective} of {pages} huge pages (memory too fragmented): "
             "huge_pages stays try; reserve them at boot (vm.nr_hugepages in sysctl.d) and restart."
         )
-        return
+        return settings
     _apply_pg(changer, {"huge_pages": "on"}, report)
+    return [
+        replace(s, value="on") if s.layer == "postgresql" and s.name == "huge_pages" else s
+        for s in settings
+    ]
 
 
 def _read_back(server: ServerHandle, settings: list[Setting], report: ApplyReport) -> None:

@@ -55,6 +55,9 @@ class EntrySpec(BaseModel):
     evidence: list[str] = []
     status: KnowledgeStatus = "apply"
     group: Group = "performance"
+    # A value above the target's maximum (pg_settings.max_val): left out ("drop", the default),
+    # or written as the maximum ("cap"), for settings where the maximum is as good (estimates).
+    above_max: Literal["drop", "cap"] = "drop"
     values: dict[str, str] = {}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pgdyno.doctor.snapshot import setting_value
 from pgdyno.errors import UsageError
 from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.setting_values import unit_size
 from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
@@ -29,7 +30,7 @@ from pgdyno.tune.model import (
     Status,
     TakesEffect,
 )
-from pgdyno.tune.startable import fit_connections
+from pgdyno.tune.startable import fit_connections, size_bytes
 
 
 def recommend(
@@ -75,7 +76,7 @@ def recommend(
             status=status_of(spec.layer, spec.status, facts),
             group=spec.group,
         )
-        checked = _checked(setting, meta, facts, notes)
+        checked = _checked(setting, meta, facts, notes, cap=spec.above_max == "cap")
         if checked is not None:
             settings.append(_with_current(checked, current))
     if any(s.status == "host" for s in settings):
@@ -178,8 +179,11 @@ def _checked(
     notes: list[str],
     *,
     source: str = "pgdyno",
+    cap: bool = False,
 ) -> Setting | None:
     if setting.layer == "postgresql":
+        if cap:
+            setting = capped(setting, meta.get(setting.name))
         return _checked_pg(setting, meta, facts, notes, source)
     if setting.layer == "device":
         disk = facts.disk(setting.device)
@@ -217,6 +221,30 @@ def _checked_pg(
     entry = meta.get(setting.name)
     takes: TakesEffect = "restart" if entry is not None and entry.needs_restart else "reload"
     return replace(setting, takes_effect=takes)
+
+
+def capped(setting: Setting, meta: SettingMeta | None) -> Setting:
+    """A size above the target's maximum, written as the maximum (said in its reason).
+
+    >>> from pgdyno.postgres.settings_meta import settings_meta_from_rows
+    >>> meta = settings_meta_from_rows([("effective_cache_size", "integer", "8kB", "1",
+    ...                                  "2147483647", None, "user", "524288")])
+    >>> s = capped(Setting("postgresql", "effective_cache_size", "18TB", "why"),
+    ...            meta["effective_cache_size"])
+    >>> s.value, s.why
+    ('17179869176kB', 'why; 18TB is above the maximum, so the maximum')
+    >>> capped(Setting("postgresql", "effective_cache_size", "3TB", "why"),
+    ...        meta["effective_cache_size"]).value
+    '3TB'
+    """
+    amount = size_bytes(setting.value)
+    if meta is None or meta.max_val is None or not meta.unit or amount is None:
+        return setting
+    most = int(meta.max_val * unit_size(meta.unit))
+    if amount <= most:
+        return setting
+    why = f"{setting.why}; {setting.value} is above the maximum, so the maximum"
+    return replace(setting, value=render(most, "size"), why=why)
 
 
 def _with_current(setting: Setting, current: Mapping[str, str]) -> Setting:

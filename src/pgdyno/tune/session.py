@@ -11,19 +11,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pgdyno.doctor.gather import take_snapshot
 from pgdyno.environment import Environment
 from pgdyno.errors import BinariesError, UsageError
-from pgdyno.postgres.binaries import resolve
+from pgdyno.postgres.binaries import Binaries, at_hand, resolve
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.postgres.settings_meta import COLUMNS, SettingMeta, settings_meta_from_rows
+from pgdyno.postgres.shmem_probe import ProbeError, huge_pages_needed
 from pgdyno.postgres.timing import ClockTiming, measure_clock
 from pgdyno.records.tune import DataSize, TuneFacts
 from pgdyno.tune.baselines import BASELINES, BaselineInputs
 from pgdyno.tune.facts import NEW_SNAPSHOT, Given, offline_facts, server_major
 from pgdyno.tune.facts import snapshot_facts as read_facts
+from pgdyno.tune.huge_pages import (
+    FIGURE,
+    FIRST_MAJOR,
+    PagesFigure,
+    probe_command,
+    probe_settings,
+    sized,
+    wants_pages,
+)
 from pgdyno.tune.model import GROUPS, Configuration, Group
 from pgdyno.tune.recommend import baseline_configuration, current_values, recommend
 
@@ -155,8 +166,57 @@ def snapshot_meta(
     return meta, f"{why}: values are checked against the recorded catalog of PostgreSQL {major}"
 
 
-def pgdyno_configuration(gathered: Gathered, groups: tuple[Group, ...] = GROUPS) -> Configuration:
-    return recommend(gathered.facts, gathered.meta, gathered.current, groups=groups)
+def pgdyno_configuration(
+    gathered: Gathered,
+    cache_dir: Path,
+    binaries: Binaries | None = None,
+    groups: tuple[Group, ...] = GROUPS,
+) -> Configuration:
+    """pgdyno's configuration, its huge pages sized by the target version's own binary
+    (`binaries` when the caller has the target's, else one of that version at hand)."""
+    config = recommend(gathered.facts, gathered.meta, gathered.current, groups=groups)
+    if not wants_pages(config):
+        return config
+    settings = probe_settings(config, configured(gathered), gathered.meta)
+    return sized(config, count_pages(config.facts.pg, settings, binaries, cache_dir))
+
+
+def configured(gathered: Gathered) -> dict[str, str]:
+    """The values in effect that someone set (not PostgreSQL's defaults, nor what it computed
+    itself: the SLRU buffers and wal_buffers it sizes from shared_buffers must be sized again
+    from the new shared_buffers, not pinned at today's figure)."""
+    rows = ((gathered.snapshot or {}).get("server") or {}).get("settings") or {}
+    return {
+        name: value
+        for name, value in gathered.current.items()
+        if (rows.get(name) or {}).get("source") not in (None, "default", "override")
+    }
+
+
+def count_pages(
+    major: int | None, settings: Mapping[str, str], binaries: Binaries | None, cache_dir: Path
+) -> PagesFigure:
+    """shared_memory_size_in_huge_pages for `settings`, from a binary of `major`, or why not."""
+    command = probe_command(major, settings)
+    if major is None:
+        return PagesFigure(None, "the target's PostgreSQL version is not known", command)
+    if major < FIRST_MAJOR:
+        return PagesFigure(None, f"PostgreSQL {major} does not report {FIGURE}", command)
+    if binaries is None or binaries.major != major:
+        binaries = at_hand(major, cache_dir)
+    if binaries is None:
+        why = (
+            f"no PostgreSQL {major} binary is at hand here to compute {FIGURE} (`pgdyno pg "
+            f"versions` lists them; `pgdyno sandbox start --pg-version {major}` installs one)"
+        )
+        return PagesFigure(None, why, command)
+    try:
+        pages = huge_pages_needed(binaries, settings, cache_dir)
+    except ProbeError as exc:
+        return PagesFigure(None, str(exc).rstrip("."), command)
+    if pages is None:
+        return PagesFigure(None, f"PostgreSQL {binaries.version} reports no huge pages", command)
+    return PagesFigure(pages, f"PostgreSQL {binaries.version} (postgres -C)", command)
 
 
 def baseline_inputs(facts: TuneFacts, name: str) -> BaselineInputs:

@@ -1,21 +1,23 @@
 """A configuration the server starts with and can live with, beyond each value's own range.
 
-Two checks that need several values at once:
+A check that needs several values at once:
 
-- memory: when work_mem is at PostgreSQL's 64kB floor and every session sorting at once would
-  still exceed the memory budget of data/tune.toml's work_mem entry (3/4 of the memory, with
-  shared_buffers and autovacuum's maintenance_work_mem), max_connections is lowered to what
-  fits, and the configuration says so, instead of printing a budget no machine has;
-- files (`--out`): huge_pages = on is written only when the host already holds enough reserved
-  huge pages for the estimate; otherwise `try`, which starts the server whatever the kernel
-  reserved (`on` without the pages refuses to start). `--apply` does not need this: it
-  reserves the pages from the server's own count before it sets `on`.
+- memory: every backend costs memory of its own before any work_mem (BACKEND_BYTES, about
+  2 MiB: data/memory.toml). When work_mem is at PostgreSQL's 64kB floor and every
+  session (its own memory plus a sort) at once would still exceed the memory budget of
+  data/tune.toml's work_mem entry (3/4 of the memory, with shared_buffers and autovacuum's
+  maintenance_work_mem), max_connections is capped at what fits, and the configuration says
+  so and recommends a connection pooler (PgBouncer) sized to that figure, instead of a number
+  of connections that exhausts the memory;
+- huge pages: tune/huge_pages.py (huge_pages = on only over pages known to suffice, counted
+  by the target version's own binary).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from pgdyno.knowledge.expr import BACKEND_BYTES
 from pgdyno.postgres.setting_values import read_number, unit_size
 from pgdyno.tune.model import Configuration, Setting
 
@@ -38,14 +40,14 @@ def size_bytes(text: str) -> int | None:
 
 
 def fit_connections(config: Configuration) -> Configuration:
-    """The configuration, with max_connections lowered when even the work_mem floor cannot
+    """The configuration, with max_connections capped when even the work_mem floor cannot
     hold the worst case of memory (see the module's docstring)."""
     values = config.pg_values()
     ram, hash_mem = config.facts.ram, config.facts.hash_mem
-    if values.get("work_mem") != "64kB" or ram is None:
+    if values.get("work_mem", "64kB") != "64kB" or ram is None:  # unknown: at most the floor
         return config
     fixed = _fixed_memory(values)
-    per_session = WORK_MEM_FLOOR * (hash_mem if hash_mem is not None else 1.0)
+    per_session = BACKEND_BYTES + WORK_MEM_FLOOR * (hash_mem if hash_mem is not None else 1.0)
     parallel = int(values.get("max_parallel_workers", DEFAULTS["max_parallel_workers"]))
     connections = int(values["max_connections"])
     budget = int(ram * BUDGET_SHARE)
@@ -56,11 +58,16 @@ def fit_connections(config: Configuration) -> Configuration:
     if fitting >= connections:
         return config
     why = (
-        f"lowered from {connections}: with work_mem at its 64kB floor, {connections} connections "
-        f"sorting at once need {_mb(worst)} MB, more than the {_mb(budget)} MB budget (3/4 of "
-        f"the memory); {fitting} fit"
+        f"capped from {connections}: each connection needs about {_mb(BACKEND_BYTES)} MB of its "
+        f"own before any work_mem, so {connections} connections sorting at once at work_mem's "
+        f"64kB floor need {_mb(worst)} MB, more than the {_mb(budget)} MB budget (3/4 of the "
+        f"memory); {fitting} fit"
     )
-    note = f"max_connections {why} (use a connection pooler for more clients)."
+    note = (
+        f"{connections} connections do not fit in this memory: max_connections {why}. Put a "
+        f"connection pooler such as PgBouncer in front of the server for more clients, with "
+        f"at most {fitting} server connections."
+    )
     if budget - fixed < (MIN_CONNECTIONS + parallel) * per_session:
         note = (
             f"this memory holds no workable configuration: shared_buffers and autovacuum alone "
@@ -86,28 +93,3 @@ def _lowered(setting: Setting, connections: int, why: str) -> Setting:
 
 def _mb(n: float) -> int:
     return round(n / 2**20)
-
-
-def for_files(config: Configuration) -> Configuration:
-    """The configuration as `--out` writes it: huge_pages = on only over reserved pages."""
-    pages = next((s for s in config.settings if s.name == "vm.nr_hugepages"), None)
-    reserved = pages is not None and (pages.current or "").isdigit()
-    if reserved and pages is not None and int(pages.current or 0) >= int(pages.value):
-        return config
-    settings = tuple(
-        replace(s, value="try", why=f"{s.why} (written as try: {_TRY})")
-        if s.layer == "postgresql" and s.name == "huge_pages" and s.value == "on"
-        else s
-        for s in config.settings
-    )
-    if settings == config.settings:
-        return config
-    note = f"huge_pages is written as try, not on: {_TRY}."
-    return replace(config, settings=settings, notes=(*config.notes, note))
-
-
-_TRY = (
-    "vm.nr_hugepages is an estimate and not yet reserved, and with on a server whose pages "
-    "fall short does not start; once `postgres -C shared_memory_size_in_huge_pages` pages are "
-    "reserved, set huge_pages = on (or let `pgdyno tune --apply` do both)"
-)

@@ -136,6 +136,17 @@ def governor_ondemand(snap: Snapshot) -> None:
                         cpu_governor="ondemand", cpu_governors={"ondemand": 2})  # fmt: skip
 
 
+def ram_8g_1108_huge_pages(snap: Snapshot) -> None:
+    """8 GB of RAM with 1108 huge pages reserved and free: issue 31's case of huge pages."""
+    snap["host"].update(
+        memory_bytes=8 * GiB, memory_total_bytes=8 * GiB, memory_available_bytes=6 * GiB,
+        nr_hugepages=1108, hugepages_free=1108,
+    )  # fmt: skip
+    setting(snap, "shared_buffers", str(2 * GiB // 8192))
+    setting(snap, "effective_cache_size", str(6 * GiB // 8192))
+    setting(snap, "shared_memory_size_in_huge_pages", "1108", source="default")
+
+
 VARIANTS: dict[str, Callable[[Snapshot], None]] = {
     "healthy": healthy,
     "numa-two-nodes": numa_two_nodes,
@@ -150,6 +161,7 @@ VARIANTS: dict[str, Callable[[Snapshot], None]] = {
     "too-few-huge-pages": too_few_huge_pages,
     "governor-ondemand": governor_ondemand,
     "kernel-7-huge-pages-try": kernel_7_huge_pages_try,
+    "ram-8g-1108-huge-pages": ram_8g_1108_huge_pages,
 }
 
 
