@@ -61,9 +61,19 @@ class ServerChanger:
         self.marker = marker
         self.proc_root = proc_root
 
-    def claim(self) -> None:
-        """UsageError unless the server is free for this command's changes."""
-        if self.journal.pending(self.handle.identity):
+    def claim(self, continuing: Mapping[str, str] | None = None) -> None:
+        """UsageError unless the server is free for this command's changes.
+
+        `continuing`: the values this command writes. Pending changes that are all part of
+        them (the same value for each) are an earlier apply of the same advice, such as
+        `tune --apply` without the consent to restart that its "run again with --yes" asks
+        for: this command continues it, and `rollback` takes back both."""
+        pending = self.journal.pending(self.handle.identity)
+        if pending and continuing is not None and _part_of(pending, continuing, self.marker):
+            kept = ", ".join(c.name for c in pending if c.name != alter.MARKER)
+            self.log(f"continuing the earlier apply on {self.handle.label}: {kept} stay as it "
+                     "set them")  # fmt: skip
+        elif pending:
             raise UsageError(
                 f"{self.handle.label} still has settings an interrupted or earlier pgdyno "
                 "command changed (`pgdyno tune --apply` or `compare`): run `pgdyno rollback` "
@@ -157,3 +167,11 @@ def _named(values: Mapping[str, str], meta: Mapping[str, SettingMeta]) -> dict[s
     """Plan and tune names are lower case; pg_settings spells a few in mixed case (DateStyle)."""
     lower = by_lower_name(meta)
     return {lower[n.lower()].name if n.lower() in lower else n: v for n, v in values.items()}
+
+
+def _part_of(pending: list[PgChange], values: Mapping[str, str], marker: str) -> bool:
+    """True when every pending change set a value `values` sets too (names in any case),
+    under this work directory's owner marker."""
+    wanted = {name.lower(): value for name, value in values.items()}
+    wanted[alter.MARKER] = marker
+    return all(wanted.get(c.name.lower()) == c.new and not c.salvaged for c in pending)

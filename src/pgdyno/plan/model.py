@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 
 from pgdyno.collect.waits import DEFAULT_HZ, MAX_HZ
+from pgdyno.storage.model import ROLE_MAX, ROLE_RULE, is_plain_role, set_role
 
 SET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$"
 PG_MAJORS = (14, 15, 16, 17, 18)
@@ -205,6 +206,21 @@ class SetSpec(BaseModel):
     def _one_binary_source(self) -> SetSpec:
         if self.pg_version is not None and self.pg_bin is not None:
             raise ValueError("give pg_version or pg_bin, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _storage_name(self) -> SetSpec:
+        """A storage set's name names its filesystems (`storage/<name>-data.img`, the mount
+        point), so it follows storage/model.py's rule for those: checked here, when the plan is
+        read, not when the filesystem is built."""
+        if self.storage is not None and not is_plain_role(set_role(self.name, "data")):
+            longest = ROLE_MAX - len(set_role("", "data"))
+            suggestion = re.sub(r"[^a-z0-9_-]", "-", self.name.lower())[:longest]
+            raise ValueError(
+                f"set name {self.name!r} names the filesystems of its [set.storage], so it takes "
+                f"{ROLE_RULE}, at most {longest} characters: rename the set (e.g. "
+                f"{suggestion if suggestion[:1].isalpha() else 'fs-' + suggestion[:longest - 3]!r})"
+            )
         return self
 
     @property

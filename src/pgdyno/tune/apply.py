@@ -66,7 +66,7 @@ def apply_configuration(
             server, journal, log, marker=marker_value(env.data_dir, journal.path),
             proc_root=env.proc_root,
         )  # fmt: skip
-        changer.claim()
+        changer.claim(continuing=_pg_values(settings))
         host = stack.enter_context(
             HostChanges(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root, keep=True)
         )
@@ -96,10 +96,9 @@ def _apply_all(
                                         else setting.name)  # fmt: skip
             else:
                 report.done.append(done)
-    pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
-    wants_huge = pg.get("huge_pages") == "on" and hugepages is not None
-    if pg.get("huge_pages") == "on":
-        pg["huge_pages"] = "try"  # until the pages are reserved: `on` without them cannot start
+    pg = _pg_values(settings)
+    wants_huge = _asks_huge_pages(settings) and hugepages is not None
+    if _asks_huge_pages(settings):
         if hugepages is None:
             report.notes.append(
                 "huge_pages is set to try, not on: vm.nr_hugepages (host layer) is not applied."
@@ -108,6 +107,20 @@ def _apply_all(
     if wants_huge and hugepages is not None and changer.handle.restart is not None:
         _huge_pages(env, host, changer, hugepages, report, log)
     _read_back(changer.handle, settings, report)
+
+
+def _asks_huge_pages(settings: list[Setting]) -> bool:
+    return any(s.layer == "postgresql" and s.name == "huge_pages" and s.value == "on"
+               for s in settings)  # fmt: skip
+
+
+def _pg_values(settings: list[Setting]) -> dict[str, str]:
+    """The PostgreSQL values written first: huge_pages `try` until the pages are reserved
+    (`on` without them cannot start)."""
+    pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
+    if pg.get("huge_pages") == "on":
+        pg["huge_pages"] = "try"
+    return pg
 
 
 def _apply_pg(changer: ServerChanger, values: dict[str, str], report: ApplyReport) -> None:
