@@ -219,7 +219,7 @@ class SetSpec(BaseModel):
             raise ValueError(
                 f"set name {self.name!r} names the filesystems of its [set.storage], so it takes "
                 f"{ROLE_RULE}, at most {longest} characters: rename the set (e.g. "
-                f"{suggestion if suggestion[:1].isalpha() else 'fs-' + suggestion[:longest - 3]!r})"
+                f"{suggestion if suggestion[:1].isalpha() else 'fs-' + suggestion[: longest - 3]!r})"
             )
         return self
 

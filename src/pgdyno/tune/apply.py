@@ -96,9 +96,10 @@ def _apply_all(
                                         else setting.name)  # fmt: skip
             else:
                 report.done.append(done)
-    pg = _pg_values(settings)
-    wants_huge = _asks_huge_pages(settings) and hugepages is not None
-    if _asks_huge_pages(settings):
+    pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
+    wants_huge = pg.get("huge_pages") == "on" and hugepages is not None
+    if pg.get("huge_pages") == "on":
+        pg["huge_pages"] = "try"  # until the pages are reserved: `on` without them cannot start
         if hugepages is None:
             report.notes.append(
                 "huge_pages is set to try, not on: vm.nr_hugepages (host layer) is not applied."
@@ -107,11 +108,6 @@ def _apply_all(
     if wants_huge and hugepages is not None and changer.handle.restart is not None:
         _huge_pages(env, host, changer, hugepages, report, log)
     _read_back(changer.handle, settings, report)
-
-
-def _asks_huge_pages(settings: list[Setting]) -> bool:
-    return any(s.layer == "postgresql" and s.name == "huge_pages" and s.value == "on"
-               for s in settings)  # fmt: skip
 
 
 def _pg_values(settings: list[Setting]) -> dict[str, str]:
