@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.text import Text
 
 from pgdyno.environment import Environment
-from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.experiment.target import sandbox_binaries
+from pgdyno.postgres.binaries import Binaries
 from pgdyno.textsafe import safe_text, strict_json
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,7 +87,8 @@ def json_option[F: Callable[..., Any]](func: F) -> F:
 
 
 def pick_binaries(env: Environment, pg_bin: Path | None, pg_version: int | None) -> Binaries:
-    return resolve(pg_bin, pg_version, env.cache_dir)
+    """A sandbox command's binaries: the sandbox's own version unless another is asked for."""
+    return sandbox_binaries(env, pg_bin, pg_version, err(env).print)
 
 
 if TYPE_CHECKING:  # click >= 8.2 types ParamType as a generic; 8.1 cannot subscript it

@@ -215,11 +215,13 @@ class SetSpec(BaseModel):
         read, not when the filesystem is built."""
         if self.storage is not None and not is_plain_role(set_role(self.name, "data")):
             longest = ROLE_MAX - len(set_role("", "data"))
-            suggestion = re.sub(r"[^a-z0-9_-]", "-", self.name.lower())[:longest]
+            suggestion = re.sub(r"[^a-z0-9_-]", "-", self.name.lower())
+            if not suggestion[:1].isalpha():
+                suggestion = f"fs-{suggestion}"
             raise ValueError(
                 f"set name {self.name!r} names the filesystems of its [set.storage], so it takes "
                 f"{ROLE_RULE}, at most {longest} characters: rename the set (e.g. "
-                f"{suggestion if suggestion[:1].isalpha() else 'fs-' + suggestion[: longest - 3]!r})"
+                f"{suggestion[:longest]!r})"
             )
         return self
 
