@@ -23,7 +23,13 @@ from pgdyno.cli.common import (
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, UsageError
-from pgdyno.experiment.compare import CompareRequest, execute_compare, sandbox_host
+from pgdyno.experiment.compare import (
+    CompareRequest,
+    cell_count,
+    execute_compare,
+    sandbox_host,
+    unresolved_failures,
+)
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.experiment.storage_sets import describe_storage, storage_notes
@@ -190,10 +196,10 @@ def compare(
             err(env).print(
                 f"{outcome.skipped} runs were finished before and not repeated (--resume)"
             )
-    failed = [r for r in runs if r.status != "ok"]
+    failed = unresolved_failures(runs)
     if failed:
         raise PgbenchFailed(
-            f"{len(failed)} of {len(runs)} runs failed; see `pgdyno runs show ID` for "
+            f"{len(failed)} of {cell_count(runs)} runs failed; see `pgdyno runs show ID` for "
             f"pgbench's error output (runs {', '.join(str(r.id) for r in failed[:10])})."
         )
 

@@ -141,3 +141,29 @@ def _prepared(
         server_sets(request.plan, request.server, env, request.allowed, log)
     )
     return checked, switcher.server.meta_for, switcher
+
+
+def unresolved_failures(runs: list[RunOutcome]) -> list[RunOutcome]:
+    """The runs that did not finish and whose cell (set, workload, scale, clients, round) has
+    no finished run either: a run interrupted and then made again by `--resume` is not a
+    failure of the comparison.
+
+    >>> from pgdyno.records import RunHealth
+    >>> def run(id, status, repeat):
+    ...     return RunOutcome(id, "a", status, "tpcb", 1, 1, repeat, None, None, None,
+    ...                       RunHealth(), "18.1")
+    >>> [r.id for r in unresolved_failures([run(1, "interrupted", 1), run(2, "ok", 1),
+    ...                                     run(3, "failed", 2)])]
+    [3]
+    """
+    finished = {_cell(r) for r in runs if r.status == "ok"}
+    return [r for r in runs if r.status != "ok" and _cell(r) not in finished]
+
+
+def cell_count(runs: list[RunOutcome]) -> int:
+    """The runs the comparison planned and made, a run made again on --resume counted once."""
+    return len({_cell(r) for r in runs})
+
+
+def _cell(run: RunOutcome) -> tuple[str | None, str, int, int, int]:
+    return (run.set_name, run.workload, run.scale, run.clients, run.repeat)

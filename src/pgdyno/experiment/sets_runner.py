@@ -276,7 +276,8 @@ class _CompareRun:
     scales: list[int] | None  # None until the first set's server tells the memory size
     done: _Done  # cells finished by an earlier invocation (--resume)
     made: int = 0
-    skipped: int = 0
+    skipped: int = 0  # cells finished earlier and not run again (--resume)
+    announced: int = 0  # of those, told to the progress display
     planned: bool = False
     holds_huge_pages: bool = False  # the last set reserved huge pages (vm.nr_hugepages)
     rounds: RoundLog = field(init=False)
@@ -330,10 +331,16 @@ class _CompareRun:
         scales = self.scales
         if scales is None or _todo(self.spec, scales, self.host, repeat, name, self.done):
             return False
-        before = len(_cells(self.spec, scales, self.host.cpu_count, repeat))
-        self.skipped += before
-        self.ctx.progress.skipped(before)  # finished earlier: done, not remaining
+        self._skip(len(_cells(self.spec, scales, self.host.cpu_count, repeat)))
         return True
+
+    def _skip(self, count: int) -> None:
+        """Cells an earlier invocation finished: done, not remaining. Once the progress is
+        planned, its count of them already holds every one (see _plan_progress)."""
+        self.skipped += count
+        if not self.planned:
+            self.announced += count
+            self.ctx.progress.skipped(count)
 
     def _apply_host_settings(self, checked_set: CheckedSet) -> list[AppliedKnob]:
         reserves = any(knob.name == "vm.nr_hugepages" for knob, _ in checked_set.host)
@@ -378,18 +385,21 @@ class _CompareRun:
         )  # fmt: skip
 
     def _plan_progress(self, scales: list[int]) -> None:
+        """The runs planned, those an earlier invocation finished counted once, here, so the
+        figures shown ("2 runs planned (10 already done)", "run 7 (11/12)", "10 runs were
+        finished before") agree however the skipped cells fall among the sets and rounds."""
         spec, cpus = self.spec, self.host.cpu_count
-        self.ctx.progress.planned(
-            [c for r in range(1, self.planned_rounds() + 1) for _ in self.checked
-             for c in _cells(spec, scales, cpus, r)],
-            seconds_per_run(spec),
-        )  # fmt: skip
+        planned = [(s.name, c) for r in range(1, self.planned_rounds() + 1)
+                   for s in self.checked for c in _cells(spec, scales, cpus, r)]  # fmt: skip
+        earlier = sum((name, *_key(c)) in self.done for name, c in planned)
+        if earlier > self.announced:
+            self.ctx.progress.skipped(earlier - self.announced)
+            self.announced = earlier
+        self.ctx.progress.planned([c for _, c in planned], seconds_per_run(spec))
 
     def _cells_to_run(self, scales: list[int], name: str, repeat: int) -> list[RunCell]:
         cells = _todo(self.spec, scales, self.host, repeat, name, self.done)
-        before = len(_cells(self.spec, scales, self.host.cpu_count, repeat)) - len(cells)
-        self.skipped += before
-        self.ctx.progress.skipped(before)
+        self._skip(len(_cells(self.spec, scales, self.host.cpu_count, repeat)) - len(cells))
         return cells
 
     def _read_back_settings(
