@@ -175,7 +175,7 @@ def test_a_snapshot_written_by_hand(run_cli, workdir: Path) -> None:
     assert "thp-always" in data["passed"] and "checkpoint-completion-target-low" in data["passed"]
 
 
-# -- which PostgreSQL: the sandbox the user has been working with ------------------------------------
+# -- which PostgreSQL: the sandbox the user has been working with ------------------------------
 
 
 def _system_majors() -> list[int]:

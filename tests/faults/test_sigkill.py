@@ -8,8 +8,8 @@ pgdyno runs as a real process (`.venv/bin/pgdyno`), killed with SIGKILL after a 
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import sqlite3
 import subprocess
