@@ -148,7 +148,7 @@ def unresolved_failures(runs: list[RunOutcome]) -> list[RunOutcome]:
     no finished run either: a run interrupted and then made again by `--resume` is not a
     failure of the comparison.
 
-    >>> from pgdyno.records import RunHealth
+    >>> from pgdyno.records.health import RunHealth
     >>> def run(id, status, repeat):
     ...     return RunOutcome(id, "a", status, "tpcb", 1, 1, repeat, None, None, None,
     ...                       RunHealth(), "18.1")
