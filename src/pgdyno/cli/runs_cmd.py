@@ -48,21 +48,30 @@ def _open(ctx: click.Context) -> ResultsStore:
     help="Show at most this many runs (0: all).",
 )
 @click.option("--session", type=int, help="Only the runs of this bench session.")
+@click.option("--comparison", type=int, metavar="ID", help="Only the runs of this comparison.")
 @json_option
 @workdir_options
 @click.pass_context
 def list_runs(
-    ctx: click.Context, /, limit: int, session: int | None, as_json: bool, **_: object
+    ctx: click.Context,
+    /,
+    limit: int,
+    session: int | None,
+    comparison: int | None,
+    as_json: bool,
+    **_: object,
 ) -> None:
-    """List runs, newest first.
+    """List runs, newest first; a comparison's runs with the comparison and set they were made
+    for.
 
     \b
-    Example:
+    Examples:
       pgdyno runs list --limit 10
+      pgdyno runs list --comparison 4
     """
     env = environment(ctx)
     with _open(ctx) as store:
-        rows = store.list_runs(limit or None, session)
+        rows = store.list_runs(limit or None, session, comparison)
     if as_json:
         print_json(env, [to_json(row) for row in rows])
     else:

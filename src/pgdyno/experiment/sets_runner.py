@@ -243,6 +243,7 @@ def run_compare(
         )  # fmt: skip
         if comparison_id is not None:
             comparisons.resume(comparison_id)  # running again, owned by this process
+            ctx.log(f"resuming comparison {comparison_id} (this is session {session_id})")
             run.finish_on_exit(comparison_id)
 
         def after(round_no: int) -> bool:
@@ -369,6 +370,10 @@ class _CompareRun:
         if self.comparison_id is None:
             self.comparison_id = self._create_comparison(self.scales)
             self.finish_on_exit(self.comparison_id)
+            self.ctx.log(
+                f"comparison {self.comparison_id} (session {self.session_id}): "
+                f"`pgdyno runs list --comparison {self.comparison_id}` lists its runs"
+            )
         if not self.planned:
             self.planned = True
             self._plan_progress(self.scales)
