@@ -16,6 +16,7 @@ from pgdyno.cli.common import (
     binaries_options,
     environment,
     err,
+    foreign_cpu_option,
     out,
     pick_binaries,
     print_json,
@@ -147,6 +148,7 @@ from pgdyno.textsafe import scrub_argv
     "to --precision (always-valid interval) or --budget is spent.",
 )
 @adaptive_options
+@foreign_cpu_option
 @click.option(
     "--per-statement",
     is_flag=True,
@@ -261,6 +263,7 @@ def bench(
     per_statement: bool,
     pgbench_progress: bool,
     wait_sample_hz: int,
+    foreign_cpu_limit: float | None,
     latency_log: str,
     trim: int | None,
     dsn: str | None,
@@ -310,6 +313,7 @@ def bench(
         per_statement=per_statement,
         progress=pgbench_progress,
         wait_sample_hz=wait_sample_hz,
+        **({} if foreign_cpu_limit is None else {"foreign_cpu_limit_pct": foreign_cpu_limit}),
         trim_s=trim,
         latency_log=latency_log,
     )

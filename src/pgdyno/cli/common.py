@@ -143,6 +143,17 @@ def adaptive_options[F: Callable[..., Any]](func: F) -> F:
     )(func)  # fmt: skip
 
 
+def foreign_cpu_option[F: Callable[..., Any]](func: F) -> F:
+    """--foreign-cpu-limit: the share of the machine other processes may take during a run."""
+    return click.option(
+        "--foreign-cpu-limit", "foreign_cpu_limit", metavar="PCT",
+        type=click.FloatRange(min=0, max=100, min_open=True),
+        help="Flag a run, and leave it out of verdicts, when processes outside pgdyno took more "
+        "than this % of the machine's CPU during it (default 5; a plan's [matrix] "
+        "foreign_cpu_limit).",
+    )(func)  # fmt: skip
+
+
 class SafeConsole(Console):
     """A Rich console for text pgdyno does not control (stderr tails, names, server-log lines).
 

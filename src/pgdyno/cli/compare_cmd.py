@@ -14,6 +14,7 @@ from pgdyno.cli.common import (
     adaptive_options,
     environment,
     err,
+    foreign_cpu_option,
     json_option,
     out,
     print_json,
@@ -116,6 +117,7 @@ def _server_options(
 @server_options
 @ssh_option
 @adaptive_options
+@foreign_cpu_option
 @json_option
 @allow_options
 @workdir_options
@@ -124,7 +126,7 @@ def compare(
     ctx: click.Context, /, plan_file: Path, resume: bool, keep_files: bool, as_json: bool,
     allow_sysctl: tuple[str, ...], allow_pg: tuple[str, ...], precision: float | None,
     budget: str | None, dsn: str | None, yes: bool, restart_command: str | None,
-    data_dir: Path | None, ssh: str | None, **_: object,
+    data_dir: Path | None, ssh: str | None, foreign_cpu_limit: float | None, **_: object,
 ) -> None:  # fmt: skip
     """Compare configuration sets from a plan file: apply, run, restore, give a verdict.
 
@@ -172,6 +174,7 @@ def compare(
     request = CompareRequest(
         load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,
         budget=budget, resume=resume, keep_files=keep_files, server=server, ssh=ssh,
+        foreign_cpu_limit=foreign_cpu_limit,
     )  # fmt: skip
     done = execute_compare(
         env, request, log=err(env).print, progress=lambda: MatrixProgress(err(env))

@@ -156,6 +156,7 @@ def connected(
             cpus=host.cpu_count,
             keep_logs=ctx.keep_files,
             wait_hz=spec.wait_sample_hz,
+            foreign_cpu_limit_pct=spec.foreign_cpu_limit_pct,
             server_pid=None if ctx.remote else server_pid(stats_client, target.dsn, ctx.proc_root),
             remote=ctx.remote.host if ctx.remote else None,
         )

@@ -265,6 +265,9 @@ class MatrixSpec(BaseModel):
     # instead of a home warehouse each; the specification's keying and think times.
     tpcc_all_warehouses: bool = False
     tpcc_keying: bool = False
+    # A run is flagged, and left out of the verdicts, when other processes took more than this
+    # % of the machine's CPU during it (default 5; --foreign-cpu-limit overrides it).
+    foreign_cpu_limit: Annotated[float, Field(gt=0, le=100)] | None = None
 
     @model_validator(mode="after")
     def _repeats_or_adaptive(self) -> MatrixSpec:

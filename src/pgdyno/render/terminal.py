@@ -35,7 +35,8 @@ def results_table(records: Sequence[tuple[int, RunRecord]]) -> Table:
             *((fmt(t.nopm if t else None), fmt(t.tpm if t else None)) if tpcc else ()),
             fmt(s.tps if s else None),
             fmt(s.latency_avg_ms if s else None, 3), fmt(s.latency_stddev_ms if s else None, 3),
-            str(s.failed_transactions) if s else "-", status_text(rec.status),
+            str(s.failed_transactions) if s else "-",
+            _flagged(status_text(rec.status), rec.interference is not None),
         )  # fmt: skip
     return table
 
