@@ -14,7 +14,9 @@ run's `"waits"` (its wait-event profile, null for these runs, recorded before it
 comparison result's `"max_ms"`, `"worst_ms"` (the runs' worst transactions) and
 `"wait_changes"` (empty here), and each comparison run's `"latency_max_ms"`; to the report it
 added `"wait_changes"` and `"wait_profiles"` (empty here) and each drill-down run's `"waits"`
-(null here): the digest is of the report without them, and they are checked beside it.
+(null here): the digest is of the report without them, and they are checked beside it. Issue 31
+added each `runs list` row's `"comparison_id"` and `"set_name"` (last, null for a bench's run):
+the pinned lists were written again with them, every other key and value checked unchanged.
 """
 
 from __future__ import annotations
