@@ -61,3 +61,5 @@ def test_a_comparisons_runs_carry_its_id_and_their_sets_everywhere(run_cli, work
     shown = run_cli(workdir, "runs", "show", str(rows[0]["id"]))
     expected = rf"comparison\s+│\s+{comparison}, set {rows[0]['set_name']}"
     assert re.search(expected, shown.stdout), shown.stdout
+    # Settings as SHOW prints them, not pg_settings' raw "16384 8kB".
+    assert "shared_buffers=128MB" in shown.stdout and " 8kB" not in shown.stdout

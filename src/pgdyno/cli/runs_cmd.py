@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
@@ -11,6 +11,7 @@ from rich.text import Text
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
+from pgdyno.postgres.setting_values import shown_settings
 from pgdyno.records.interference import Interference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv
@@ -143,7 +144,7 @@ def show_run(
         for table in waits_tables(run_id, run.waits):
             console.print(table)
         return
-    tables = run_detail(run)
+    tables = run_detail(replace(run, settings=shown_settings(run.settings)))  # as SHOW has them
     found = run.interference
     if found is not None:  # the figures behind the run's "interference:" warning
         tables[0].add_row("interference", Text(safe_text(interference_row(found))))
