@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -39,6 +40,7 @@ from pgdyno.textsafe import strict_json
 SUPERUSER = "postgres"
 FIRST_PORT = 54330
 PORT_TRIES = 3  # starts tried when another server takes the chosen port meanwhile
+PORT_SPREAD = 1000  # new sandboxes start looking for a port this far apart (first_port)
 HBA = """\
 # Written by pgdyno: trust on the Unix socket only; TCP needs a password (none is set).
 local   all   all                  trust
@@ -62,6 +64,10 @@ class ClusterState:
     # None when it was started on purpose (`pgdyno sandbox start`) or is stopped.
     owner_pid: int | None = None
     owner_started: int | None = None  # the owner's start time, to tell a reused pid apart
+    # The port chosen when the sandbox was made: every start takes it again when it is free
+    # (`port` is the one of the current or last start). None in cluster.json files written
+    # before it was kept: `port` is then the home port.
+    home_port: int | None = None
 
 
 def cluster_name(major: int) -> str:
@@ -87,6 +93,20 @@ def _port_taken(log_lines: list[str]) -> bool:
     False
     """
     return any("Address already in use" in line for line in log_lines)
+
+
+def first_port(root: Path) -> int:
+    """Where the search for a new sandbox's port starts: a place of its own in the range for
+    each sandbox directory, so that two work directories (two users) rarely want one port and
+    take it from each other between commands.
+
+    >>> here = Path("/var/lib/pgdyno/clusters/pg18")
+    >>> first_port(here) == first_port(here)
+    True
+    >>> FIRST_PORT <= first_port(Path("/tmp/w/clusters/pg18")) < FIRST_PORT + PORT_SPREAD
+    True
+    """
+    return FIRST_PORT + zlib.crc32(str(root).encode()) % PORT_SPREAD
 
 
 def free_port(taken: set[int], first: int = FIRST_PORT) -> int:
@@ -192,7 +212,7 @@ class Sandbox:
         except ProcessError as exc:
             shutil.rmtree(self.root, ignore_errors=True)
             raise ClusterError(f"initdb failed: {process.last_line(exc.stderr)}") from exc
-        port = free_port(taken_ports)
+        port = free_port(taken_ports, first_port(self.root))
         self._write_base_conf(port)
         (self.data_dir / "pg_hba.conf").write_text(HBA)
         with (self.data_dir / "postgresql.conf").open("a") as conf:
@@ -202,9 +222,10 @@ class Sandbox:
             )
         self._write_settings({})
         hand_over(self.data_dir, self.run_as)
-        self._save(
-            ClusterState(self.root.name, binaries.version, str(binaries.bin_dir), port, os_user)
+        state = ClusterState(
+            self.root.name, binaries.version, str(binaries.bin_dir), port, os_user, home_port=port
         )
+        self._save(state)
 
     def _write_base_conf(self, port: int) -> None:
         base = {
@@ -239,9 +260,7 @@ class Sandbox:
             state = replace(state, bin_dir=str(binaries.bin_dir), version=binaries.version)
         if self.postmaster_pid() is not None:
             raise ClusterError(f"the sandbox {state.name} is already running.")
-        if not port_is_free(state.port):
-            state = replace(state, port=free_port(taken_ports | {state.port}))
-            self._write_base_conf(state.port)
+        state = self._port_for_start(state, taken_ports)
         self._write_settings(settings)
         started = process.start_time(owner_pid) if owner_pid else None
         self._save(replace(state, owner_pid=owner_pid, owner_started=started))
@@ -261,7 +280,7 @@ class Sandbox:
                 if attempt < PORT_TRIES and _port_taken(self._log_since(log_offset)):
                     # Another server (another work directory's) took the port between the
                     # check above and this start: move to a free one and try again.
-                    state = replace(state, port=free_port(tried))
+                    state = replace(state, port=free_port(tried, first_port(self.root)))
                     tried.add(state.port)
                     self._write_base_conf(state.port)
                     self._save(replace(state, owner_pid=owner_pid, owner_started=started))
@@ -269,6 +288,15 @@ class Sandbox:
                 self._save(replace(state, owner_pid=None, owner_started=None))
                 self._unwatch()
                 raise self._start_failure(log_offset, settings, state.version) from exc
+
+    def _port_for_start(self, state: ClusterState, taken: set[int]) -> ClusterState:
+        """The sandbox's own port when it is free; else, for this start only, a free one (the
+        next start takes its own again)."""
+        home = state.home_port or state.port
+        port = home if port_is_free(home) else free_port(taken | {home}, first_port(self.root))
+        if port != state.port:
+            self._write_base_conf(port)
+        return replace(state, port=port, home_port=home)
 
     def _log_size(self) -> int:
         try:
