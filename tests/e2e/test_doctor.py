@@ -212,5 +212,6 @@ def test_a_new_work_directory_gets_the_bundled_postgresql_not_the_system_one(
     try:
         assert started.code == 0, started.stderr
         assert sorted(p.name for p in (workdir / "clusters").iterdir()) == ["pg18"]
+        assert "the bundled default (also installed here: " in started.stderr
     finally:
         assert run_cli(workdir, "sandbox", "stop").code == 0

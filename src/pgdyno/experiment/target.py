@@ -13,7 +13,7 @@ from typing import TextIO
 
 from pgdyno.environment import Environment, ensure_writable, workdir_errors
 from pgdyno.errors import BinariesError, ClusterError, PgdynoError, UsageError
-from pgdyno.postgres.binaries import Binaries, inspect_bin_dir, resolve
+from pgdyno.postgres.binaries import Binaries, inspect_bin_dir, resolve, system_installations
 from pgdyno.postgres.client import describe, split_password
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes, cluster_name, recover, taken_ports
 from pgdyno.postgres.sandbox_user import sandbox_user
@@ -148,7 +148,7 @@ def sandbox_binaries(
         return resolve(pg_bin, pg_version, env.cache_dir)
     boxes = [b for b in all_sandboxes(env.clusters_dir, None) if b.exists()]
     if not boxes:
-        return resolve(None, None, env.cache_dir)
+        return _default_binaries(env, log)
     box = max(boxes, key=lambda b: b.state_file.stat().st_mtime)
     state = box.state()
     try:
@@ -159,6 +159,17 @@ def sandbox_binaries(
     why = f" (the one used last; also here: {others})" if others else ""
     log(f"using PostgreSQL {binaries.version}: this work directory's sandbox {state.name}"
         f"{why}; --pg-version N picks another")  # fmt: skip
+    return binaries
+
+
+def _default_binaries(env: Environment, log: Callable[[str], None]) -> Binaries:
+    """The bundled default, said with the other versions installed here when there are any."""
+    binaries = resolve(None, None, env.cache_dir)
+    others = [b for b in system_installations() if b.bin_dir != binaries.bin_dir]
+    if others and binaries.source.startswith("bundled"):
+        found = ", ".join(f"{b.version} in {b.bin_dir}" for b in others)
+        log(f"using PostgreSQL {binaries.version}, the bundled default (also installed here: "
+            f"{found}; --pg-version N or --pg-bin DIR picks another)")  # fmt: skip
     return binaries
 
 
