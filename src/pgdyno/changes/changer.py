@@ -65,20 +65,11 @@ class ServerChanger:
         """UsageError unless the server is free for this command's changes.
 
         `continuing`: the values this command writes. Pending changes that are all part of
-        them (the same value for each) are an earlier apply of the same advice, such as
-        `tune --apply` without the consent to restart that its "run again with --yes" asks
-        for: this command continues it, and `rollback` takes back both."""
+        them (the same value for each, still in postgresql.auto.conf as written) are an earlier
+        apply of the same advice, such as `tune --apply` without the consent to restart that
+        its "run again with --yes" asks for: this command continues it, and `rollback` takes
+        back both."""
         pending = self.journal.pending(self.handle.identity)
-        if pending and continuing is not None and _part_of(pending, continuing, self.marker):
-            kept = ", ".join(c.name for c in pending if c.name != alter.MARKER)
-            self.log(f"continuing the earlier apply on {self.handle.label}: {kept} stay as it "
-                     "set them")  # fmt: skip
-        elif pending:
-            raise UsageError(
-                f"{self.handle.label} still has settings an interrupted or earlier pgdyno "
-                "command changed (`pgdyno tune --apply` or `compare`): run `pgdyno rollback` "
-                "first."
-            )
         unreadable = self.journal.read().unreadable
         if unreadable:
             raise UsageError(
@@ -86,7 +77,27 @@ class ServerChanger:
                 "run `pgdyno rollback` first."
             )
         with connect(self.handle.dsn, self.handle.password) as client:
+            if pending and not self._continues(client, pending, continuing):
+                raise UsageError(
+                    f"{self.handle.label} still has settings an interrupted or earlier pgdyno "
+                    "command changed (`pgdyno tune --apply` or `compare`): run `pgdyno "
+                    "rollback` first."
+                )
             alter.check_owner(client, self.handle.label, self.marker)
+        if pending:
+            kept = ", ".join(c.name for c in pending if c.name != alter.MARKER)
+            self.log(f"continuing the earlier apply on {self.handle.label}: {kept} stay as it "
+                     "set them")  # fmt: skip
+
+    def _continues(
+        self, client: Client, pending: list[PgChange], continuing: Mapping[str, str] | None
+    ) -> bool:
+        """Whether the pending changes are an earlier apply of `continuing`, still in effect
+        in postgresql.auto.conf (not half taken back by a rollback that waits for a restart)."""
+        if continuing is None or not _part_of(pending, continuing, self.marker):
+            return False
+        written = alter.auto_conf(client)
+        return all(written.get(c.name) == c.new for c in pending)
 
     def apply(self, values: Mapping[str, str]) -> ServerApplied:
         handle = self.handle

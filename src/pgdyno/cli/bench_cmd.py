@@ -352,14 +352,7 @@ def bench(
                              for run in stored])  # fmt: skip
         return
     console = out(env)
-    console.print(results_table(outcome.records))
-    for dataset in outcome.datasets:
-        how = "generated" if dataset.generated else "reused"
-        unit = "tpcc warehouses" if dataset.kind == "tpcc" else "scale"
-        console.print(
-            f"dataset {unit} {dataset.scale}: {dataset.size_bytes / 1024**2:,.0f} MiB ({how}, "
-            f"{dataset.prepare_seconds:.1f} s)"
-        )
+    console.print(results_table(outcome.records))  # each dataset was said once, when ready
     if line := leftovers_line(left or [], target.label):
         console.print(line)
     console.print(f"results database: {env.results} (session {outcome.session_id})")
