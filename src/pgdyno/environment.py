@@ -21,6 +21,10 @@ from pgdyno.textsafe import scrub_secrets
 
 ROOT_DATA_DIR = Path("/var/lib/pgdyno")
 ROOT_CACHE_DIR = Path("/var/cache/pgdyno")
+# The password of the server --dsn names, for that server's connections only (never libpq's
+# PGPASSWORD, which every connection of the process would send, the results store's included):
+# `fleet run` hands each host's password to its child this way.
+DSN_PASSWORD_ENV = "PGDYNO_DSN_PASSWORD"
 
 
 def _xdg(env: Mapping[str, str], var: str, fallback: str) -> Path:
@@ -85,13 +89,16 @@ class ResultsLocation:
 
     path: Path | None = None
     conninfo: str | None = field(default=None, repr=False)
+    # A file the user named (--results, PGDYNO_RESULTS): its directory must exist. The default
+    # file's directory is the work directory, which pgdyno makes itself.
+    given: bool = field(default=False, compare=False)
 
     @classmethod
     def of(cls, text: str) -> ResultsLocation:
         """A --results value or PGDYNO_RESULTS: a connection string is never a file name."""
         if _CONNINFO.match(text):
             return cls(conninfo=text.strip())
-        return cls(path=Path(text).expanduser().resolve())
+        return cls(path=Path(text).expanduser().resolve(), given=True)
 
     def __str__(self) -> str:
         return scrub_secrets(self.conninfo) if self.conninfo is not None else str(self.path)

@@ -26,6 +26,10 @@ class UsageError(PgdynoError):
     exit_status = ExitStatus.USAGE
 
 
+class NoResultsYet(UsageError):
+    """A reading command pointed at a results store that holds no results yet."""
+
+
 class ParseError(PgdynoError):
     """Output of an external tool could not be understood."""
 

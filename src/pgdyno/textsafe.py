@@ -9,6 +9,10 @@ the renderers), so no single message can break them:
 - a control character never reaches the terminal raw (`escape_control`): an escape sequence in
   a script file must not retitle, recolour or clear the user's terminal;
 - JSON output is strict (`strict_json`): no bare NaN or Infinity that strict parsers reject.
+
+A user's value can be any length (a 64 KB connection string): `shorten_words` cuts a word longer
+than any path or option a person reads, so a message stays one readable sentence and Rich's
+highlighter, whose regular expressions take time quadratic in a word's length, never sees one.
 """
 
 from __future__ import annotations
@@ -97,6 +101,30 @@ def escape_control(text: str, *, multiline: bool = False) -> str:
     """
     pattern = _CONTROL_KEEP_LINES if multiline else _CONTROL
     return pattern.sub(_escaped, text)
+
+
+# PATH_MAX is 4096, but no path or option a person reads runs past a few hundred characters.
+LONGEST_WORD = 240
+_LONG_WORD = re.compile(rf"\S{{{LONGEST_WORD + 1},}}")
+
+
+def _shortened(match: re.Match[str]) -> str:
+    word = match.group()
+    kept = LONGEST_WORD // 2
+    return f"{word[:kept]}...[{len(word) - kept - 20} characters]...{word[-20:]}"
+
+
+def shorten_words(text: str) -> str:
+    """The text with every word longer than LONGEST_WORD characters cut in its middle, saying
+    how much was left out.
+
+    >>> cut = shorten_words("dbname=" + "x" * 1000 + "yz end")
+    >>> len(cut), cut[-45:]
+    (166, '..[869 characters]...xxxxxxxxxxxxxxxxxxyz end')
+    >>> shorten_words("short words stay")
+    'short words stay'
+    """
+    return _LONG_WORD.sub(_shortened, text)
 
 
 def safe_text(value: object, *, multiline: bool = False) -> str:

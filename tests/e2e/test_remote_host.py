@@ -293,3 +293,22 @@ def test_the_key_may_come_from_the_ssh_agent(
     without = pgdyno(home, remote_workdir, "doctor", "--ssh", "by-agent")
     assert without.returncode == 3
     assert "by-agent refused the keys offered" in one_clear_sentence(without.stderr)
+
+
+def test_a_frozen_ssh_server_is_named_with_a_reason(
+    ssh_server: SshServer, home: ClientHome, remote_workdir: Path
+) -> None:
+    """sshd stopped (SIGSTOP): the connection is accepted by the kernel but nothing answers.
+    The sentence said "over SSH ()" (issue 31, item 7); it now says what was waited for."""
+    frozen = ssh_server.processes()
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        done = pgdyno(home, remote_workdir, "doctor", "--ssh", ALIAS)
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    line = one_clear_sentence(done.stderr)
+    assert done.returncode == 3
+    assert f"cannot connect to {ALIAS} over SSH (timed out after 20 s waiting for the SSH " in line
+    assert "()" not in line

@@ -17,6 +17,8 @@ import pytest
 from tests.browser import Page, chromium
 from tests.conftest import ARTIFACTS
 
+from pgdyno.store.results import ResultsStore
+
 FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
 
 # Per chart: how many drawn marks of each kind the page must hold (at least).
@@ -40,8 +42,11 @@ DRAWN = """
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
+    """A copy of the recorded store, brought up to this pgdyno's schema as any writing command
+    would (reading commands read a store as it is, never migrating it)."""
     copy = tmp_path / "results.sqlite"
     shutil.copy(FIXTURE, copy)
+    ResultsStore(copy).close()
     return copy
 
 

@@ -120,7 +120,7 @@ def test_rollback_takes_the_password_at_rollback_time_and_never_stores_it(
     assert without.code != 0
     assert "password" in one_clear_sentence(without.stderr)
     wrong = cli(workdir, "rollback", "--dsn", server.peer_dsn("root"))
-    assert wrong.code == 2 and "give that server's connection string" in wrong.stderr
+    assert wrong.code == 2 and "give one of those servers' connection strings" in wrong.stderr
     done = cli(workdir, "rollback", "--dsn", dsn)
     assert done.code == 0, done.stderr
     assert diff(before, state(server.peer_dsn("root"), server.data_dir)) == {}

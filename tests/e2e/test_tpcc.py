@@ -239,9 +239,12 @@ def test_sigkill_during_a_run_then_the_next_bench_starts_from_a_fresh_copy(
         tpcc_dir, measured_pgbench,
         "bench", *PG, "-w", "tpcc", "-s", str(WAREHOUSES), "-c", "2", "-T", "120",
     )  # fmt: skip
+    # SIGKILL runs no clean-up: the killed bench's scripts stay until the next bench starts.
+    assert list((tpcc_dir / "runs").glob("tpcc-scripts-*")) != []
     seconds = 3
     again = bench(run_cli, tpcc_dir, "-s", str(WAREHOUSES), "-c", "1", "-T", str(seconds))
     assert again.code == 0, again.stderr
+    assert list((tpcc_dir / "runs").glob("tpcc-scripts-*")) == []  # issue 31, item 7
     tpcc = last_run(run_cli, tpcc_dir)["tpcc"]
     assert tpcc["consistency"] == "passed" and tpcc["nopm"] > 0
     # Only this run's orders are in the copy: the killed run's were left behind with it.

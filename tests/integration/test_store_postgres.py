@@ -148,5 +148,5 @@ def test_a_database_this_user_cannot_write_is_refused_before_any_run(
 
 def test_reading_commands_do_not_create_tables_in_an_empty_database(pg_results: str) -> None:
     with pytest.raises(UsageError, match=r"there is no results database at .* yet"):
-        open_results(ResultsLocation.of(pg_results), writing=False, must_exist=True)
+        open_results(ResultsLocation.of(pg_results), writing=False)
     assert rows(pg_results, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(0,)]

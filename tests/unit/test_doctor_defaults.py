@@ -48,9 +48,10 @@ def test_the_issue_example_is_evaluated_with_the_defaults_of_its_version() -> No
     )  # fmt: skip
     connections = found["connections-near-limit"]
     assert connections.current == (
-        "950 of 997 usable connections (PostgreSQL 16 default: superuser_reserved_connections = 3)"
+        "950 of 997 usable connections (PostgreSQL 16 defaults: reserved_connections = 0, "
+        "superuser_reserved_connections = 3)"
     )
-    assert connections.assumed == ("superuser_reserved_connections",)
+    assert connections.assumed == ("reserved_connections", "superuser_reserved_connections")
     unchecked = {u.rule.id for u in result.unchecked}
     assert not {"worst-case-memory", "connections-near-limit"} & unchecked
 
@@ -58,7 +59,8 @@ def test_the_issue_example_is_evaluated_with_the_defaults_of_its_version() -> No
 def test_a_finding_on_given_settings_alone_names_no_default() -> None:
     snapshot = big_host()
     snapshot["server"]["settings"].update(
-        superuser_reserved_connections={"setting": "3"}, autovacuum_work_mem={"setting": "1GB"},
+        superuser_reserved_connections={"setting": "3"}, reserved_connections={"setting": "0"},
+        autovacuum_work_mem={"setting": "1GB"},
         autovacuum_max_workers={"setting": "3"}, hash_mem_multiplier={"setting": "2.0"},
     )  # fmt: skip
     found = by_id(audit(RULES, snapshot))
@@ -134,8 +136,8 @@ def test_json_lists_the_assumed_defaults_and_the_rules_that_used_them() -> None:
     assert "worst-case-memory" in assumed["autovacuum_work_mem"]["rules"]
     findings = {f["id"]: f for f in data["findings"]}
     assert findings["connections-near-limit"]["assumed_defaults"] == [
-        "superuser_reserved_connections"
-    ]
+        "reserved_connections", "superuser_reserved_connections"
+    ]  # fmt: skip
     # Only what an evaluated rule rested on, not the hundreds of settings filled in.
     used = {name for names in result.assumed_by.values() for name in names}
     assert set(assumed) == used and len(used) < 30

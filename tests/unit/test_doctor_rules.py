@@ -12,6 +12,7 @@ import pytest
 from pgdyno.doctor.evaluate import audit
 from pgdyno.doctor.rules import LAYERS, RuleError, load_rule_file, load_rules, rules_dir
 from pgdyno.doctor.snapshot import load_snapshot
+from pgdyno.render.doctor import as_data, render
 
 DATA = Path(__file__).parent.parent / "data" / "doctor"
 RULES = load_rules()
@@ -25,10 +26,9 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
     "kernel-3.2": ({"kernel-3-2"}, set()),
     "ext3-data": ({"ext3-data"}, set()),
     "ram-256g-dirty-ratio-20": ({"dirty-writeback-large", "shared-buffers-small"}, set()),
-    "container-4g-on-64g": (
-        {"shared-buffers-large", "worst-case-memory", "huge-pages-missing"},
-        {"memory-limit-below-host"},
-    ),
+    # worst-case-memory and huge-pages-missing are held back behind shared-buffers-large's fix
+    # (test_findings_that_assume_another_fix_are_held_back).
+    "container-4g-on-64g": ({"shared-buffers-large"}, {"memory-limit-below-host"}),
     "wal-on-data-device": ({"wal-on-spinning-data-disk"}, set()),
     "risky-server": (
         {
@@ -106,7 +106,7 @@ RARE = {
     "wal-buffers-small", "shared-buffers-large", "connections-near-limit", "cache-hit-low",
     "temp-files-large", "virtual-disk-costs", "effective-cache-size-low", "overcommit-heuristic",
     "sched-autogroup-on", "wal-on-data-device", "huge-pages-unused", "memory-limit-below-host",
-    "read-ahead-off", "zone-reclaim-single-node",
+    "read-ahead-off", "zone-reclaim-single-node", "worst-case-memory",
 }  # fmt: skip
 
 
@@ -150,10 +150,19 @@ RARE_CASES = [
     ("wal-buffers-small", {}, {}, {"wal_buffers": "64"}, {},
      ("512kB", "-1 (automatic: 16MB at this shared_buffers)")),
     ("shared-buffers-large", {}, {}, {"shared_buffers": str(16 * 1024**3 // 8192)}, {},
-     ("16GB of 23.5 GiB", "5GB")),
+     ("16GB of 23.5 GiB", "6016MB")),
     ("connections-near-limit", {}, {}, {}, {"connections": {"total": 95, "active": 3}},
      ("95 of 97 usable connections",
       "a connection pooler (PgBouncer), or a higher max_connections")),
+    # PostgreSQL 16+: slots kept for pg_use_reserved_connections are not usable either (75 of
+    # 97 would not fire).
+    ("connections-near-limit", {}, {}, {"reserved_connections": "10"},
+     {"connections": {"total": 75, "active": 3}},
+     ("75 of 87 usable connections",
+      "a connection pooler (PgBouncer), or a higher max_connections")),
+    ("worst-case-memory", {}, {}, {"work_mem": str(1024 * 1024)}, {},
+     ("205.2 GiB worst case against 23.5 GiB",
+      "work_mem = 63MB, or fewer connections through a pooler")),
     ("cache-hit-low", {}, {}, {}, {"cache": {**QUIET_CACHE, "blks_hit": 5_000_000,
                                              "blks_read": 2_000_000}},
      ("71.4% of block reads found in shared buffers",
@@ -166,7 +175,7 @@ RARE_CASES = [
      ("random_page_cost 4.0 on virtual disk vda",
       "1.1 if the storage behind it is flash (most cloud volumes)")),
     ("effective-cache-size-low", {}, {}, {"effective_cache_size": "524288"}, {},
-     ("4GB of 23.5 GiB", "17GB")),
+     ("4GB of 23.5 GiB", "18048MB")),
     ("overcommit-heuristic", {"overcommit_memory": 0}, {}, {}, {},
      ("vm.overcommit_memory = 0", "vm.overcommit_memory = 2 with a matching vm.overcommit_ratio")),
     ("sched-autogroup-on", {"sched_autogroup_enabled": 1}, {}, {}, {}, ("1", "0")),
@@ -179,8 +188,42 @@ RARE_CASES = [
 # Rules that a rare case's edit sets off on their own account, beside the rule it stages.
 ALSO_FIRES = {
     "swap-in-use": {"swappiness-high"},  # the edit's swappiness of 60
-    "shared-buffers-large": {"huge-pages-missing"},  # 16 GB of buffers and no huge pages
 }
+
+
+def test_findings_that_assume_another_fix_are_held_back() -> None:
+    """A 4 GB container with 16 GB of shared buffers: the doctor asks to cut shared_buffers,
+    and neither work_mem = 64kB for the worst case nor huge pages for the 16 GB it cuts."""
+    result = audit(RULES, load_snapshot(DATA / "container-4g-on-64g.json"))
+    found = {f.rule.id: f for f in result.findings}
+    assert found["shared-buffers-large"].recommended == "1GB"
+    assert not {"worst-case-memory", "huge-pages-missing", "cache-hit-low"} & set(found)
+    held = {h.finding.rule.id: h.waits_for for h in result.held}
+    assert held == {
+        "worst-case-memory": ("shared-buffers-large",),
+        "huge-pages-missing": ("shared-buffers-large",),
+        "cache-hit-low": ("shared-buffers-large",),
+    }
+    data = as_data(result, load_snapshot(DATA / "container-4g-on-64g.json"))
+    assert {h["id"]: h["waits_for"] for h in data["held"]} == {k: list(v) for k, v in held.items()}
+    shown = "\n".join(str(line) for line in render(result, {}))
+    assert "held back: worst-case-memory" in shown and "3 held back" in shown
+    # Once the first fix is made, the held findings are judged again on the new value.
+    snapshot = load_snapshot(DATA / "container-4g-on-64g.json")
+    snapshot["server"]["settings"]["shared_buffers"]["setting"] = str(1024**3 // 8192)
+    after = audit(RULES, snapshot)
+    assert after.held == [] and "shared-buffers-large" not in {f.rule.id for f in after.findings}
+    assert "huge-pages-missing" not in {f.rule.id for f in after.findings}
+
+
+def test_a_rule_after_no_rule_is_refused(tmp_path: Path) -> None:
+    for file in rules_dir().glob("*.toml"):
+        shutil.copy(file, tmp_path / file.name)
+    memory = tmp_path / "memory.toml"
+    memory.write_text(memory.read_text().replace('after = ["shared-buffers-large"]',
+                                                 'after = ["no-such-rule"]', 1))  # fmt: skip
+    with pytest.raises(RuleError, match="after names no rule 'no-such-rule'"):
+        load_rules(tmp_path)
 
 
 def quiet_host() -> dict:

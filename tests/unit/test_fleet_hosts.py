@@ -55,3 +55,17 @@ def test_a_bad_hosts_file_is_refused_in_one_sentence(tmp_path: Path, text: str, 
 def test_a_missing_hosts_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read the hosts file"):
         load_hosts(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize("name", ["status.json", "status.partial"])
+def test_a_host_named_as_the_fleets_own_files_is_refused(tmp_path: Path, name: str) -> None:
+    """Each host's directory sits beside the fleet's status file: a host named `status.json`
+    made the status file a directory (IsADirectoryError after its child had started)."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(f"[[host]]\nname = '{name}'\nssh = 'a'\ndsn = 'x'\n")
+    with pytest.raises(UsageError) as caught:
+        load_hosts(path)
+    assert str(caught.value) == (
+        f"{path}: host name {name!r} is the name of a file pgdyno keeps beside the hosts' "
+        "directories (each host's name is also its directory's): rename the host."
+    )

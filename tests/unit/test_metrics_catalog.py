@@ -34,7 +34,8 @@ from pgdyno.pgbench.progress import Progress
 from pgdyno.records import DeviceLayout, Event, RunDevice, SecondRow
 from pgdyno.records.stored import StoredRun
 from pgdyno.render.timeline import compact_table, timeline_csv
-from pgdyno.report.charts import Series, cpu_memory, disk_io, tps_latency
+from pgdyno.report.charts import Series
+from pgdyno.report.timelines import cpu_memory, disk_io, tps_latency
 from pgdyno.store.results import ResultsStore
 
 DATA = Path(__file__).parent.parent / "data"
@@ -179,7 +180,7 @@ def a_run() -> tuple[StoredRun, dict[str, dict[int, float]]]:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "results.sqlite"
         shutil.copy(DATA / "report" / "results.sqlite", copy)  # opening migrates: use a copy
-        with ResultsStore(copy, writing=False) as store:
+        with ResultsStore(copy) as store:
             recorded = store.get_run(1)
     assert recorded is not None
     run = dataclasses.replace(
@@ -258,12 +259,13 @@ def test_chart_labels_and_units_come_out_as_before():
     assert names_and_axes(tps_latency(series, "t")) == (
         ["TPS", "p50", "p99", "max"], ["TPS", "latency ms (log)"],
     )  # fmt: skip
-    assert names_and_axes(disk_io(series, [("data", "vda")], "t")) == (
+    on_vda = [dataclasses.replace(series[0], devices=(("data", "vda"),))]
+    assert names_and_axes(disk_io(on_vda, "t")) == (
         ["data write", "data read"], ["data device vda MB/s"],
     )  # fmt: skip
-    two = disk_io(series, [("data", "vda"), ("wal", "sdb")], "t")
-    assert names_and_axes(two) == (["data write", "data read", "wal read"],
-                                   ["data vda MB/s", "wal sdb MB/s"])  # fmt: skip
+    apart = [dataclasses.replace(series[0], devices=(("data", "vda"), ("wal", "sdb")))]
+    assert names_and_axes(disk_io(apart, "t")) == (["data write", "data read", "wal read"],
+                                   ["data device vda MB/s", "WAL device sdb MB/s"])  # fmt: skip
     hover = cpu_memory(series, "t")["data"][0]["hovertemplate"]  # type: ignore[index]
     assert hover == "%{y:.4~g} user<extra>run 1</extra>"
 

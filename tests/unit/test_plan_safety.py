@@ -333,6 +333,44 @@ def test_huge_scale_is_refused(places, tmp_path: Path):
     )
 
 
+# -- a change is applied where it is measured ---------------------------------------------------
+
+
+STORAGE_AND_BLOCK = """
+[set.storage]
+filesystem = "ext4"
+size = "1GiB"
+
+[set.block]
+read_ahead_kb = 4096
+"""
+
+
+def test_block_settings_in_a_set_with_storage_of_its_own_are_refused(places, tmp_path: Path):
+    """[set.block] changes the disk under the work directory; the set's data is on a loop
+    device: the verdict would credit a change made where nothing is measured."""
+    message = refused(places, tmp_path, STORAGE_AND_BLOCK)
+    assert "(set 'b', block)" in message
+    assert "set 'b' keeps its data on a filesystem of its own ([set.storage])" in message
+    assert "not the device that holds its data" in message
+
+
+def test_a_ladder_step_inheriting_block_settings_onto_its_storage_is_refused(
+    places, tmp_path: Path
+):
+    body = (
+        '\n[set.block]\nread_ahead_kb = 4096\n\n[[set]]\nname = "c"\n'
+        '[set.storage]\nfilesystem = "ext4"\nsize = "1GiB"\n'
+    )
+    plan = tmp_path / "plan.toml"
+    plan.write_text(HEAD.replace('name = "hostile"', 'name = "hostile"\nmode = "ladder"') + body)
+    outcome = plan_check(places, plan)
+    assert outcome.code == 2, (outcome.stdout, outcome.stderr)
+    message = outcome.error()
+    assert "(set 'b', block)" in message  # where the block settings are written
+    assert "set 'c' keeps its data on a filesystem of its own" in message
+
+
 # -- set names: one validation, when the plan is read ---------------------------------------------
 
 STORAGE_SET = """

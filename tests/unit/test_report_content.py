@@ -185,3 +185,39 @@ def test_csv_has_one_row_per_cell_and_set(store: ResultsStore) -> None:
         ("1", "small-wal"), ("1", "large-wal"), ("2", "small-wal"), ("2", "large-wal"),
     ]  # fmt: skip
     assert float(rows[1]["tps_median"]) > 0
+
+
+def _printed(report: dict[str, Any]) -> list[str]:
+    """The terminal summary `pgdyno report` prints, as lines."""
+    from rich.console import Console
+
+    from pgdyno.report.summary_table import summary_table
+
+    console = Console(width=250, record=True)
+    console.print(summary_table(report))
+    return console.export_text().splitlines()
+
+
+def test_the_printed_summary_of_a_bench_session_has_no_verdicts(store: ResultsStore) -> None:
+    report = _build(load(store, Selection(run_ids=(1, 3, 5, 7))))  # one group
+    header = next(line for line in _printed(report) if "TPS median" in line)
+    for word in ("change", "verdict"):
+        assert word not in header, word
+    assert report["comparing"] is False
+
+
+def test_the_printed_summary_shows_flagged_figures_not_judged(store: ResultsStore) -> None:
+    from dataclasses import replace
+
+    from pgdyno.records.interference import Interference
+
+    data = load(store, Selection(comparison_id=1))
+    busy = Interference(48.2, 0.0, (("yes", 47.5),))
+    runs = [replace(r, interference=busy) if r.set_name == "large-wal" else r for r in data.runs]
+    report = _build(replace(data, runs=runs))
+    rows = [line for line in _printed(report) if "large-wal" in line]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [c.strip() for c in row.split("│")]
+        assert cells[3] == "2 flagged" and cells[4] not in ("", "-")  # the median TPS
+        assert "not judged" in row and "flagged for interference" in row

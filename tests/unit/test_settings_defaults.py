@@ -1,5 +1,5 @@
-"""The defaults of each recorded PostgreSQL version (the boot values added to
-data/pg_settings/pgN.json by tests/data/pg_settings/record_boot_values.py)."""
+"""The defaults of each recorded PostgreSQL version (the `default` column of
+data/pg_settings/catalog.csv, recorded by scripts/record_pg_settings.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import (
     CATALOG_COLUMNS,
-    CATALOG_DIR,
+    CATALOG_FILE,
+    parse_catalog,
     recorded_defaults,
     recorded_majors,
     recorded_settings,
@@ -79,7 +80,7 @@ def test_defaults_agree_with_another_recording():
 
 @pytest.mark.parametrize("major", VERSIONS)
 def test_catalog_rows_have_the_catalog_columns(major):
-    rows = json.loads((CATALOG_DIR / f"pg{major}.json").read_text())
+    rows = parse_catalog(CATALOG_FILE.read_text())[major]
     assert {len(row) for row in rows} == {len(CATALOG_COLUMNS)}
     assert CATALOG_COLUMNS[-1] == "boot_val"
 

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from conftest import schema_1_database
+from pgdyno.environment import ResultsLocation
 from pgdyno.errors import StoreError
 from pgdyno.process import start_time
 from pgdyno.records.health import RunHealth
 from pgdyno.store.encode import to_json
 from pgdyno.store.migrate import latest_version
+from pgdyno.store.open import open_results
 from pgdyno.store.results import ResultsStore
 from pgdyno.store.sqlite_db import migrate
 from store_runs import recorded_run
@@ -142,7 +144,7 @@ def test_rows_of_a_killed_pgdyno_are_found_interrupted(tmp_path: Path, owner, ex
         "alive": (here, me, started),
         "other host": (here + ".elsewhere", dead_pid(), None),
     }[owner])  # fmt: skip
-    ResultsStore(path, writing=False).close()  # any command that opens the store
+    open_results(ResultsLocation(path), writing=False).close()  # a reading command too
     found = expected == "interrupted"
     assert statuses(path) == [("sessions", expected, found), ("comparisons", expected, found)]
 

@@ -15,8 +15,13 @@ comparison result's `"max_ms"`, `"worst_ms"` (the runs' worst transactions) and
 `"wait_changes"` (empty here), and each comparison run's `"latency_max_ms"`; to the report it
 added `"wait_changes"` and `"wait_profiles"` (empty here) and each drill-down run's `"waits"`
 (null here): the digest is of the report without them, and they are checked beside it. Issue 31
-added each `runs list` row's `"comparison_id"` and `"set_name"` (last, null for a bench's run):
-the pinned lists were written again with them, every other key and value checked unchanged.
+redrew the charts (each second drawn at its end, one time range per cell, legends above the
+plots, the disk chart per set's own device, CPU small multiples) and added the report's
+`"comparing"`, each summary row's `"flagged"` and each ladder's `"judged"` and `"reason"`: the
+digests were pinned again, once the report without its charts and those keys was checked to be
+the same as before. It also added each `runs list` row's `"comparison_id"` and `"set_name"`
+(last, null for a bench's run): the pinned lists were written again with them, every other key
+and value checked unchanged.
 """
 
 from __future__ import annotations

@@ -122,6 +122,21 @@ def test_console_log_lines_are_escaped():
     assert "[/]" in stream.getvalue()
 
 
+def test_a_64_kb_value_is_printed_cut_in_one_line():
+    """A 64 KB connection string on pgdyno's consoles (issue 31, item 7): Rich's highlighter
+    is quadratic in a word's length (26 s); the word is cut before it is highlighted, and its
+    password is hidden before it is cut."""
+    value = f"postgresql://ann:{SECRET}@db/{'x' * 65536}"
+    for console in (out, err):
+        stream = io.StringIO()
+        env = replace(Environment.from_os(), stdout=stream, stderr=stream)
+        console(env).print(f"target: {value} (pg18)")
+        shown = stream.getvalue()
+        assert shown.startswith("target: postgresql://ann:********@db/xxx") and SECRET not in shown
+        assert "...[65425 characters]..." in shown and shown.endswith("xxx (pg18)\n")
+        assert len(shown) < 400 and shown.count("\n") == 1
+
+
 def test_stderr_tail_keeps_the_last_lines_escaped():
     stderr = "".join(f"line {i}\n" for i in range(50)) + "last \x1b]0;T\x07\n"
     shown = _render(stderr_tail(stderr, lines=5))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from pgdyno.tpcc import nurand
@@ -12,6 +14,7 @@ from pgdyno.tpcc.scripts import (
     TRANSACTIONS,
     TpccOptions,
     render,
+    scripts_directory,
     write_scripts,
 )
 
@@ -88,3 +91,27 @@ def test_rendering_is_deterministic_and_uses_the_run_constants():
     # Fifteen lines drawn, the first ol_cnt - 1 sent with the last (unused 1% of the time).
     assert new_order.count("\\set i") == 15
     assert "then 100001 else :i15 end" in new_order
+
+
+def test_script_directories_of_ended_processes_are_removed_at_the_next_start(tmp_path: Path):
+    """A child process makes its directory and ends without removing it, as a SIGKILLed bench
+    does: the next `scripts_directory` removes it, and keeps this process's own and any
+    directory named otherwise."""
+    made = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from pgdyno.tpcc.scripts import scripts_directory; "
+         "print(scripts_directory(Path(sys.argv[1])))", str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    ended = Path(made.stdout.strip())
+    assert ended.is_dir() and ended.name.startswith(f"tpcc-scripts-{made_pid(ended)}-")
+    mine = scripts_directory(tmp_path)
+    foreign = tmp_path / "tpcc-scripts-unnamed"
+    foreign.mkdir()
+    again = scripts_directory(tmp_path)
+    assert not ended.exists()
+    assert mine.is_dir() and again.is_dir() and foreign.is_dir()
+
+
+def made_pid(path: Path) -> int:
+    return int(path.name.split("-")[2])

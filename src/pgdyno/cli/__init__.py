@@ -16,7 +16,7 @@ import click
 from pgdyno.cli.app import cli
 from pgdyno.environment import Environment
 from pgdyno.errors import ExitStatus, Interrupted, PgdynoError
-from pgdyno.textsafe import safe_text
+from pgdyno.textsafe import safe_text, shorten_words
 
 
 def _usage_message(exc: click.UsageError) -> str:
@@ -82,10 +82,11 @@ def main(args: Sequence[str], env: Environment) -> int:
 
 
 def _error(env: Environment, message: str) -> None:
-    """The one place errors reach the user: one line, no password, no raw control character."""
+    """The one place errors reach the user: one line, no password, no raw control character,
+    no word too long to read (a 64 KB connection string is cut in its middle)."""
     # A message may quote a tool's multi-line text: its line breaks become spaces.
     line = re.sub(r"\s*[\r\n]+\s*", " ", message.strip())
-    print(f"pgdyno: error: {safe_text(line)}", file=env.stderr)
+    print(f"pgdyno: error: {shorten_words(safe_text(line))}", file=env.stderr)
 
 
 def _traceback(env: Environment) -> None:
@@ -94,5 +95,9 @@ def _traceback(env: Environment) -> None:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main(sys.argv[1:], Environment.from_os()))
+    """Console-script entry point. Once `main` has decided the exit status, a late SIGTERM or
+    Ctrl-C (a supervisor repeating its request) cannot turn it into death by signal (143)."""
+    status = main(sys.argv[1:], Environment.from_os())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(status)

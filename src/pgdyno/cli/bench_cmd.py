@@ -14,6 +14,7 @@ from pgdyno.cli.common import (
     SSH_NEEDS_DSN,
     adaptive_options,
     binaries_options,
+    dsn_with_its_password,
     environment,
     err,
     foreign_cpu_option,
@@ -48,6 +49,7 @@ from pgdyno.postgres.footprint import (
     leftovers_line,
     server_objects,
 )
+from pgdyno.postgres.server_lock import server_lock
 from pgdyno.records.tpcc import TpccOptions
 from pgdyno.remote.host import DRIVERS, remote_host
 from pgdyno.render.terminal import results_table
@@ -293,6 +295,7 @@ def bench(
       pgdyno bench --ssh bench@db1 --dsn "host=/var/run/postgresql dbname=postgres" -c 8
     """
     env = environment(ctx)
+    dsn = dsn_with_its_password(env, dsn)
     settings = parse_assignments(assignments)
     check_target_settings(dsn, settings)
     spec = make_spec(
@@ -337,9 +340,8 @@ def bench(
         store = stack.enter_context(open_results(env.results))
         progress = stack.enter_context(MatrixProgress(err(env)))
         run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
-        if remote is not None:
-            run_ctx = replace(run_ctx, proc_root=remote.host.proc_root,
-                              sys_root=remote.host.sys_root, remote=remote)  # fmt: skip
+        if dsn is not None:
+            run_ctx = _on_server(stack, run_ctx, target, remote)
         before = objects_on(target, log)
         outcome = run_bench(spec, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv]))
         left = left_by(outcome, target, before, log)
@@ -362,6 +364,19 @@ def bench(
             f"{len(failed)} of {len(outcome.records)} runs failed (runs {', '.join(failed)}); "
             "see `pgdyno runs show ID` for pgbench's error output."
         )
+
+
+def _on_server(
+    stack: ExitStack, run_ctx: RunContext, target: Target, remote: RemoteTarget | None
+) -> RunContext:
+    """The context of runs on an existing server: its benchmark lock held for the block (one
+    benchmark at a time on a server), and over SSH the remote host's /proc and /sys."""
+    lock = stack.enter_context(server_lock(target.dsn, target.password, target.label))
+    run_ctx = replace(run_ctx, server_lock=lock)
+    if remote is not None:
+        run_ctx = replace(run_ctx, proc_root=remote.host.proc_root,
+                          sys_root=remote.host.sys_root, remote=remote)  # fmt: skip
+    return run_ctx
 
 
 def check_remote_options(

@@ -5,16 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 from rich.console import Console
 from rich.text import Text
 
-from pgdyno.environment import Environment
+from pgdyno.environment import DSN_PASSWORD_ENV, Environment
 from pgdyno.experiment.target import sandbox_binaries
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.textsafe import safe_text, strict_json
+from pgdyno.postgres.client import split_password, with_password
+from pgdyno.textsafe import safe_text, shorten_words, strict_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,6 +30,19 @@ def environment(ctx: click.Context) -> Environment:
     if params.get("results"):
         env = env.with_results(params["results"])
     return env
+
+
+@overload
+def dsn_with_its_password(env: Environment, dsn: str) -> str: ...
+@overload
+def dsn_with_its_password(env: Environment, dsn: None) -> None: ...
+def dsn_with_its_password(env: Environment, dsn: str | None) -> str | None:
+    """--dsn, with the password given for its server alone in PGDYNO_DSN_PASSWORD (how `fleet
+    run` hands it over) when the connection string has none of its own."""
+    password = env.env.get(DSN_PASSWORD_ENV)
+    if dsn is None or password is None or split_password(dsn)[1] is not None:
+        return dsn
+    return with_password(dsn, password)
 
 
 def workdir_options[F: Callable[..., Any]](func: F) -> F:
@@ -159,14 +173,16 @@ class SafeConsole(Console):
 
     Every string it renders, table cells and titles included, passes through `safe_text`: no
     password and no raw control character reaches the terminal. Markup and emoji codes are off,
-    so a `[` or `:x:` in a script name is shown as typed; colours come from Text styles.
+    so a `[` or `:x:` in a script name is shown as typed; colours come from Text styles. A word
+    too long to read is cut in its middle (`shorten_words`): Rich's highlighter takes time
+    quadratic in a word's length (26 s for a 64 KB connection string).
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(markup=False, emoji=False, **kwargs)
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
-        return super().render_str(safe_text(text, multiline=True), **kwargs)
+        return super().render_str(shorten_words(safe_text(text, multiline=True)), **kwargs)
 
 
 # Not on a terminal (a pipe, a file, a test), text is never wrapped: what a user copies from

@@ -12,6 +12,7 @@ from rich.table import Table
 from pgdyno.cli.common import (
     SSH_NEEDS_DSN,
     adaptive_options,
+    dsn_with_its_password,
     environment,
     err,
     foreign_cpu_option,
@@ -98,15 +99,16 @@ def server_options[F: Callable[..., Any]](func: F) -> F:
 
 
 def _server_options(
-    dsn: str | None, yes: bool, restart_command: str | None, data_dir: Path | None
-) -> ServerOptions | None:
+    env: Environment, dsn: str | None, yes: bool, restart_command: str | None,
+    data_dir: Path | None,
+) -> ServerOptions | None:  # fmt: skip
     if dsn is None:
         if yes or restart_command or data_dir:
             raise UsageError(
                 "--yes, --restart-command and --data-dir go with --dsn: the sandbox needs none."
             )
         return None
-    return ServerOptions(dsn, yes, restart_command, data_dir)
+    return ServerOptions(dsn_with_its_password(env, dsn), yes, restart_command, data_dir)
 
 
 @click.command()
@@ -169,7 +171,7 @@ def compare(
       pgdyno compare examples/aa.toml --ssh db1 --dsn "host=/var/run/postgresql"
     """
     env = environment(ctx)
-    server = _server_options(dsn, yes, restart_command, data_dir)
+    server = _server_options(env, dsn, yes, restart_command, data_dir)
     _check_ssh(ssh, server)
     request = CompareRequest(
         load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,

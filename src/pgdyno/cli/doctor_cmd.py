@@ -27,7 +27,7 @@ from pgdyno.doctor.rules import SEVERITIES, load_rules
 from pgdyno.doctor.snapshot import load_snapshot, save_snapshot
 from pgdyno.doctor.waits import cite
 from pgdyno.environment import Environment
-from pgdyno.errors import UsageError
+from pgdyno.errors import NoResultsYet, UsageError
 from pgdyno.experiment.target import locked_sandbox, server_address
 from pgdyno.records.waits import WaitProfile
 from pgdyno.remote.host import remote_host
@@ -169,7 +169,11 @@ def _measured_waits(
         and not (env.results.path is not None and env.results.path.exists())
     ):
         return None
-    with open_results(env.results, writing=False) as store:
+    try:
+        store = open_results(env.results, writing=False)
+    except NoResultsYet:
+        return None
+    with store:
         return store.latest_waits(target)
 
 

@@ -96,7 +96,7 @@ def report(
         raise UsageError("choose one of --json and --csv.")
     selection = replace(_selection(run_ids, comparison, session, last, everything), by=by)
     page = None if as_json or as_csv else output  # -o names the file of what was asked for
-    with open_results(env.results, must_exist=True) as store:
+    with open_results(env.results, writing=False) as store:
         built, path = make(store, selection, datetime.now(UTC), page, env.data_dir / "reports")
     if as_json or as_csv:
         text = strict_json(built) + "\n" if as_json else summary_csv(built)

@@ -15,7 +15,7 @@ from pgdyno.cli.common import environment, err, out, workdir_options
 from pgdyno.environment import Environment
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.experiment.target import existing_sandbox, running, server_address, workdir_lock
-from pgdyno.host.journal import HostRollback
+from pgdyno.host.journal import HostRollback, pending_elsewhere
 from pgdyno.host.journal import rollback as rollback_host
 from pgdyno.journal import JournalDamaged
 from pgdyno.postgres.cluster import all_sandboxes
@@ -103,6 +103,9 @@ def rollback(
         )
         storage = _rollback_storage(env, confirm_damaged)
     _print(console.print, servers, host, storage)
+    elsewhere = pending_elsewhere(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
+    if elsewhere is not None:  # this work directory's rollback cannot restore them
+        console.print(f"{elsewhere}: run `pgdyno rollback --workdir {elsewhere.journal.parent}`")
     if servers.set_aside or host.set_aside:
         for kept in (servers.set_aside, host.set_aside):
             if kept:
@@ -151,13 +154,22 @@ def _check_dsn(env: Environment, o: _RollbackOptions) -> None:
     """--dsn must name a server the journal holds changes to (its password is for that one)."""
     if o.address is None:
         return
-    servers = {c.server.get("dsn") for c in pg_journal.pending_changes(env.data_dir)}
-    if o.address.dsn not in servers:
-        held = ", ".join(sorted(str(s) for s in servers if s)) or "none"
-        raise UsageError(
-            f"--dsn names {o.address.label}, but the journal holds changes to other servers "
-            f"({held}): give that server's connection string."
+    pending = pg_journal.pending_changes(env.data_dir)
+    servers = {str(dsn) for c in pending if (dsn := c.server.get("dsn"))}
+    if o.address.dsn in servers:
+        return
+    if servers:
+        held = f"changes to other servers only ({', '.join(sorted(servers))})"
+        todo = "give one of those servers' connection strings"
+    else:
+        held = "changes to pgdyno's sandbox only" if pending else "no change to any server"
+        todo = (
+            "run `pgdyno rollback` without --dsn, or give the --workdir of the command that "
+            "changed that server"
         )
+    raise UsageError(
+        f"--dsn names {o.address.label}, but the journal of {env.data_dir} holds {held}: {todo}."
+    )
 
 
 def _print(

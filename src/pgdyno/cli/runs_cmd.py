@@ -37,7 +37,7 @@ def runs() -> None:
 
 
 def _open(ctx: click.Context) -> ResultsStore:
-    return open_results(environment(ctx).results, writing=False, must_exist=True)
+    return open_results(environment(ctx).results, writing=False)
 
 
 @runs.command("list")
@@ -137,10 +137,7 @@ def show_run(
         return
     if waits:
         if run.waits is None:
-            raise UsageError(
-                f"run {run_id} has no wait profile: it ran with --wait-sample-hz 0, without "
-                "PostgreSQL statistics, or before pgdyno sampled wait events; bench again."
-            )
+            raise UsageError(_no_wait_profile(run_id, run.status))
         for table in waits_tables(run_id, run.waits):
             console.print(table)
         return
@@ -150,6 +147,24 @@ def show_run(
         tables[0].add_row("interference", Text(safe_text(interference_row(found))))
     for table in tables:
         console.print(table)
+
+
+def _no_wait_profile(run_id: int, status: str) -> str:
+    """Why a run has no wait profile: a run that did not end well has none to show.
+
+    >>> _no_wait_profile(7, "interrupted")[:62]
+    'run 7 has no wait profile because it was interrupted before on'
+    """
+    ended = {"failed": "failed", "interrupted": "was interrupted"}.get(status)
+    if ended is not None:
+        return (
+            f"run {run_id} has no wait profile because it {ended} before one was kept: "
+            f"`pgdyno runs show {run_id}` says why."
+        )
+    return (
+        f"run {run_id} has no wait profile: it ran with --wait-sample-hz 0, without PostgreSQL "
+        "statistics, or before pgdyno sampled wait events; bench again."
+    )
 
 
 def interference_row(found: Interference) -> str:

@@ -143,6 +143,13 @@ BASELINE_NAMES = ("pgtune", "timescaledb-tune")
     help="An existing server's data directory on this host (for pg_ctl restart).",
 )
 @click.option(
+    "--no-observability",
+    "no_observability",
+    is_flag=True,
+    help="Leave out the observability settings (logging, track_io_timing): the table, --json, "
+    "the files and --apply then hold the performance settings alone.",
+)
+@click.option(
     "--verify",
     is_flag=True,
     help="Measure: the current configuration vs pgtune's vs pgdyno's (pgdyno compare "
@@ -201,6 +208,7 @@ def tune(
     yes: bool,
     restart_command: str | None,
     data_dir: Path | None,
+    no_observability: bool,
     verify: bool,
     ladder: bool,
     workloads: str,
@@ -251,6 +259,7 @@ def tune(
         yes=yes,
         verify=measure if verify else None,
         as_json=as_json,
+        observability=not no_observability,
     ).check()
     check_options(_typed(ctx), offline=not request.online, verify=verify)
     if verify:  # before a sandbox is started or a plan written
@@ -271,7 +280,7 @@ def run_tune(env: Environment, request: TuneRequest) -> None:
             gathered = from_snapshot(load_snapshot(request.from_path), request.given)
         else:
             gathered = gather(env, request.given, None)
-        ours = pgdyno_configuration(gathered)
+        ours = pgdyno_configuration(gathered, request.groups)
         check_connections(request.given.connections, _workers(ours), _major(ours))
         config = ours
         if request.baseline_name and request.verify is None:

@@ -11,7 +11,7 @@ from pgdyno.experiment.rounds import parse_budget
 from pgdyno.pgbench.command import one_dataset
 from pgdyno.pgbench.scale import parse_scale_spec
 from pgdyno.tune.facts import Given
-from pgdyno.tune.model import LAYERS, Layer
+from pgdyno.tune.model import GROUPS, LAYERS, Group, Layer
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,12 @@ class TuneRequest:
     yes: bool
     verify: VerifyOptions | None
     as_json: bool
+    observability: bool = True  # False: --no-observability
+
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        """The groups of settings to compute: without observability on --no-observability."""
+        return GROUPS if self.observability else ("performance",)
 
     @property
     def online(self) -> bool:

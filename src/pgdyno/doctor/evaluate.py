@@ -35,8 +35,18 @@ class Unchecked:
 
 
 @dataclass(frozen=True)
+class Held:
+    """A finding held back: a rule it comes `after` fired, and its fix changes what this one
+    rests on (a cut shared_buffers changes the worst case of memory and the huge pages)."""
+
+    finding: Finding
+    waits_for: tuple[str, ...]  # the fired rules whose fix comes first, by id
+
+
+@dataclass(frozen=True)
 class Audit:
     findings: list[Finding] = field(default_factory=list)
+    held: list[Held] = field(default_factory=list)
     passed: list[Rule] = field(default_factory=list)
     unchecked: list[Unchecked] = field(default_factory=list)
     # Defaults a finding or a passed rule rested on, by setting; and which rules read each.
@@ -89,7 +99,22 @@ def audit(rules: Sequence[Rule], snapshot: Mapping[str, Any]) -> Audit:
             shown = f"{finding.current} {note([defaults[name] for name in used])}".strip()
             result.findings.append(replace(finding, current=shown, assumed=used))
     result.findings.sort(key=lambda f: -SEVERITIES.index(f.rule.spec.severity))
-    return result
+    return _hold_dependents(result)
+
+
+def _hold_dependents(result: Audit) -> Audit:
+    """Findings whose rule comes `after` one that fired are held back, so the first fix comes
+    first and no finding asks for what another one's fix undoes."""
+    fired = {f.rule.id for f in result.findings}
+    kept: list[Finding] = []
+    held: list[Held] = []
+    for finding in result.findings:
+        waits_for = tuple(rule for rule in finding.rule.spec.after if rule in fired)
+        if waits_for:
+            held.append(Held(finding, waits_for))
+        else:
+            kept.append(finding)
+    return replace(result, findings=kept, held=held)
 
 
 def check(rule: Rule, facts: Mapping[str, Any]) -> Finding | None:

@@ -52,6 +52,9 @@ class RuleSpec(BaseModel):
     persist: str | None = None  # how the fix survives a reboot, when `fix` does not
     caveats: str | None = None
     values: dict[str, str] = Field(default_factory=dict)
+    # Rules whose fix comes first: while one of them fires, this rule's finding rests on a value
+    # that fix changes, so it is held back (named, not shown as a finding) until then.
+    after: list[str] = Field(default_factory=list)
 
     @field_validator("evidence")
     @classmethod
@@ -117,6 +120,10 @@ def load_rules(directory: Path | None = None) -> list[Rule]:
                             "rule ids must be unique")  # fmt: skip
             seen.add(spec.id)
             rules.append(_vet(source, index, spec))
+    for rule in rules:
+        unknown = [rule_id for rule_id in rule.spec.after if rule_id not in seen]
+        if unknown:
+            raise RuleError(f"rule {rule.id!r}: after names no rule {unknown[0]!r}; see {GUIDE}.")
     return sorted(rules, key=lambda rule: LAYERS.index(rule.spec.layer))
 
 

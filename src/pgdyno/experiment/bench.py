@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.records.devices import DeviceLayout
 from pgdyno.stats.stopping import decide, level_interval
+from pgdyno.tpcc.scripts import scripts_directory
 
 PROBE_S = 3
 # Every later run would fail the same way when the SSH connection to the server's host is gone.
@@ -121,6 +121,8 @@ def connected(
     log = ctx.log
     pgbench = target.binaries.tool("pgbench")
     with ExitStack() as stack:
+        if ctx.server_lock is not None:  # held still, or again after a restart ended it
+            ctx.server_lock.renew()
         client = stack.enter_context(connect(target.dsn, target.password))
         info = client.server_info()
         driver, pgbench_version = _driver(ctx, pgbench, info)
@@ -183,8 +185,7 @@ def connected(
         runner = CellRunner(spec, target, client, collect, ctx, expected_tps, where)
         runner.driver = driver
         if spec.dataset == "tpcc":  # its scripts are rendered for this run of pgdyno
-            ctx.run_root.mkdir(parents=True, exist_ok=True)
-            scripts = Path(tempfile.mkdtemp(prefix="tpcc-scripts-", dir=ctx.run_root))
+            scripts = scripts_directory(ctx.run_root)  # a SIGKILLed pgdyno's are removed
             stack.callback(shutil.rmtree, scripts, ignore_errors=True)
             runner.workloads = {w.name: w.with_scripts(scripts) for w in spec.workloads}
         yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)

@@ -33,6 +33,7 @@ from pgdyno.host.facts import read_host
 from pgdyno.plan.check import CheckedSet, HostTarget, MetaLoader, check_plan
 from pgdyno.plan.load import Plan
 from pgdyno.plan.policy import Allowed
+from pgdyno.postgres.server_lock import ServerLock, server_lock
 from pgdyno.records.interference import Interference
 from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.remote.host import remote_host
@@ -108,17 +109,18 @@ def execute_compare(
                 remote=RemoteServer(request.ssh, address.dsn, f"{there.name} {address.label}"),
             ))  # fmt: skip
             env = replace(env, proc_root=there.proc_root, sys_root=there.sys_root)
+        lock = None if request.server is None else stack.enter_context(_locked(request.server))
         host = read_host(env.proc_root, env.sys_root)
         spec = with_adaptive(bench_spec(plan, host.cpu_count), request.precision, request.budget)
         if request.foreign_cpu_limit is not None:
             spec = spec.model_copy(update={"foreign_cpu_limit_pct": request.foreign_cpu_limit})
+        checked, meta_for, switcher = _prepared(env, request, stack, log)
         if remote is None:  # said before the budget is spent (over SSH: not this host's CPU)
             busy_host_check(env.proc_root, host.cpu_count, spec.foreign_cpu_limit_pct, log)
-        checked, meta_for, switcher = _prepared(env, request, stack, log)
         store = stack.enter_context(open_results(env.results))
         shown = stack.enter_context(progress())
         run_ctx = RunContext.of(env, store, log=log, progress=shown, keep_files=request.keep_files)
-        run_ctx = replace(run_ctx, remote=remote)
+        run_ctx = replace(run_ctx, remote=remote, server_lock=lock)
         job = CompareJob(plan, checked, spec, request.resume, scrub_argv(["pgdyno", *env.argv]))
         outcome = run_compare(
             job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher
@@ -136,6 +138,13 @@ def execute_compare(
         runs, [c.name for c in checked], plan.spec.baseline_name, plan.spec.mode, judging
     )
     return Executed(plan, outcome, runs, info, analysis)
+
+
+def _locked(server: ServerOptions) -> AbstractContextManager[ServerLock]:
+    """The existing server's benchmark lock, before anything reads or changes it."""
+    address = server_address(server.dsn)
+    label = address.label if server.remote is None else server.remote.label
+    return server_lock(address.dsn, address.password, label)
 
 
 def _prepared(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pgdyno.environment import Environment
+from pgdyno.postgres.server_lock import ServerLock
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.remote.host import RemoteHost
 from pgdyno.store.encode import now_iso
@@ -54,6 +55,7 @@ class RunContext:
     keep_files: bool
     clock: Callable[[], str]  # an ISO 8601 timestamp: a run's started_at and finished_at
     remote: RemoteTarget | None = None  # the target is on another host, reached over SSH
+    server_lock: ServerLock | None = None  # an existing server's benchmark lock, held throughout
 
     @classmethod
     def of(

@@ -36,7 +36,7 @@ from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import SetStorage, expected_dataset_bytes
 from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
 from pgdyno.host.facts import HostFacts
-from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean
+from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries
@@ -224,6 +224,9 @@ def run_compare(
     comparisons = ctx.store.comparisons
     journal, proc_root, sys_root = sandboxes.journal_path, ctx.proc_root, ctx.sys_root
     ensure_clean(journal, proc_root=proc_root, sys_root=sys_root)
+    elsewhere = pending_elsewhere(journal, proc_root=proc_root, sys_root=sys_root)
+    if elsewhere is not None and any(c.host for c in checked):  # now, not after the baseline
+        raise elsewhere.refusal()
     comparison_id, scales, done = _earlier(comparisons, plan) if job.resume else (None, None, set())
     switcher = switcher or SandboxSwitcher(
         sandboxes, meta_for, ctx.log, expected_dataset_bytes(spec, host)

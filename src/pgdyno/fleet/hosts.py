@@ -19,6 +19,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from pgdyno.errors import UsageError
+from pgdyno.fleet.status import RESERVED
+from pgdyno.postgres.client import endpoint, split_password
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
@@ -53,6 +55,32 @@ def load_hosts(path: Path) -> list[HostSpec]:
         raise UsageError(f"{path}: {where}: {error['msg']} (each [[host]] has name, ssh and "
                          "dsn; see docs/fleet.md).") from None  # fmt: skip
     names = [h.name for h in hosts]
+    if taken := sorted(set(names) & set(RESERVED)):
+        raise UsageError(
+            f"{path}: host name {taken[0]!r} is the name of a file pgdyno keeps beside the "
+            "hosts' directories (each host's name is also its directory's): rename the host."
+        )
     if twice := sorted({n for n in names if names.count(n) > 1}):
         raise UsageError(f"{path}: host name {twice[0]!r} is given twice: names must differ.")
+    _one_benchmark_per_server(path, hosts)
     return hosts
+
+
+def _one_benchmark_per_server(path: Path, hosts: list[HostSpec]) -> None:
+    """Refuse two hosts that reach the same server (same ssh destination, same socket or
+    address and port in dsn): their datasets and settings would clobber each other. A server
+    reached under two different names is caught when it runs, by its benchmark lock."""
+    seen: dict[tuple[str, str, int], str] = {}
+    for host in hosts:
+        clean, _ = split_password(host.dsn, f"{path}: {host.name}'s dsn")
+        try:
+            server = (host.ssh.lower(), *endpoint(clean))
+        except UsageError:
+            continue  # a dsn without one host: its own child names what is wrong
+        if server in seen:
+            raise UsageError(
+                f"{path}: hosts {seen[server]!r} and {host.name!r} name the same server "
+                f"({host.ssh}, {server[1]}), and one server runs one benchmark at a time: list "
+                "it once."
+            )
+        seen[server] = host.name

@@ -13,6 +13,8 @@ from pgdyno.process import pid_alive
 from pgdyno.textsafe import strict_json, strict_loads
 
 STATUS_FILE = "status.json"
+# The files of a fleet's directory beside its hosts' directories: no host may be named so.
+RESERVED = (STATUS_FILE, Path(STATUS_FILE).with_suffix(".partial").name)
 FLEETS_DIR = "fleet"  # under the work directory: one directory per fleet run
 STATES = ("waiting", "running", "done", "failed", "interrupted")
 
@@ -39,7 +41,7 @@ class FleetState:
 
     def save(self, directory: Path) -> None:
         path = directory / STATUS_FILE
-        partial = path.with_suffix(".partial")
+        partial = directory / RESERVED[1]
         partial.write_text(strict_json(asdict(self)) + "\n")
         partial.replace(path)
 

@@ -63,7 +63,7 @@ class HostLock:
             ) from None
         # What a holder killed before releasing left: its journal may still hold changes.
         left = os.pread(fd, 4096, 0).decode(errors="replace")
-        self.previous_journal = _journal_named(left)
+        self.previous_journal = journal_named(left)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}, journal {self.journal}".encode(), 0)
         self._fd = fd
@@ -76,12 +76,12 @@ class HostLock:
         self._fd = None
 
 
-def _journal_named(text: str) -> Path | None:
+def journal_named(text: str) -> Path | None:
     """The journal a lock file names (`pid 12, journal /w/host-journal.jsonl`), if any.
 
-    >>> _journal_named("pid 12, journal /w/host-journal.jsonl")
+    >>> journal_named("pid 12, journal /w/host-journal.jsonl")
     PosixPath('/w/host-journal.jsonl')
-    >>> _journal_named("") is None
+    >>> journal_named("") is None
     True
     """
     _, found, path = text.partition(", journal ")

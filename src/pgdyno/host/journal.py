@@ -36,7 +36,7 @@ from types import TracebackType
 
 from pgdyno.errors import UsageError
 from pgdyno.host.held_signals import signals_held
-from pgdyno.host.hostlock import HostLock, lock_path
+from pgdyno.host.hostlock import HostLock, journal_named, lock_path
 from pgdyno.host.journal_file import HostJournalFile, ensure_clean, pending, read, unclean
 from pgdyno.host.journal_format import Change, JournalError, boot_id, change_record, now
 from pgdyno.host.journal_restore import HostRollback, Restored, RestoreError, restore, rollback
@@ -46,6 +46,7 @@ from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate
 __all__ = [
     "AppliedKnob",
     "Change",
+    "Elsewhere",
     "HostChanges",
     "HostRollback",
     "JournalError",
@@ -53,8 +54,48 @@ __all__ = [
     "Restored",
     "ensure_clean",
     "pending",
+    "pending_elsewhere",
     "rollback",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """Another work directory's host journal holding changes not restored."""
+
+    journal: Path
+    unresolved: int
+
+    def __str__(self) -> str:
+        changes = "change" if self.unresolved == 1 else "changes"
+        return (
+            f"the host journal {self.journal} of another work directory holds {self.unresolved} "
+            f"{changes} not restored (left by an interrupted run or by `pgdyno tune --apply`)"
+        )
+
+    def refusal(self) -> UsageError:
+        return UsageError(f"{self}: run `pgdyno rollback --workdir {self.journal.parent}` first.")
+
+
+def pending_elsewhere(journal_path: Path, *, proc_root: Path, sys_root: Path) -> Elsewhere | None:
+    """Another work directory's journal holding changes not restored, as the host-settings lock
+    file names it, or None. `HostChanges.apply` refuses its first change then; a command that
+    will change host settings asks first, before it measures anything, and `pgdyno rollback`
+    names it."""
+    try:
+        text = lock_path(proc_root).read_text(errors="replace")
+    except OSError:  # no lock file yet: no command ever changed this host's settings
+        return None
+    return _left_in(journal_named(text), journal_path, proc_root, sys_root)
+
+
+def _left_in(
+    other: Path | None, journal_path: Path, proc_root: Path, sys_root: Path
+) -> Elsewhere | None:
+    if other is None or other == journal_path:
+        return None
+    left = read(other, proc_root=proc_root, sys_root=sys_root, check_free=False)
+    return Elsewhere(other, left.unresolved) if left.unresolved else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,20 +178,12 @@ class HostChanges:
         """Before the first change: this command alone changes the host's settings, and no
         other work directory's journal holds changes a killed command left behind."""
         self._host_lock.acquire()
-        other = self._host_lock.previous_journal
-        if other is None or other == self.journal_path:
-            return
-        left = read(other, proc_root=self.proc_root, sys_root=self.sys_root, check_free=False)
-        if left.unresolved:
+        refusal = _left_in(
+            self._host_lock.previous_journal, self.journal_path, self.proc_root, self.sys_root
+        )
+        if refusal is not None:
             self._host_lock.release()
-            changes = "change" if left.unresolved == 1 else "changes"
-            raise UsageError(
-                f"the host journal {other} of another work directory holds {left.unresolved} "
-                f"{changes} "
-                "not restored (left by an interrupted run or by `pgdyno tune --apply`): run "
-                f"`pgdyno rollback --workdir "
-                f"{other.parent}` first."
-            )
+            raise refusal.refusal()
 
     def _require(self) -> HostJournalFile:
         if self._journal is None:

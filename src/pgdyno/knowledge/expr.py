@@ -100,6 +100,18 @@ def round_down_pow2(value: float) -> int:
     return 1 << max(0, int(value).bit_length() - 1)
 
 
+def memory_step(value: float) -> int:
+    """Bytes of memory rounded down as tune writes memory settings: to 128MB from 1GB up, to
+    1MB below. The doctor's recommendations round the same way, so both give one value.
+
+    >>> pg_size(memory_step(25276502016 // 4)), pg_size(memory_step(700 * MiB + 5))
+    ('6016MB', '700MB')
+    """
+    number = int(value)
+    step = 128 * MiB if number >= GiB else MiB
+    return number // step * step
+
+
 def option(options: str, name: str) -> bool:
     """Whether a comma-separated mount option list holds `name` (alone or as `name=...`).
 
@@ -112,7 +124,7 @@ def option(options: str, name: str) -> bool:
 FUNCTIONS: Mapping[str, Callable[..., Any]] = {
     "min": min, "max": max, "abs": abs, "round": round, "int": int, "len": len, "str": str,
     "ceil": math.ceil, "floor": math.floor, "pg_size": pg_size, "size": size,
-    "round_down_pow2": round_down_pow2, "option": option,
+    "round_down_pow2": round_down_pow2, "option": option, "memory_step": memory_step,
 }  # fmt: skip
 CONSTANTS: Mapping[str, Any] = {"KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": TiB}
 SPECIAL = ("known",)  # known(x): True when x can be evaluated; never unknown itself

@@ -171,6 +171,7 @@ def check_plan(
     settings of a version; `find` finds (`resolve`: and installs) each set's binaries.
     """
     check_policy(plan, host.allowed)  # before anything is installed or started
+    check_block_with_storage(plan)
     check_storage(plan, host)
     applied = applied_sets(plan.spec)
     binaries = [set_binaries(plan, i, s, cache_dir, find) for i, s in enumerate(applied)]
@@ -196,6 +197,30 @@ def check_plan(
         CheckedSet(spec, binaries[j], checked_pg[j], list(checked_host[j].items()))
         for j, spec in enumerate(applied)
     ]
+
+
+def check_block_with_storage(plan: Plan) -> None:
+    """Refuse block settings in a set whose data is on a filesystem of its own.
+
+    [set.block] changes the disk under the work directory's clusters, while a set with
+    [set.storage] keeps its data (and WAL) on a loop device (direct I/O) or the device it names:
+    the change would be made where nothing is measured and the verdict credited to it. In a
+    ladder both carry over to later steps, so a step that gets both is refused too."""
+    applied = applied_sets(plan.spec)
+    ladder = plan.spec.mode == "ladder"
+    for i, own in enumerate(plan.spec.sets):
+        if not own.block_settings:
+            continue
+        users = range(i, len(applied)) if ladder else range(i, i + 1)
+        stored = next((applied[j] for j in users if applied[j].storage is not None), None)
+        if stored is not None:
+            raise UsageError(
+                f"{plan.where(('set', i, 'block'))}: set {stored.name!r} keeps its data on a "
+                "filesystem of its own ([set.storage]), but block settings change the disk "
+                "under the work directory, not the device that holds its data, so its verdict "
+                "would credit a change made elsewhere: put the block settings in a set without "
+                "storage, or compare filesystems and block settings in separate plans."
+            )
 
 
 def check_policy(plan: Plan, allowed: Allowed) -> None:

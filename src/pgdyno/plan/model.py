@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
@@ -129,17 +130,27 @@ def parse_size(text: str) -> int:
 
     >>> parse_size("8GB"), parse_size("512 MiB"), parse_size("1.5G")
     (8589934592, 536870912, 1610612736)
+    >>> parse_size("9" * 400) > MAX_IMAGE_BYTES  # exact: no float to overflow
+    True
     """
     match = _SIZE.match(text)
     if not match:
         raise ValueError(f"{text!r} is not a size; write it as 8GB, 512MB or 2TB")
     unit = (match[2] or "").upper().rstrip("B").rstrip("I") if match[2] else ""
-    return int(float(match[1]) * _UNITS[unit or "B"])
+    return int(Decimal(match[1]) * _UNITS[unit or "B"])
+
+
+# The largest file Linux can hold (an off_t): no loop image can be larger.
+MAX_IMAGE_BYTES = (1 << 63) - 1
 
 
 def _size(value: str) -> str:
-    if parse_size(value) < 64 << 20:
+    size = parse_size(value)
+    if size < 64 << 20:
         raise ValueError(f"{value} is too small for a filesystem; give at least 64MB")
+    if size > MAX_IMAGE_BYTES:
+        shown = value if len(value) <= 24 else f"{value[:12]}...({len(value)} characters)"
+        raise ValueError(f"{shown} is larger than any file can be; give a size such as 8GB")
     return value
 
 

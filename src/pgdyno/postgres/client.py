@@ -57,6 +57,23 @@ def split_password(dsn: str, option: str = "--dsn") -> tuple[str, str | None]:
     return _join(params), None if password is None else str(password)
 
 
+def with_password(dsn: str, password: str) -> str:
+    """`dsn` with `password` put in (replacing any): the one connection string that carries it.
+
+    >>> with_password("host=db dbname=x", "s3 cret")
+    "host=db dbname=x password='s3 cret'"
+    """
+    return with_param(dsn, "password", password)
+
+
+def with_param(dsn: str, key: str, value: str) -> str:
+    """
+    >>> with_param("host=db dbname=x", "application_name", "pgdyno")
+    'host=db dbname=x application_name=pgdyno'
+    """
+    return _join({**pg_conninfo.conninfo_to_dict(dsn), key: value})
+
+
 _FIRST = ("host", "hostaddr", "port", "user", "dbname")
 
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from pgdyno.errors import StoreError, StoreUnavailable
@@ -22,6 +23,9 @@ from pgdyno.textsafe import scrub_secrets
 # pg_advisory_xact_lock key held while the schema is created or migrated, so that pgdyno
 # processes starting at once on many hosts apply each migration exactly once.
 SCHEMA_LOCK = 0x70676479  # "pgdy"
+# The same for copies of runs (`runs import`): two at once would both find a run missing and
+# both insert it, and the second would fail on its unique uid.
+COPY_LOCK = 0x70676463  # "pgdc"
 _UNAVAILABLE = ("08", "28", "3D", "42501", "57P", "53")  # connection, auth, no db, privilege
 
 
@@ -37,7 +41,8 @@ def qmark_to_format(statement: str) -> str:
 class ResultsConnection:
     """One autocommit session to the results database; `transaction()` groups statements."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, *, read_only: bool = False) -> None:
+        """`read_only`: a reading command's session, where every transaction is read-only."""
         self.dsn, password = split_password(conninfo, option="--results")
         self.label = describe(self.dsn)
         kwargs: dict[str, Any] = {
@@ -48,6 +53,9 @@ class ResultsConnection:
         }
         if password is not None:
             kwargs["password"] = password
+        if read_only:  # set as the session starts, beside the string's own (a search_path)
+            given = conninfo_to_dict(self.dsn).get("options")
+            kwargs["options"] = f"{given or ''} -c default_transaction_read_only=on".strip()
         try:
             self.conn: psycopg.Connection[dict[str, Any]] = psycopg.connect(self.dsn, **kwargs)
         except psycopg.Error as exc:
@@ -119,6 +127,10 @@ class ResultsConnection:
     def lock_schema(self) -> None:
         """Wait for any other pgdyno creating or migrating the tables; held to the commit."""
         self.query("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+
+    def lock_copies(self) -> None:
+        """Wait for any other pgdyno copying runs into this database; held to the commit."""
+        self.query("SELECT pg_advisory_xact_lock(?)", (COPY_LOCK,))
 
     def has_table(self, name: str) -> bool:
         return bool(self.query("SELECT to_regclass(?) IS NOT NULL AS found", (name,))[0]["found"])

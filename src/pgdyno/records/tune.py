@@ -48,6 +48,7 @@ class TuneFacts:
     profile: Profile
     connections: int  # max_connections to plan for (given, the server's, else the profile's)
     ram: int | None = None  # bytes PostgreSQL may use (the cgroup limit when lower)
+    host_ram: int | None = None  # the host's RAM, for host settings (above ram under a cgroup)
     cpus: int | None = None  # usable CPUs (affinity and cgroup quota applied)
     pg: int | None = None  # PostgreSQL major version
     storage: Storage | None = None  # the disk under the data directory
@@ -57,6 +58,8 @@ class TuneFacts:
     hash_mem: float | None = None  # hash_mem_multiplier: the server's, else the default
     io_methods: tuple[str, ...] | None = None  # io_method values the target's build offers
     wal_compressions: tuple[str, ...] | None = None  # wal_compression values it offers
+    toast_compressions: tuple[str, ...] | None = None  # default_toast_compression values
+    timing_ns: float | None = None  # one clock read, ns (pg_test_timing on the server's host)
     huge_page: int = 0  # huge page size in bytes; 0: not known here
     local: bool = False  # the host is the server's host
     numa_nodes: int = 1
@@ -64,6 +67,9 @@ class TuneFacts:
     autogroup: bool = False  # kernel.sched_autogroup_enabled exists
     migration_cost: bool = False  # kernel.sched_migration_cost_ns exists in /proc/sys
     swap_bytes: int = 0
+    # The container runtime the server runs in (docker, podman, lxc, kubernetes, container);
+    # None: not in one, or not read. Host and device settings are then the host's.
+    container: str | None = None
     devices: tuple[Disk, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
     unknown: Mapping[str, str] = field(default_factory=dict)

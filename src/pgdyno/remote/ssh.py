@@ -189,8 +189,8 @@ class SshSession:
             ) from None
         except (OSError, asyncssh.Error, TimeoutError) as exc:
             raise RemoteUnavailable(
-                f"cannot connect to {d} over SSH ({_reason(exc)}); check the host name, port "
-                "and network, then run again."
+                f"cannot connect to {d} over SSH ({_reason(exc, CONNECT_TIMEOUT_S)}); check the "
+                "host name, port and network, then run again."
             ) from None
 
     @property
@@ -284,6 +284,17 @@ def user_config() -> list[str]:
     return [str(path)] if path.is_file() else []
 
 
-def _reason(exc: BaseException) -> str:
-    text = str(getattr(exc, "reason", "") or exc or type(exc).__name__)
-    return text.strip().rstrip(".")
+def _reason(exc: BaseException, waited_s: float | None = None) -> str:
+    """What went wrong, in words, never empty: a timeout's own text is empty (`TimeoutError()`),
+    as when the SSH server accepts the connection but never answers (stopped, overloaded);
+    `waited_s` is how long was waited for it.
+
+    >>> _reason(TimeoutError(), 20), _reason(OSError(111, "Connection refused"))
+    ("timed out after 20 s waiting for the SSH server's answer", '[Errno 111] Connection refused')
+    """
+    text = str(getattr(exc, "reason", "") or exc).strip().rstrip(".")
+    if text:
+        return text
+    if isinstance(exc, TimeoutError) and waited_s is not None:
+        return f"timed out after {waited_s:.0f} s waiting for the SSH server's answer"
+    return type(exc).__name__

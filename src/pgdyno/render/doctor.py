@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.text import Text
 
-from pgdyno.doctor.evaluate import Audit, Finding, Unchecked
+from pgdyno.doctor.evaluate import Audit, Finding, Held, Unchecked
 from pgdyno.doctor.rules import LAYERS
 from pgdyno.doctor.waits import WaitCitation
 from pgdyno.textsafe import safe_text
@@ -108,6 +108,9 @@ def render(audit: Audit, snapshot: Mapping[str, Any]) -> Iterator[RenderableType
             yield Text.from_markup(f"[bold]{layer}:[/] [green]all clear[/] ({counts})")
         else:
             yield Text.from_markup(f"[bold]{layer}:[/] [dim]not checked[/]")
+        layers = {f.rule.id: f.rule.spec.layer for f in audit.findings}
+        for held in (h for h in audit.held if h.finding.rule.spec.layer == layer):
+            yield _held(held, layers)
         reasons: dict[str, list[str]] = {}
         for item in unchecked:
             reasons.setdefault(_reason(item, unread), []).append(item.rule.id)
@@ -118,7 +121,18 @@ def render(audit: Audit, snapshot: Mapping[str, Any]) -> Iterator[RenderableType
     yield Text(
         f"{by_severity['critical']} critical, {by_severity['warning']} warning, "
         f"{by_severity['info']} info; {len(audit.passed)} checks passed, "
-        f"{len(audit.unchecked)} not checked."
+        f"{len(audit.unchecked)} not checked"
+        + (f", {len(audit.held)} held back until the fix they assume." if audit.held else ".")
+    )
+
+
+def _held(held: Held, layers: Mapping[str, str]) -> Text:
+    rule = held.finding.rule
+    first = ", ".join(f"{rule_id} ({layers.get(rule_id, '?')})" for rule_id in held.waits_for)
+    return Text(
+        f"  held back: {rule.id} ({rule.spec.title}): its fix assumes that of {first}, which "
+        "comes first; run the doctor again after it.",
+        style="dim",
     )
 
 
@@ -144,6 +158,19 @@ def as_data(audit: Audit, snapshot: Mapping[str, Any]) -> dict[str, Any]:
                 "assumed_defaults": list(f.assumed),
             }
             for f in audit.findings
+        ],
+        # Findings whose fix assumes another finding's (rules' `after`): shown once that is fixed.
+        "held": [
+            {
+                "id": h.finding.rule.id,
+                "layer": h.finding.rule.spec.layer,
+                "severity": h.finding.rule.spec.severity,
+                "title": h.finding.rule.spec.title,
+                "current": h.finding.current,
+                "recommended": h.finding.recommended,
+                "waits_for": list(h.waits_for),
+            }
+            for h in audit.held
         ],
         "passed": [rule.id for rule in audit.passed],
         "not_checked": [

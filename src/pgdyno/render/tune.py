@@ -10,16 +10,21 @@ from rich.table import Table
 from rich.text import Text
 
 from pgdyno.records.tune import TuneFacts
-from pgdyno.tune.model import LAYERS, ApplyReport, Configuration, Setting
+from pgdyno.tune.model import GROUPS, LAYERS, ApplyReport, Configuration, Setting
 
 _LAYER_TITLES = {
     "postgresql": "PostgreSQL",
     "host": "host (kernel)",
     "device": "block devices under the data and WAL directories",
 }
+_GROUP_TITLES = {
+    "observability": "observability (logging and I/O timing; --no-observability leaves them out)",
+}
 _STATUS_NOTES = {
     "measure": "measure first (tune --verify --ladder)",
     "review": "review: only on a dedicated host",
+    "todo": "to do on the server's host",
+    "host": "for the host's administrator: the server runs in a container",
 }
 
 
@@ -32,6 +37,7 @@ def setting_data(setting: Setting) -> dict[str, Any]:
         "recommended": setting.value,
         "changes": setting.changes,
         "status": setting.status,
+        "group": setting.group,
         "takes_effect": setting.takes_effect,
         "why": setting.why,
         "rules": list(setting.rules),
@@ -94,17 +100,24 @@ def render_configuration(config: Configuration, target: str) -> Iterator[Rendera
         f"{changing} setting(s) to change"
     )
     for layer in LAYERS:
-        rows = config.layer(layer)
-        if rows:
-            yield _table(layer, rows)
+        for group in GROUPS:
+            rows = [s for s in config.layer(layer) if s.group == group]
+            if rows:
+                yield _table(_title(layer, group), rows)
     for fact, why in config.unknown.items():
         yield Text(f"unknown: {fact}: {why}", style="yellow")
     for note in config.notes:
         yield Text(f"note: {note}", style="yellow")
 
 
-def _table(layer: str, rows: list[Setting]) -> Table:
-    table = Table(title=_LAYER_TITLES[layer], title_justify="left", expand=False)
+def _title(layer: str, group: str) -> str:
+    if group == "performance":
+        return _LAYER_TITLES[layer]
+    return f"{_LAYER_TITLES[layer]}: {_GROUP_TITLES[group]}"
+
+
+def _table(title: str, rows: list[Setting]) -> Table:
+    table = Table(title=title, title_justify="left", expand=False)
     table.add_column("setting", no_wrap=True)
     table.add_column("current", no_wrap=True)
     table.add_column("recommended", no_wrap=True)

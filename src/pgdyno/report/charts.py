@@ -46,20 +46,61 @@ class Series:
     colour: str
     values: Mapping[str, Sequence[tuple[float, float]]]  # series name -> (x, y) points
     checkpoints: Sequence[Mapping[str, Any]] = field(default_factory=tuple)  # x0, x1, text
+    devices: Sequence[tuple[str, str]] = ()  # (role, kernel name): data, then WAL if apart
+
+
+def row_domains(weights: Sequence[float], gap: float) -> list[tuple[float, float]]:
+    """(bottom, top) of each row of a chart, top row first, in paper fractions, `gap` apart.
+
+    >>> row_domains([1.0, 1.0], 0.1)
+    [(0.55, 1.0), (0.0, 0.45)]
+    """
+    usable = 1.0 - gap * (len(weights) - 1)
+    total = sum(weights)
+    out, top = [], 1.0
+    for w in weights:
+        bottom = max(top - usable * w / total, 0.0)
+        out.append((round(bottom, 4), round(top, 4)))
+        top = bottom - gap
+    return out
+
+
+LEGEND_TOP_PX = 38  # from the top of a chart to its legend, under the title
 
 
 def figure_layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
-        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
-        "margin": {"l": 64, "r": 16, "t": 48, "b": 48},
+        "title": {
+            "text": title,
+            "x": 0,
+            "xanchor": "left",
+            "font": {"size": 15},
+            "yref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "pad": {"t": 12},
+        },
+        "margin": {"l": 64, "r": 16, "t": 72, "b": 56},
         "hovermode": "x unified",
-        "legend": {"orientation": "h", "y": -0.18},
+        # Above the plots, under the title: never over an axis title, and no blank band
+        # between the legend and the plot whatever the chart's height; one flowing row.
+        "legend": {
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "traceorder": "normal",
+            "yref": "container",
+            "yanchor": "top",
+        },
         "template": None,
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",
         "font": {"family": "system-ui, sans-serif", "size": 12},
     }
     layout.update(extra)
+    # Its top a fixed distance under the title, so that a legend that wraps grows downwards
+    # (pushing the plots down) instead of up over the title.
+    layout["legend"]["y"] = 1 - LEGEND_TOP_PX / float(layout.get("height") or 450)
     return layout
 
 
@@ -77,10 +118,6 @@ def labelled(
         metric = get(name)
         out.append((metric.named(device), prefix + metric.label, axis, dash, width))
     return out
-
-
-def _unit(name: str) -> str:
-    return get(name).unit
 
 
 def series_lines(
@@ -126,17 +163,6 @@ def legend_once(data: list[Any], single: bool) -> list[Any]:
     return data
 
 
-def _two_rows(title: str, top: str, bottom: str, **bottom_extra: Any) -> dict[str, Any]:
-    return figure_layout(
-        title,
-        height=560,
-        xaxis=axis_spec("", anchor="y", showticklabels=False, matches="x2"),
-        yaxis=axis_spec(top, domain=[0.55, 1.0], rangemode="tozero"),
-        xaxis2=axis_spec("seconds into the run", anchor="y2"),
-        yaxis2=axis_spec(bottom, domain=[0.0, 0.45], **bottom_extra),
-    )
-
-
 def checkpoint_shapes(series: Sequence[Series]) -> tuple[list[Any], list[Any]]:
     """Checkpoints as shaded spans on the top row and markers that carry their details."""
     shapes, traces = [], []
@@ -177,81 +203,6 @@ def checkpoint_shapes(series: Sequence[Series]) -> tuple[list[Any], list[Any]]:
             }
         )
     return shapes, traces
-
-
-def tps_latency(series: Sequence[Series], title: str) -> Figure | None:
-    """TPS on top; p50 (dotted), p99 (solid) and max (dashed) latency below, log scale."""
-    data = series_lines(series, labelled([("tps", "", "solid", 1.8)]))
-    if not data:
-        return None
-    data += series_lines(
-        series,
-        labelled(
-            [
-                ("latency_p50_ms", "2", "dot", 1.4),
-                ("latency_p99_ms", "2", "solid", 1.6),
-                ("latency_max_ms", "2", "dash", 1.0),
-            ]
-        ),
-    )
-    shapes, markers = checkpoint_shapes(series)
-    top, bottom = get("tps").label, f"latency {_unit('latency_p99_ms')} (log)"
-    layout = _two_rows(title, top, bottom, type="log", dtick=1)
-    if markers:
-        layout["yaxis3"] = {"overlaying": "y", "range": [0, 1.05], "visible": False}
-        layout["shapes"] = shapes
-    return {"data": legend_once(data, len(series) == 1) + markers, "layout": layout}
-
-
-def disk_io(
-    series: Sequence[Series], devices: Sequence[tuple[str, str]], title: str
-) -> Figure | None:
-    """Read (dotted) and write (solid) MB/s, one row per device: (role, kernel name)."""
-    if not devices:
-        return None
-    data: list[Any] = []
-    rows = devices[:2]
-    for row, (role, name) in enumerate(rows):
-        axis = "" if row == 0 else "2"
-        specs = [("disk.{device}.write_mbps", axis, "solid", 1.6),
-                 ("disk.{device}.read_mbps", axis, "dot", 1.6)]  # fmt: skip
-        data += series_lines(series, labelled(specs, f"{role} ", name))
-    if not data:
-        return None
-    unit = _unit("disk.{device}.write_mbps")
-    if len(rows) == 1:
-        role, name = rows[0]
-        layout = figure_layout(
-            title,
-            height=380,
-            xaxis=axis_spec("seconds into the run"),
-            yaxis=axis_spec(f"{role} device {name} {unit}", rangemode="tozero"),
-        )
-    else:
-        (role1, name1), (role2, name2) = rows
-        layout = _two_rows(
-            title, f"{role1} {name1} {unit}", f"{role2} {name2} {unit}", rangemode="tozero"
-        )
-    return {"data": legend_once(data, len(series) == 1), "layout": layout}
-
-
-def cpu_memory(series: Sequence[Series], title: str) -> Figure | None:
-    """CPU user / system / iowait % on top; Dirty and Writeback MB below."""
-    cpu = [
-        ("cpu.user_pct", "", "solid", 1.6),
-        ("cpu.system_pct", "", "dash", 1.4),
-        ("cpu.iowait_pct", "", "dot", 1.6),
-        ("cpu.steal_pct", "", "dashdot", 1.0),
-    ]
-    data = series_lines(series, labelled(cpu))
-    memory_specs = [("mem.dirty_mb", "2", "solid", 1.6), ("mem.writeback_mb", "2", "dot", 1.6)]
-    memory = series_lines(series, labelled(memory_specs))
-    if not data and not memory:
-        return None
-    top, bottom = f"CPU {_unit('cpu.user_pct')}", f"memory {_unit('mem.dirty_mb')}"
-    layout = _two_rows(title, top, bottom, rangemode="tozero")
-    layout["yaxis"]["range"] = [0, 100]
-    return {"data": legend_once(data + memory, len(series) == 1), "layout": layout}
 
 
 @dataclass(frozen=True)
@@ -378,10 +329,14 @@ class Step:
     gain_text: str  # the step's own change with its CI, for the hover
 
 
+GREYED = "#c4c4c4"  # the bars of a ladder not judged (its runs were flagged)
+
+
 def waterfall(
-    steps: Sequence[Step], total_text: str, title: str, unit: str = "TPS"
+    steps: Sequence[Step], total_text: str, title: str, unit: str = "TPS", *, greyed: bool = False
 ) -> Figure | None:
-    """Baseline bar at 100, each step floating from the previous level, then the total."""
+    """Baseline bar at 100, each step floating from the previous level, then the total;
+    `greyed`: every bar grey and hatched, for a ladder drawn from runs that were not judged."""
     if len(steps) < 2:
         return None
     names, bases, heights, colours, texts = [], [], [], [], []
@@ -410,6 +365,9 @@ def waterfall(
     upper.append(max(last.high - last.level, 0) if last.high is not None else 0)
     lower.append(max(last.level - last.low, 0) if last.low is not None else 0)
     texts.append(f"{last.level:.1f}% of {steps[0].name}: {total_text}")
+    marker: dict[str, Any] = {"color": colours}
+    if greyed:
+        marker = {"color": GREYED, "pattern": {"shape": "/", "fgcolor": "#8a8a8a", "size": 8}}
     low_end = min(bases[1:-1])
     high_end = max(b + h + u for b, h, u in zip(bases, heights, upper, strict=True))
     data = [
@@ -418,7 +376,7 @@ def waterfall(
             "x": names,
             "y": heights,
             "base": bases,
-            "marker": {"color": colours},
+            "marker": marker,
             "text": texts,
             "textposition": "none",
             "showlegend": False,

@@ -21,8 +21,8 @@ from typing import Any
 
 from pgdyno.formatting import change_text
 from pgdyno.records.stored import StoredRun
-from pgdyno.report import charts, tpcc, waits
-from pgdyno.report.charts import Point, Step
+from pgdyno.report import charts, flagged, ladders, timelines, tpcc, waits
+from pgdyno.report.charts import Point
 from pgdyno.report.differences import difference_notes, differences
 from pgdyno.report.drilldown import run_entry
 from pgdyno.report.load import ReportInput
@@ -37,7 +37,7 @@ from pgdyno.report.selection import (
     tps_panels,
     worst_spreads,
 )
-from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
+from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
 from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
 from pgdyno.stats.summary import describe
 from pgdyno.store.encode import to_json
@@ -49,10 +49,9 @@ TPS_CLIENTS_NOTE = (  # {unit}: TPS, or NOPM for TPC-C-like cells
     "Mean {unit} of the repeats with its 95% confidence interval; one line per "
     "group (seed 002's TPS-vs-clients lines)."
 )
-LADDER_NOTE = (
-    "Each step adds its settings to the previous one; bars show the median {unit} as "
-    "% of the first step, error bars the 97.5% interval of the cumulative change, "
-    "hover for each step's own gain."
+TPS_BARS_NOTE = (  # one client count: a bar per group, not lines
+    "Mean {unit} of the repeats at the one client count measured, with its 95% confidence "
+    "interval; one bar per group."
 )
 STATEMENTS_NOTE = (
     "pgbench -r: average latency of each statement, median over the repeats, error "
@@ -71,8 +70,11 @@ WORST_NOTE = (
 # -- statistics and verdicts -------------------------------------------------------------------
 
 
-def summary_rows(analysis: Analysis) -> list[dict[str, Any]]:
-    """The verdict table as rows of display strings and raw numbers."""
+def summary_rows(
+    analysis: Analysis, flagged_figures: Mapping[tuple[str, str], dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The verdict table as rows of display strings and raw numbers; `flagged_figures`: the
+    figures of (cell label, group)s whose runs were all flagged (report/flagged.py)."""
     rows = []
     for r in analysis.results:
         is_base = r.set_name == analysis.baseline
@@ -104,58 +106,12 @@ def summary_rows(analysis: Analysis) -> list[dict[str, Any]]:
                 "noisy": bool(change and change.noisy),
                 "repeats_needed": change.repeats_needed if change else None,
                 "warnings": list(r.warnings),
+                # Every finished run flagged for interference: their figures, not judged, and
+                # why (the table shows them greyed instead of "-"); None otherwise.
+                "flagged": (flagged_figures or {}).get((cell_label(r.cell), r.set_name)),
             }
         )
     return rows
-
-
-def _figures(analysis: Analysis) -> dict[CellKey, str]:
-    return {r.cell: r.figure for r in analysis.results}
-
-
-def ladder_rows(analysis: Analysis) -> list[dict[str, Any]]:
-    out = []
-    figures = _figures(analysis)
-    for cell, lad in analysis.ladders:
-        out.append(
-            {
-                "cell": cell_label(cell),
-                "figure": figures.get(cell, "tps"),
-                "total": change_text(lad.total),
-                "total_verdict": lad.total.verdict if lad.total else None,
-                "steps": [
-                    {
-                        "name": s.name,
-                        "tps_median": s.stats.median,
-                        "level_pct": s.level_pct,
-                        "step_gain": change_text(s.step_gain),
-                        "verdict": s.step_gain.verdict if s.step_gain else "first step",
-                        "cumulative": change_text(s.cumulative),
-                    }
-                    for s in lad.steps
-                ],
-            }
-        )
-    return out
-
-
-def _waterfalls(analysis: Analysis) -> list[dict[str, Any]]:
-    figures: list[dict[str, Any]] = []
-    judged_on = _figures(analysis)
-    for cell, lad in analysis.ladders:
-        unit = tpcc.label(judged_on.get(cell, "tps"))
-        steps = []
-        for s in lad.steps:
-            cum = s.cumulative
-            low = high = None
-            if cum is not None and cum.ci_low_pct is not None and cum.ci_high_pct is not None:
-                low, high = 100 + cum.ci_low_pct, 100 + cum.ci_high_pct
-            steps.append(Step(s.name, s.level_pct, low, high, change_text(s.step_gain)))
-        total = f"{change_text(lad.total)}, {lad.total.verdict}" if lad.total else "-"
-        fig = charts.waterfall(steps, total, f"Tuning ladder: {cell_label(cell)}", unit)
-        if fig:
-            figures.append(chart(f"ladder-{len(figures)}", fig, LADDER_NOTE.format(unit=unit)))
-    return figures
 
 
 def _tps_by_clients(
@@ -186,10 +142,9 @@ def _tps_by_clients(
         fig = charts.tps_by_clients(
             points, f"{what}: {workload}, {size_label(workload, scale)}", unit
         )
+        note = TPS_CLIENTS_NOTE if several else TPS_BARS_NOTE
         if fig:
-            figures.append(
-                chart(f"tps-clients-{len(figures)}", fig, TPS_CLIENTS_NOTE.format(unit=unit))
-            )
+            figures.append(chart(f"tps-clients-{len(figures)}", fig, note.format(unit=unit)))
     return figures
 
 
@@ -253,18 +208,17 @@ def _cell_section(
     label = cell_label(cell)
     figure = tpcc.figure_of(runs)
     figures, tpcc_last = tpcc.cell_charts(by_group, series, colours, label, index)
-    tl = charts.tps_latency(series, f"TPS and latency over time: {label}")
+    tl = timelines.tps_latency(series, f"TPS and latency over time: {label}")
     if tl:
         note = TIMELINE_NOTE if figure == "tps" else tpcc.TPCC_TIMELINE_NOTE
         figures.append(chart(f"cell-{index}-timeline", tl, note))
     by_type = waits.sessions_by_type(series, f"Active sessions by wait type: {label}")
     if by_type:
         figures.append(chart(f"cell-{index}-waits", by_type, waits.WAITS_NOTE))
-    devs = next((devices(r) for r in reps.values() if devices(r)), [])
-    disk = charts.disk_io(series, devs, f"Disk I/O over time: {label}")
+    disk = timelines.disk_io(series, f"Disk I/O over time: {label}")
     if disk:
         figures.append(chart(f"cell-{index}-disk", disk, DISK_NOTE))
-    cpu = charts.cpu_memory(series, f"CPU and dirty memory over time: {label}")
+    cpu = timelines.cpu_memory(series, f"CPU and dirty memory over time: {label}")
     if cpu:
         figures.append(chart(f"cell-{index}-cpu", cpu, CPU_NOTE))
     figures += tpcc_last
@@ -366,13 +320,17 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         _cell_section(cell, by_cell[cell], groups, colours, i)
         for i, cell in enumerate(cells[:MAX_CELL_SECTIONS])
     ]
+    # One group compares nothing: no baseline, no verdicts (a bench session, say).
+    comparing = len(names) > 1
     baseline_reps = {
         cell: representative([r for r in rs if groups[r.id] == baseline])
         for cell, rs in by_cell.items()
-        if any(groups[r.id] == baseline for r in rs)
+        if comparing and any(groups[r.id] == baseline for r in rs)
     }
     sets = {s.name: s for s in data.comparison.sets} if data.comparison else {}
-    summary = summary_rows(analysis) if len(names) > 1 or ok_runs else []
+    flagged_figures = flagged.summary_figures(data.runs, groups)
+    summary = summary_rows(analysis, flagged_figures) if comparing or ok_runs else []
+    ladder_entries = ladders.entries(analysis, data, judging)
     return {
         "title": data.title,
         "source": data.source,
@@ -382,6 +340,9 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "error_control": analysis.error_control.as_dict(),
         "notes": _notes(data, len(cells)) + difference_notes(differing),
         "grouped_by": data.by or ("set" if data.comparison else None),
+        # False for one group (a bench session): the page then speaks of no baseline, verdict
+        # or error control, as nothing is compared.
+        "comparing": comparing,
         "differences": differing,
         "groups": [
             {
@@ -395,8 +356,9 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "comparison": _comparison_head(data),
         "summary": summary,
         "figure_label": tpcc.summary_label(summary),  # heads the summary's throughput columns
-        "ladders": ladder_rows(analysis),
-        "charts": _tps_by_clients(ok_runs, groups, colours) + _waterfalls(analysis),
+        "ladders": ladders.rows(analysis, ladder_entries),
+        "charts": _tps_by_clients(ok_runs, groups, colours)
+        + ladders.waterfalls(analysis, ladder_entries),
         # The wait events whose share moved most against the baseline, per cell and group,
         # and each group's database time by wait type, from the runs the verdicts judge (not
         # those flagged for interference); [] for runs without a profile.

@@ -7,9 +7,9 @@ from typing import Any
 
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import ComparisonSet, StoredRun
-from pgdyno.report import charts, tpcc, waits
+from pgdyno.report import timelines, tpcc, waits
 from pgdyno.report.selection import cell_key, cell_label
-from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, devices, run_series
+from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
 from pgdyno.store.encode import interference_json, to_json
 
 
@@ -58,10 +58,10 @@ def run_entry(
     figures = tpcc.run_charts(run, series[0])
     timeline_note = TIMELINE_NOTE if run.tpcc is None else tpcc.TPCC_TIMELINE_NOTE
     for chart_id, fig, note in (
-        ("timeline", charts.tps_latency(series, "TPS and latency over time"), timeline_note),
+        ("timeline", timelines.tps_latency(series, "TPS and latency over time"), timeline_note),
         ("waits", waits.sessions_by_type(series, "Active sessions by wait type"), waits.WAITS_NOTE),
-        ("disk", charts.disk_io(series, devices(run), "Disk I/O over time"), DISK_NOTE),
-        ("cpu", charts.cpu_memory(series, "CPU and dirty memory over time"), CPU_NOTE),
+        ("disk", timelines.disk_io(series, "Disk I/O over time"), DISK_NOTE),
+        ("cpu", timelines.cpu_memory(series, "CPU and dirty memory over time"), CPU_NOTE),
     ):
         if fig:
             figures.append(chart(f"run-{run.id}-{chart_id}", fig, note))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pgdyno.collect.timeline import PROGRESS_METRIC
 from pgdyno.records.stored import StoredRun, second_values
 from pgdyno.report.charts import Series
 
@@ -54,19 +55,32 @@ def _checkpoints(run: StoredRun, t0: float) -> list[dict[str, Any]]:
     return spans
 
 
+def first_second(run: StoredRun) -> float:
+    """The start of the first second any series of a run measured: 0 on its charts' time axis.
+
+    pgbench's log and the samplers file each figure under the epoch second it covers; the
+    samplers start before pgbench and may hold a second the log's first whole second does not.
+    pgbench's own -P lines are left out: each is filed under the second it overlaps most,
+    which is now and then the partial second pgbench started in.
+    """
+    starts = [row.t for row in run.seconds]
+    starts += [t for name, s in run.samples.items() if name != PROGRESS_METRIC for t in s]
+    return float(min(starts)) if starts else 0.0
+
+
 def run_series(run: StoredRun, group: str, colour: str) -> Series:
-    """Every per-second value of a run, x = seconds since its first measured second."""
-    seconds = run.seconds
-    samples = run.samples
-    starts = [row.t for row in seconds] or [t for s in samples.values() for t in s]
-    t0 = float(min(starts)) if starts else 0.0
+    """Every per-second value of a run, drawn at the end of the second it covers (x = seconds
+    since the start of its first measured second), as pgbench -P and iostat stamp an interval:
+    the line then reaches the end of the last second measured instead of stopping a second
+    short of it."""
+    t0 = first_second(run)
     values: dict[str, list[tuple[float, float]]] = {}
-    for row in seconds:
+    for row in run.seconds:
         for name, value in second_values(row):
-            values.setdefault(name, []).append((row.t - t0, float(value)))
-    for name, points in samples.items():
-        values[name] = [(t - t0, float(v)) for t, v in sorted(points.items())]
-    return Series(group, colour, values, _checkpoints(run, t0))
+            values.setdefault(name, []).append((row.t + 1 - t0, float(value)))
+    for name, points in run.samples.items():
+        values[name] = [(t + 1 - t0, float(v)) for t, v in sorted(points.items())]
+    return Series(group, colour, values, _checkpoints(run, t0), tuple(devices(run)))
 
 
 def devices(run: StoredRun) -> list[tuple[str, str]]:

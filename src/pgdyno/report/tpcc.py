@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from pgdyno.records.stored import StoredRun
-from pgdyno.report import charts
+from pgdyno.report import charts, timelines
 from pgdyno.report.charts import Figure, Point, Series
 from pgdyno.report.selection import spread
 from pgdyno.report.series import TIMELINE_NOTE, chart
@@ -79,6 +79,7 @@ def _whole_seconds(s: Series) -> Series:
 
 def nopm_timeline(series: Sequence[Series], title: str) -> Figure | None:
     """NOPM per second, one line per group, checkpoints shaded and marked as on the TPS one."""
+    seconds = timelines.time_range(series)  # the cell's other timelines', to line up with them
     series = [_whole_seconds(s) for s in series]
     data = charts.series_lines(series, charts.labelled([(NOPM_METRIC, "", "solid", 1.8)]))
     if not data:
@@ -87,7 +88,7 @@ def nopm_timeline(series: Sequence[Series], title: str) -> Figure | None:
     layout = charts.figure_layout(
         title,
         height=380,
-        xaxis=charts.axis_spec("seconds into the run"),
+        xaxis=charts.axis_spec("seconds into the run", **({"range": seconds} if seconds else {})),
         yaxis=charts.axis_spec("NOPM", rangemode="tozero"),
     )
     if markers:

@@ -15,8 +15,16 @@ from typing import Any
 from pgdyno.metrics import get
 from pgdyno.records.stored import StoredRun
 from pgdyno.records.waits import WaitProfile, event_type
-from pgdyno.report.charts import Figure, Series, axis_spec, checkpoint_shapes, figure_layout
+from pgdyno.report.charts import (
+    Figure,
+    Series,
+    axis_spec,
+    checkpoint_shapes,
+    figure_layout,
+    row_domains,
+)
 from pgdyno.report.selection import cell_key, cell_label
+from pgdyno.report.timelines import time_range
 from pgdyno.stats.analysis import Analysis, CellKey
 from pgdyno.stats.waits import wait_type_of
 
@@ -92,18 +100,6 @@ def _rows(series: Sequence[Series]) -> list[tuple[Series, bool, dict[str, Points
     return rows
 
 
-def _domains(weights: Sequence[float]) -> list[tuple[float, float]]:
-    """(bottom, top) of each row, top row first, in paper fractions with gaps between."""
-    usable = 1.0 - GAP * (len(weights) - 1)
-    total = sum(weights)
-    out, top = [], 1.0
-    for w in weights:
-        bottom = max(top - usable * w / total, 0.0)
-        out.append((round(bottom, 4), round(top, 4)))
-        top = bottom - GAP
-    return out
-
-
 def _area(wait_type: str, points: Points, row: int, where: str) -> dict[str, Any]:
     colour = type_colour(wait_type)
     return {
@@ -127,15 +123,6 @@ def _row_title(s: Series, background: bool, single: bool) -> str:
         return get("waits_bg.{type}_aas" if background else "waits.{type}_aas").label
     group = s.group if len(s.group) <= 24 else s.group[:23] + "…"
     return f"{group}<br>{'background' if background else 'active sessions'}"
-
-
-def _time_range(series: Sequence[Series]) -> list[float] | None:
-    """The seconds the TPS chart spans: its TPS points and checkpoint marks."""
-    xs = [p[0] for s in series for p in s.values.get("tps", ())]
-    if not xs:
-        return None
-    xs += [float(c[k]) for s in series for c in s.checkpoints for k in ("x0", "x1")]
-    return [min(xs), max(xs)]
 
 
 def _checkpoint_marks(
@@ -163,7 +150,7 @@ def sessions_by_type(series: Sequence[Series], title: str) -> Figure | None:
         return None
     single = len({id(s) for s, _, _ in rows}) == 1
     weights = [BACKGROUND_WEIGHT if background else 1.0 for _, background, _ in rows]
-    domains = _domains(weights)
+    domains = row_domains(weights, GAP)
     data: list[dict[str, Any]] = []
     layout = figure_layout(title, height=int(90 + ROW_PX * sum(weights)))
     shown: set[str] = set()
@@ -200,8 +187,8 @@ def sessions_by_type(series: Sequence[Series], title: str) -> Figure | None:
             overlay += 1
     if shapes:
         layout["shapes"] = shapes
-    seconds = _time_range(series)
-    if seconds:  # the TPS chart's, so that the two line up
+    seconds = time_range(series)
+    if seconds:  # every timeline's of the cell, so that they line up
         layout["xaxis"]["range"] = seconds
     return {"data": data, "layout": layout}
 

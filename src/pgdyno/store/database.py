@@ -47,6 +47,12 @@ class Database(Protocol):
         wait (SQLite) or proceed on other rows (PostgreSQL)."""
         ...
 
+    def lock_copies(self) -> None:
+        """Inside a transaction: wait for any other copy of runs into this database (`runs
+        import`) to commit, so that the runs it added are seen as already there; held to the
+        commit."""
+        ...
+
     def migrate(self) -> list[int]:
         """Bring the schema up to date; the versions applied (none when it already was)."""
         ...

@@ -3,8 +3,9 @@
 The file is a SQLite results database (store/transfer.py says why) with one more table,
 `export_info`. Writing goes to a temporary file renamed into place at the end, so a failed
 export leaves no file; reading goes through a private copy, migrated if an older pgdyno wrote
-it, so the file given is never changed and a foreign or damaged file is refused before the
-target is touched.
+it, so the file given is never changed; a foreign or damaged file (a table, a value or a JSON
+column not as pgdyno writes it: store/validate.py) is refused whole before the target is
+touched.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pgdyno.store.database import Database
 from pgdyno.store.encode import now_iso
 from pgdyno.store.sqlite_db import SqliteDatabase
 from pgdyno.store.transfer import Copied, copy_runs, selected_run_ids
+from pgdyno.store.validate import check_whole_file
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _PGDYNO_TABLES = {"schema_migrations", "sessions", "runs"}
@@ -37,7 +39,13 @@ def export_runs(source: Database, path: Path, run_ids: Sequence[int]) -> Copied:
     directory = path.parent if path.parent != Path() else Path.cwd()
     if not directory.is_dir():
         raise UsageError(f"there is no directory {directory} to write {path.name} into.")
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    except OSError as exc:  # read-only, immutable (chattr +i) or a pseudo-filesystem (/proc)
+        raise UsageError(
+            f"cannot write the export {path} ({exc.strerror or exc}): choose a directory you can "
+            "write files in."
+        ) from None
     os.close(handle)
     partial = Path(name)
     try:
@@ -76,7 +84,7 @@ def _check_export(path: Path) -> None:
                 "`pgdyno runs export`."
             )
     try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             conn.execute("PRAGMA quick_check").fetchall()
@@ -107,6 +115,7 @@ def import_runs(target: Database, path: Path) -> Copied:
                 f"{path} cannot be read as a pgdyno export ({exc}); nothing was imported."
             ) from exc
         try:
+            check_whole_file(source, path)  # before anything is added to the target
             return copy_runs(source, target, selected_run_ids(source))
         finally:
             source.close()

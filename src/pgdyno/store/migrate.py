@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from importlib.resources import files
 
-from pgdyno.errors import StoreError
+from pgdyno.errors import StoreError, StoreUnavailable
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
@@ -51,6 +51,21 @@ def pending(have: int, target: int | None = None) -> list[tuple[int, str, str]]:
             f"({latest_version()}): upgrade pgdyno or use another --results database."
         )
     return [m for m in migrations() if m[0] > have and (target is None or m[0] <= target)]
+
+
+def check_readable(where: object, have: int) -> None:
+    """A reading command reads a database as it is, never migrating it: one at an older
+    version (or newer) is named in one sentence. 0 (no tables yet) is left to the caller."""
+    if have in (0, latest_version()):
+        return
+    if have > latest_version():
+        pending(have)  # raises: newer than this pgdyno knows
+    raise StoreUnavailable(
+        f"the results database {where} has schema version {have}, older than this pgdyno's "
+        f"{latest_version()}, and reading does not change it: a writing command of this "
+        "pgdyno on it (bench, compare, runs import into it) brings it up to date, or "
+        "`pgdyno runs import` copies its runs into a store that is."
+    )
 
 
 def for_postgres(script: str) -> str:

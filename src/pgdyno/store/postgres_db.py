@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pgdyno.errors import StoreUnavailable
+from pgdyno.errors import StoreUnavailable, UsageError
+from pgdyno.postgres.footprint import is_pgdyno_name
 from pgdyno.postgres.results_db import ResultsConnection
 from pgdyno.store.migrate import SCHEMA_TABLE, for_postgres, pending
 
@@ -44,6 +45,17 @@ class PostgresDatabase(ResultsConnection):
                 )
                 applied.append(version)
             return applied
+
+    def check_not_managed(self) -> None:
+        """Refuse a database pgdyno itself drops and re-creates (the bench copy, a dataset
+        template): benchmarking its server would destroy the runs stored there."""
+        name = str(self.query("SELECT current_database() AS db")[0]["db"])
+        if is_pgdyno_name(name):
+            raise UsageError(
+                f"the results database at {self.label} is {name}, a database pgdyno drops and "
+                "re-creates for its datasets, so the runs kept there would be lost: keep "
+                "results in a database of another name."
+            )
 
     def check_writable(self) -> None:
         """Refuse at once, before any run, a database this user could not store runs in."""

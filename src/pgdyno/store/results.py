@@ -61,12 +61,14 @@ class ResultsStore:
     """The results backend (store.interface.ResultsBackend) on one database connection.
 
     `where`: a SQLite file (opened here; `writing` refuses at once a file this command could
-    not write, before any run) or an open store.database.Database (store/open.py opens the
-    PostgreSQL one)."""
+    not write, before any run, and without it the file is opened read-only and read as it is)
+    or an open store.database.Database (store/open.py opens the PostgreSQL one)."""
 
     def __init__(self, where: Path | Database, *, writing: bool = True) -> None:
         self.db = SqliteDatabase(where, writing=writing) if isinstance(where, Path) else where
         self.comparisons = Comparisons(self.db)
+        if not writing:
+            return  # read as it is (store/open.py tidies a store it may write first)
         try:
             self._tidy_up()
         except BaseException:

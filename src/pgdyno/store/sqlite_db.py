@@ -1,7 +1,11 @@
 """A results database in a SQLite file: the default, one file per work directory.
 
-The file is opened in WAL mode, so readers never block the one writer; a file that cannot be
-written (read-only media) is still read as it is when nothing is pending in its WAL.
+A writing command opens the file in WAL mode, so readers never block the one writer. A reading
+command opens it read-only (`mode=ro`): nothing in the file changes, not even its journal mode,
+so an export read with `--results FILE` keeps its checksum; on read-only media, where even a
+read-only connection cannot make its shared-memory file, it is read as it is (`immutable`) when
+nothing is pending in its WAL. Reading never migrates the file: an older schema is read
+through a private copy (store/open.py).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.store.database import Params
-from pgdyno.store.migrate import SCHEMA_TABLE, latest_version, pending
+from pgdyno.store.migrate import SCHEMA_TABLE, pending
 
 
 def _explain(path: Path, exc: sqlite3.Error) -> StoreError:
@@ -45,24 +49,50 @@ def _readable_as_is(path: Path) -> bool:
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    conn.execute(SCHEMA_TABLE)
+    """The newest migration applied; 0 for a file without pgdyno's tables (nothing written)."""
+    have = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if have is None:
+        return 0
     row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
     return int(row[0] or 0)
 
 
 def migrate(conn: sqlite3.Connection, target: int | None = None) -> list[int]:
     """Bring the file's schema up to date (or to `target`), each migration in its own
-    transaction; the versions applied."""
+    transaction; the versions applied.
+
+    Several pgdyno processes may open a new file at once (four imports as a fleet's hosts end):
+    each migration records its version first, under the file's write lock, so the second
+    process to get the lock fails on that row, not half-way through the migration, and goes
+    on from the version the first recorded."""
     applied = []
-    for version, name, script in pending(schema_version(conn), target):
+    conn.execute(SCHEMA_TABLE)
+    while due := pending(schema_version(conn), target):
+        version, name, script = due[0]
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        # executescript commits first; BEGIN/COMMIT inside keeps each migration atomic.
-        conn.executescript(
-            f"BEGIN;\n{script}\nINSERT INTO schema_migrations VALUES "
-            f"({version}, '{name}', '{now}');\nCOMMIT;"
-        )
+        try:
+            # executescript commits first; BEGIN/COMMIT inside keeps each migration atomic.
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\nINSERT INTO schema_migrations VALUES ({version}, '{name}', "
+                f"'{now}');\n{script}\nCOMMIT;"
+            )
+        except sqlite3.IntegrityError:
+            _rollback(conn)
+            if schema_version(conn) < version:  # not another process's doing
+                raise
+            continue
+        except BaseException:
+            _rollback(conn)
+            raise
         applied.append(version)
     return applied
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 class SqliteDatabase:
@@ -79,21 +109,19 @@ class SqliteDatabase:
                 f"the results database path {path} is a directory: pass --results with a file "
                 "path, or move the directory away."
             )
-        try:
-            self.conn = self._open(writing)
-        except sqlite3.Error as exc:
-            if writing or not _readable_as_is(path):
+        if writing:
+            try:
+                self.conn = self._open()
+            except sqlite3.Error as exc:
                 raise _explain(path, exc) from exc
-            try:  # on read-only media: read the file as it is (no WAL, no migration)
-                self.conn = self._open_read_only()
-            except sqlite3.Error:
-                raise _explain(path, exc) from exc
+        else:
+            self.conn = self._open_for_reading()
 
     @property
     def where(self) -> Path:
         return self.shown_as
 
-    def _open(self, writing: bool) -> sqlite3.Connection:
+    def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
@@ -108,25 +136,40 @@ class SqliteDatabase:
             conn.execute("PRAGMA journal_mode = WAL")
             self.conn = conn
             self.migrate()
-            if writing:
-                conn.execute("DELETE FROM schema_migrations WHERE 0")  # a no-op write
+            conn.execute("DELETE FROM schema_migrations WHERE 0")  # a no-op write
         except BaseException:
             conn.close()
             raise
         return conn
 
-    def _open_read_only(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            f"{self.path.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None
-        )
-        conn.row_factory = sqlite3.Row
-        have = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
-        if have != latest_version():
-            conn.close()
+    def _open_for_reading(self) -> sqlite3.Connection:
+        """The file read-only, as it is; on read-only media (no shared-memory file can be
+        made beside it) immutable, when nothing is pending in its WAL."""
+        if not self.path.is_file():
             raise StoreUnavailable(
-                f"the results database {self.path} cannot be written and has schema version "
-                f"{have}, not {latest_version()}: copy it somewhere writable and open the copy."
+                f"there is no results database {self.path}: pass the --results file to read."
             )
+        try:
+            conn = self._connect_read_only("mode=ro")
+        except sqlite3.Error as exc:
+            if not _readable_as_is(self.path):
+                raise _explain(self.path, exc) from exc
+            try:
+                conn = self._connect_read_only("mode=ro&immutable=1")
+            except sqlite3.Error:
+                raise _explain(self.path, exc) from exc
+        return conn
+
+    def _connect_read_only(self, query: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            f"{self.path.as_uri()}?{query}", uri=True, isolation_level=None, timeout=30
+        )
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the file now
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def schema_version(self) -> int:
@@ -150,6 +193,10 @@ class SqliteDatabase:
             self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise _explain(self.shown_as, exc) from exc
+
+    def lock_copies(self) -> None:
+        """Nothing to take: `transaction` began with the file's write lock (BEGIN IMMEDIATE),
+        which already keeps every other writer out until the commit."""
 
     def query(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         try:

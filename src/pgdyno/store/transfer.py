@@ -190,6 +190,7 @@ def copy_runs(source: Database, target: Database, run_ids: Sequence[int]) -> Cop
     _check_whole(source, runs)
     copy = _Copy(source, target)
     with target.transaction():
+        target.lock_copies()  # a concurrent import of the same runs finds them there
         copy.sessions(r["session_id"] for r in runs)
         copy.comparisons(r["comparison_id"] for r in runs if r["comparison_id"] is not None)
         added, already = copy.runs(runs)

@@ -8,12 +8,17 @@ warehouse through :client_id and the warehouse count through :scale (`-s W`).
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Final
 
 import jinja2
 
+from pgdyno.process import same_process, start_time
 from pgdyno.records.tpcc import TpccOptions
 from pgdyno.tpcc import nurand
 
@@ -36,6 +41,34 @@ KEYING_S: Final = {
 THINK_MEAN_S: Final = {
     "new_order": 12, "payment": 12, "order_status": 10, "delivery": 5, "stock_level": 5,
 }  # fmt: skip
+
+
+# `tpcc-scripts-<pid>-<start time>-<random>`: the process that owns the directory, so a later
+# pgdyno can tell one left by a killed process (SIGKILL runs no clean-up) from one in use.
+SCRIPTS_PREFIX: Final = "tpcc-scripts-"
+_OWNED = re.compile(rf"^{SCRIPTS_PREFIX}(\d+)-(\d+)-")
+
+
+def scripts_directory(runs_dir: Path) -> Path:
+    """A new directory under `runs_dir` for this process's scripts, named after it; directories
+    there whose owner process is gone are removed first."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_scripts(runs_dir)
+    me = os.getpid()
+    return Path(tempfile.mkdtemp(prefix=f"{SCRIPTS_PREFIX}{me}-{start_time(me) or 0}-",
+                                 dir=runs_dir))  # fmt: skip
+
+
+def remove_stale_scripts(runs_dir: Path) -> list[Path]:
+    """Remove the script directories whose owner process has ended; the ones removed."""
+    removed = []
+    for path in runs_dir.glob(f"{SCRIPTS_PREFIX}*"):
+        owner = _OWNED.match(path.name)
+        if owner is None or same_process(int(owner[1]), int(owner[2]) or None):
+            continue  # in use, or not named by an owner (left as it is)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def write_scripts(directory: Path, options: TpccOptions) -> list[tuple[str, int, Path]]:

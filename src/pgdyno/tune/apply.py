@@ -55,6 +55,11 @@ def apply_configuration(
         )
         layers = ("postgresql",)
     settings = config.to_apply(layers)
+    if any(s.status == "host" for s in config.settings):
+        report.notes.append(
+            "host and device settings not applied: the server runs in a container, and they are "
+            "the host administrator's (see `pgdyno tune --out`'s README.txt)."
+        )
     ensure_clean(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
     with connect(server.dsn, server.password) as client:
         auto_conf(client)  # a role that cannot read it cannot be restored exactly: say so first
@@ -66,7 +71,7 @@ def apply_configuration(
             server, journal, log, marker=marker_value(env.data_dir, journal.path),
             proc_root=env.proc_root,
         )  # fmt: skip
-        changer.claim(continuing=_pg_values(settings))
+        changer.claim(continuing=_pg_advice(settings))
         host = stack.enter_context(
             HostChanges(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root, keep=True)
         )
@@ -96,9 +101,10 @@ def _apply_all(
                                         else setting.name)  # fmt: skip
             else:
                 report.done.append(done)
-    pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
-    wants_huge = pg.get("huge_pages") == "on" and hugepages is not None
-    if pg.get("huge_pages") == "on":
+    pg = _pg_to_change(settings, report)
+    asks_on = pg.get("huge_pages") == "on"
+    wants_huge = asks_on and hugepages is not None
+    if asks_on:
         pg["huge_pages"] = "try"  # until the pages are reserved: `on` without them cannot start
         if hugepages is None:
             report.notes.append(
@@ -107,15 +113,38 @@ def _apply_all(
     _apply_pg(changer, pg, report)
     if wants_huge and hugepages is not None and changer.handle.restart is not None:
         _huge_pages(env, host, changer, hugepages, report, log)
+    elif wants_huge:
+        report.notes.append(
+            "huge_pages is set to try, not on: on needs a restart once the pages are reserved "
+            "(give --restart-command or --data-dir for an existing server)."
+        )
+    if asks_on and "huge_pages" not in report.pg_old:
+        # `try` was in effect, but `on` was recommended: not "already as recommended".
+        report.unchanged = [name for name in report.unchanged if name != "huge_pages"]
     _read_back(changer.handle, settings, report)
 
 
-def _pg_values(settings: list[Setting]) -> dict[str, str]:
-    """The PostgreSQL values written first: huge_pages `try` until the pages are reserved
-    (`on` without them cannot start)."""
+def _pg_advice(settings: list[Setting]) -> dict[str, str]:
+    """Every PostgreSQL value of the advice, as an apply writes it (huge_pages `try` until the
+    pages are reserved): what an earlier apply of the same advice left pending."""
     pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
     if pg.get("huge_pages") == "on":
         pg["huge_pages"] = "try"
+    return pg
+
+
+def _pg_to_change(settings: list[Setting], report: ApplyReport) -> dict[str, str]:
+    """The PostgreSQL values to write: one in effect already as tune writes it (wal_buffers = -1
+    at its default, which pg_settings shows as 4MB) is not written and asks for no restart.
+    huge_pages always goes on: its pages are sized from the server's count below."""
+    pg: dict[str, str] = {}
+    for s in settings:
+        if s.layer != "postgresql":
+            continue
+        if s.changes or s.name == "huge_pages":
+            pg[s.name] = s.value
+        else:
+            report.unchanged.append(s.name)
     return pg
 
 

@@ -29,6 +29,8 @@ NEW_SNAPSHOT = (
 PROFILE_CONNECTIONS: Mapping[Profile, int] = {
     "web": 200, "oltp": 300, "dw": 40, "desktop": 20, "mixed": 100,
 }  # fmt: skip
+# The huge page size assumed offline: x86-64's (and most arm64 kernels') default, 2MB.
+OFFLINE_HUGE_PAGE = 2 * 1024 * 1024
 # What a data-size class means as data / RAM, for rules that need a ratio.
 DATA_RATIOS: Mapping[DataSize, float] = {"less_ram": 0.3, "mid_ram": 1.0, "greater_ram": 2.0}
 
@@ -89,6 +91,7 @@ def offline_facts(given: Given) -> TuneFacts:
     """The facts of pgtune's form: what was typed, nothing else."""
     facts = _Collected(given.profile)
     facts.set("ram", given.ram_bytes, "--ram")
+    facts.set("host_ram", given.ram_bytes, "--ram")
     facts.set("cpus", given.cpus, "--cpus")
     facts.set("pg", given.pg_version, "--pg-version")
     facts.set("storage", given.storage, "--storage")
@@ -104,6 +107,7 @@ def offline_facts(given: Given) -> TuneFacts:
         facts.missing(name, why)
     # Host advice for an unknown Linux: THP exists on nearly every kernel; no NUMA assumed.
     _generic_host(facts, thp=True)
+    facts.set("huge_page", OFFLINE_HUGE_PAGE, "assumed offline: x86-64's 2MB huge pages")
     return facts.frozen()
 
 
@@ -114,6 +118,8 @@ def snapshot_facts(snapshot: Snapshot, given: Given) -> TuneFacts:
     host = snapshot.get("host") or {}
     server = snapshot.get("server") or {}
     facts.set("ram", given.ram_bytes or host.get("memory_bytes"), _ram_source(given, host))
+    host_ram = given.ram_bytes or host.get("memory_total_bytes") or host.get("memory_bytes")
+    facts.set("host_ram", host_ram, "--ram" if given.ram_bytes else "host")
     facts.set("cpus", given.cpus or host.get("cpu_count"), "--cpus" if given.cpus else "host")
     major = given.pg_version or server_major(snapshot)
     facts.set("pg", major, "--pg-version" if given.pg_version else "server")
@@ -122,7 +128,7 @@ def snapshot_facts(snapshot: Snapshot, given: Given) -> TuneFacts:
     _data_facts(facts, snapshot, given)
     _device_facts(facts, snapshot, given)
     _version_facts(facts, server)
-    for name in ("ram", "cpus", "pg", "storage"):
+    for name in ("ram", "host_ram", "cpus", "pg", "storage"):
         facts.missing(name, "not read: " + _why_unread(snapshot, name))
     return facts.frozen()
 
@@ -156,7 +162,8 @@ def _unread(snapshot: Snapshot, *keys: str) -> str | None:
 
 
 def _why_unread(snapshot: Snapshot, name: str) -> str:
-    key = {"ram": "host", "cpus": "host", "pg": "server", "storage": "devices"}[name]
+    key = {"ram": "host", "host_ram": "host", "cpus": "host", "pg": "server",
+           "storage": "devices"}[name]  # fmt: skip
     return _unread(snapshot, key, f"{key}.data") or "the snapshot does not give it"
 
 
@@ -187,6 +194,7 @@ def _host_facts(facts: _Collected, host: Mapping[str, Any]) -> None:
     path = host.get("sched_migration_cost_path") or ""
     facts.set("migration_cost", path.startswith("/proc/sys/"), "host")
     facts.set("swap_bytes", host.get("swap_total_bytes") or 0, "host")
+    facts.set("container", host.get("container"), "host")
 
 
 def _generic_host(facts: _Collected, *, thp: bool) -> None:

@@ -28,7 +28,7 @@ import jinja2
 
 from pgdyno.errors import UsageError
 from pgdyno.postgres.conf import check_name, quote_value
-from pgdyno.tune.model import Configuration, Setting
+from pgdyno.tune.model import GROUPS, Configuration, Group, Setting
 
 MARKER = "pgdyno-generated:"
 PG_CONF = "postgresql.pgdyno.conf"
@@ -46,7 +46,8 @@ _THP = re.compile(r"transparent_hugepage/[a-z_]+")
 _DISK = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # vda, nvme0n1, dm-0; no glob or quote
 _QUEUE = re.compile(r"[a-z][a-z0-9_]*")
 _PLAIN = re.compile(r"[A-Za-z0-9_.+-]+")  # what a udev or tmpfiles value may hold
-_PREFIX = {"apply": "", "measure": "measure first: ", "review": "review first: "}
+_PREFIX = {"apply": "", "measure": "measure first: ", "review": "review first: ",
+           "todo": "to do on the server's host: "}  # fmt: skip
 
 # How the templates (templates/<file name>.j2) name each file: files.sysctl, groups.udev ...
 _KEYS = {PG_CONF: "pg_conf", ALTER_SQL: "alter_sql", SYSCTL: "sysctl", UDEV: "udev", THP: "thp",
@@ -76,7 +77,8 @@ def render_files(
     for name in (PG_CONF, ALTER_SQL, SYSCTL, UDEV, THP):
         if groups[name]:
             restart = _restart_names(groups[name])
-            files[name] = _render(name, common, settings=groups[name], disks=disks, restart=restart)
+            files[name] = _render(name, common, settings=groups[name], disks=disks,
+                                  restart=restart, sections=_sections(groups[name]))  # fmt: skip
     files[README] = _render(README, common, **_readme(config, groups))
     return files
 
@@ -129,22 +131,48 @@ knowledge.
 
 
 def _groups(config: Configuration) -> dict[str, list[Setting]]:
-    """The settings each file carries; host settings no file can carry go to the README."""
+    """The settings each file carries; host settings no file can carry go to the README, and
+    so do those of the host's administrator (status "host": the server runs in a container)."""
     pg = config.layer("postgresql")
-    host = config.layer("host")
+    host = [s for s in config.layer("host") if s.status != "host"]
     return {
         PG_CONF: pg,
         ALTER_SQL: pg,
         SYSCTL: [s for s in host if _SYSCTL.fullmatch(s.name)],
-        UDEV: config.layer("device"),
+        UDEV: [s for s in config.layer("device") if s.status != "host"],
         THP: [s for s in host if _THP.fullmatch(s.name)],
         README: [s for s in host if not (_SYSCTL.fullmatch(s.name) or _THP.fullmatch(s.name))],
     }
 
 
+# The heading of each group's section in postgresql.pgdyno.conf and alter-system.sql (none for
+# the performance settings, which come first).
+SECTION_HEADINGS: dict[Group, tuple[str, ...]] = {
+    "performance": (),
+    "observability": (
+        "-- Observability: logging and I/O timing. They change no plan and no write, only what "
+        "the server tells; delete this section, or run pgdyno tune --no-observability, to take "
+        "the performance settings alone. --",
+    ),
+}
+
+
+def _sections(settings: list[Setting]) -> list[tuple[tuple[str, ...], list[Setting]]]:
+    """The settings of a file by group, each group with its heading; empty groups left out."""
+    return [
+        (SECTION_HEADINGS[group], chosen)
+        for group in GROUPS
+        if (chosen := [s for s in settings if s.group == group])
+    ]
+
+
 def _restart_names(settings: Iterable[Setting]) -> str:
+    """The applied settings that need a restart and change something: one whose value is in
+    effect already (`Setting.changes` false) asks for no restart."""
     names = dict.fromkeys(
-        s.name for s in settings if s.status == "apply" and s.takes_effect == "restart"
+        s.name
+        for s in settings
+        if s.status == "apply" and s.takes_effect == "restart" and s.changes
     )
     return ", ".join(names)
 
@@ -189,6 +217,8 @@ def _readme(config: Configuration, groups: Mapping[str, list[Setting]]) -> dict[
         "pg_reset": list(dict.fromkeys(_pg_name(s.name) for s in pg_applied)),
         "applied": {_KEYS[n]: _applied(groups[n]) for n in (SYSCTL, THP, UDEV)},
         "unwritten": groups[README],
+        "host_admin": [s for s in config.settings if s.status == "host"],
+        "container": _words(config.facts.container or "container"),
         "left_out": [*config.notes, *(f"{k}: {v}" for k, v in config.unknown.items())],
     }
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ast
 import math
+import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -23,7 +24,7 @@ from pgdyno.doctor.rules import Rule, load_rules
 from pgdyno.knowledge import expr
 from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, read
 from pgdyno.records.tune import DEVICE_FACTS, FACT_FIELDS
-from pgdyno.tune.model import Layer, Status
+from pgdyno.tune.model import Group, KnowledgeStatus, Layer
 
 Format = Literal["size", "bytes", "number", "text"]
 KNOWLEDGE_FILE = Path(str(resources.files("pgdyno") / "data" / "tune.toml"))
@@ -52,7 +53,8 @@ class EntrySpec(BaseModel):
     why: str = Field(min_length=20)
     rules: list[str] = []
     evidence: list[str] = []
-    status: Status = "apply"
+    status: KnowledgeStatus = "apply"
+    group: Group = "performance"
     values: dict[str, str] = {}
 
 
@@ -83,6 +85,21 @@ class Outcome:
     value: Any = None
     missing: str | None = None
     device: str | None = None  # for device entries: the disk it is for
+    values: Mapping[str, Any] = field(default_factory=dict)  # the entry's `values`, computed
+
+    @property
+    def why(self) -> str:
+        """The entry's reason with its `{name}` placeholders filled from its values.
+
+        >>> spec = EntrySpec(key="k", layer="host", value="1", format="number",
+        ...                  why="measured {ns} ns per read", values={"ns": "1"})
+        >>> Outcome(Entry(spec, None, ast.Constant(1), (), ()), 1, values={"ns": 29.9}).why
+        'measured 29.9 ns per read'
+        """
+        text = self.entry.spec.why
+        if not _placeholders(text):
+            return text
+        return text.format_map({name: self.values[name] for name in _placeholders(text)})
 
 
 @cache
@@ -109,6 +126,9 @@ def _vet(
     for name, text in spec.values.items():
         values.append((name, parse(["values", name], text)))
         local.add(name)
+    for name in _placeholders(spec.why):
+        if name not in spec.values:
+            source.fail(["setting", index, "why"], f"{{{name}}} is none of the entry's values")
     for position, rule in enumerate(spec.rules):
         if rule not in rules:
             source.fail(["setting", index, "rules", position], f"no doctor rule {rule!r} exists")
@@ -130,28 +150,34 @@ def evaluate(
 ) -> list[Outcome]:
     """Every entry against the facts (`t`); device entries once per disk in `devices`.
 
-    An entry left out by `when` gives no outcome; one that needs an unknown fact gives an
-    outcome with `missing` set, and later entries that use it are unknown in turn.
+    An entry left out by `when` gives no outcome, and neither does a later one that uses it
+    (vm.nr_hugepages without huge_pages); one that needs an unknown fact gives an outcome with
+    `missing` set, and later entries that use it are unknown in turn.
     """
     scope: dict[str, Any] = {"t": expr.Facts("t", facts)}
     outcomes: list[Outcome] = []
+    left_out: set[str] = set()
     for entry in entries:
         if entry.spec.layer == "device":
             for disk, device in devices.items():
                 local = {**scope, "device": expr.Facts("device", device)}
-                outcome = _one(entry, local, disk)
+                outcome = _one(entry, local, disk, left_out)
                 if outcome is not None:
                     outcomes.append(outcome)
             continue
-        outcome = _one(entry, scope, None)
-        if outcome is not None:
+        outcome = _one(entry, scope, None, left_out)
+        if outcome is None:
+            left_out.add(entry.spec.key)
+        else:
             outcomes.append(outcome)
             if outcome.missing is None:
                 scope[entry.spec.key] = outcome.value
     return outcomes
 
 
-def _one(entry: Entry, scope: Mapping[str, Any], disk: str | None) -> Outcome | None:
+def _one(
+    entry: Entry, scope: Mapping[str, Any], disk: str | None, left_out: set[str]
+) -> Outcome | None:
     local = dict(scope)
     try:
         if entry.when is not None and not expr.evaluate(entry.when, local):
@@ -162,9 +188,21 @@ def _one(entry: Entry, scope: Mapping[str, Any], disk: str | None) -> Outcome | 
     except expr.Unknown as exc:
         return Outcome(entry, missing=exc.name, device=disk)
     except expr.ExprError as exc:
-        # An earlier entry this one uses was left out or unknown: unknown in turn.
-        return Outcome(entry, missing=_name_in(str(exc)), device=disk)
-    return Outcome(entry, value=value, device=disk)
+        # An earlier entry this one uses was left out (then so is this one) or is unknown
+        # (then this one is unknown in turn).
+        name = _name_in(str(exc))
+        return None if name in left_out else Outcome(entry, missing=name, device=disk)
+    computed = {name: local[name] for name, _ in entry.values}
+    return Outcome(entry, value=value, device=disk, values=computed)
+
+
+def _placeholders(text: str) -> list[str]:
+    """The `{name}` placeholders of a reason.
+
+    >>> _placeholders("measured {ns} ns: {verdict}"), _placeholders("no braces")
+    (['ns', 'verdict'], [])
+    """
+    return [name for _, name, _, _ in string.Formatter().parse(text) if name]
 
 
 def _name_in(message: str) -> str:

@@ -20,8 +20,18 @@ TakesEffect = Literal["now", "reload", "restart", "reboot"]
 # "apply": part of the configuration. "measure": the evidence conflicts (seeds disagree, or
 # pgdyno's own measurements contradict a seed): offered as a ladder step for `tune --verify`,
 # never applied without being measured. "review": right only on a dedicated host (overcommit):
-# written to the files commented out, never applied by --apply.
-Status = Literal["apply", "measure", "review"]
+# written to the files commented out, never applied by --apply. "todo": a step only the server's
+# host can take (offline: reserve huge pages there), written commented out, never applied. These
+# four are data/tune.toml's.
+KnowledgeStatus = Literal["apply", "measure", "review", "todo"]
+# "host": the server runs in a container, and a host or block-device setting belongs to the
+# host's administrator (it affects every tenant): reported for them, never applied by --apply
+# nor written into the files meant for the container.
+Status = KnowledgeStatus | Literal["host"]
+# "observability": settings that only make the server tell more (logging, I/O timing), shown
+# and written apart from the "performance" ones, and left out by `tune --no-observability`.
+Group = Literal["performance", "observability"]
+GROUPS: tuple[Group, ...] = ("performance", "observability")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,7 @@ class Setting:
     rules: tuple[str, ...] = ()  # the doctor rules that say the same, by id
     takes_effect: TakesEffect = "reload"
     status: Status = "apply"
+    group: Group = "performance"
 
     @property
     def key(self) -> str:

@@ -19,7 +19,16 @@ from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
-from pgdyno.tune.model import Configuration, Setting, TakesEffect
+from pgdyno.tune.model import (
+    GROUPS,
+    Configuration,
+    Group,
+    KnowledgeStatus,
+    Layer,
+    Setting,
+    Status,
+    TakesEffect,
+)
 from pgdyno.tune.startable import fit_connections
 
 
@@ -29,18 +38,21 @@ def recommend(
     current: Mapping[str, str],
     *,
     entries: tuple[Entry, ...] | None = None,
+    groups: tuple[Group, ...] = GROUPS,
 ) -> Configuration:
     """pgdyno's own configuration for these facts.
 
     `meta` is the target's pg_settings (empty: PostgreSQL values are not checked, and say so);
-    `current` maps a setting's key (`Setting.key`) to the value in effect.
+    `current` maps a setting's key (`Setting.key`) to the value in effect. Only the entries of
+    `groups` are computed (`tune --no-observability`: the performance group alone).
     """
     settings: list[Setting] = []
     unknown = dict(facts.unknown)
     notes: list[str] = []
     facts = offered(facts, meta)
     devices = {disk.name: disk.scope() for disk in facts.devices}
-    for outcome in evaluate(entries or load_knowledge(), facts.scope(), devices):
+    chosen = tuple(e for e in entries or load_knowledge() if e.spec.group in groups)
+    for outcome in evaluate(chosen, facts.scope(), devices):
         spec = outcome.entry.spec
         name = outcome.entry.name
         if outcome.missing is not None:
@@ -54,17 +66,20 @@ def recommend(
             layer=spec.layer,
             name=name,
             value=value,
-            why=spec.why,
+            why=outcome.why,
             device=outcome.device,
             evidence=outcome.entry.evidence,
             rules=tuple(spec.rules),
             # PostgreSQL: from the target's pg_settings below; unknown without them.
             takes_effect="now" if spec.layer != "postgresql" else "restart",
-            status=spec.status,
+            status=status_of(spec.layer, spec.status, facts),
+            group=spec.group,
         )
         checked = _checked(setting, meta, facts, notes)
         if checked is not None:
             settings.append(_with_current(checked, current))
+    if any(s.status == "host" for s in settings):
+        notes.append(HOST_ADMIN.format(container=facts.container))
     return fit_connections(
         Configuration(
             source="pgdyno",
@@ -77,25 +92,46 @@ def recommend(
     )
 
 
+HOST_ADMIN = (
+    "the server runs in a {container} container: the host and block-device settings are for "
+    "the host's administrator (they affect every tenant of the host), never applied from here "
+    "nor written into the container's files."
+)
+
+
+def status_of(layer: Layer, status: KnowledgeStatus, facts: TuneFacts) -> Status:
+    """A setting's status for these facts: inside a container, host and block-device settings
+    are the host administrator's (they affect every tenant), whatever the knowledge says.
+
+    >>> status_of("host", "apply", TuneFacts("oltp", 100, container="docker"))
+    'host'
+    >>> status_of("postgresql", "apply", TuneFacts("oltp", 100, container="docker"))
+    'apply'
+    >>> status_of("device", "measure", TuneFacts("oltp", 100))
+    'measure'
+    """
+    return "host" if facts.container and layer != "postgresql" else status
+
+
+# Facts that list the values of an enum setting, as the target's build offers them.
+_OFFERED = {
+    "io_methods": "io_method", "wal_compressions": "wal_compression",
+    "toast_compressions": "default_toast_compression",
+}  # fmt: skip
+
+
 def offered(facts: TuneFacts, meta: Mapping[str, SettingMeta]) -> TuneFacts:
     """The facts with the values of enum settings a rule chooses among, as the target's build
     offers them (io_uring, lz4 exist only when PostgreSQL was built with them)."""
-    if facts.io_methods is not None and facts.wal_compressions is not None:
+    found: dict[str, Any] = {
+        fact: _enumvals(meta, setting)
+        for fact, setting in _OFFERED.items()
+        if getattr(facts, fact) is None
+    }
+    if not found:
         return facts
-    sources = dict(facts.sources)
-    for fact in ("io_methods", "wal_compressions"):
-        if getattr(facts, fact) is None:
-            sources[fact] = "the target's pg_settings"
-    return replace(
-        facts,
-        io_methods=_enumvals(meta, "io_method") if facts.io_methods is None else facts.io_methods,
-        wal_compressions=(
-            _enumvals(meta, "wal_compression")
-            if facts.wal_compressions is None
-            else facts.wal_compressions
-        ),
-        sources=sources,
-    )
+    sources = {**facts.sources, **dict.fromkeys(found, "the target's pg_settings")}
+    return replace(facts, **found, sources=sources)
 
 
 def _enumvals(meta: Mapping[str, SettingMeta], name: str) -> tuple[str, ...]:

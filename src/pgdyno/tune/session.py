@@ -15,14 +15,16 @@ from typing import Any
 
 from pgdyno.doctor.gather import take_snapshot
 from pgdyno.environment import Environment
-from pgdyno.errors import UsageError
+from pgdyno.errors import BinariesError, UsageError
+from pgdyno.postgres.binaries import resolve
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.postgres.settings_meta import COLUMNS, SettingMeta, settings_meta_from_rows
+from pgdyno.postgres.timing import ClockTiming, measure_clock
 from pgdyno.records.tune import DataSize, TuneFacts
 from pgdyno.tune.baselines import BASELINES, BaselineInputs
 from pgdyno.tune.facts import NEW_SNAPSHOT, Given, offline_facts, server_major
 from pgdyno.tune.facts import snapshot_facts as read_facts
-from pgdyno.tune.model import Configuration
+from pgdyno.tune.model import GROUPS, Configuration, Group
 from pgdyno.tune.recommend import baseline_configuration, current_values, recommend
 
 # data / RAM below and above which pgtune's data-size classes start (its form's wording:
@@ -49,11 +51,32 @@ class Gathered:
 
 
 OFFLINE_LABEL = "the machine described on the command line"
+# Why the clock's cost (t.timing_ns, for track_io_timing) is not known.
+UNTIMED_OFFLINE = (
+    "unmeasured: offline, nothing runs on the server's host (pgdyno tune --dsn or --sandbox on "
+    "that host runs pg_test_timing)"
+)
+UNTIMED_SNAPSHOT = (
+    "unmeasured: a snapshot file does not carry it (pgdyno tune on the server's host runs "
+    "pg_test_timing)"
+)
+UNTIMED_REMOTE = (
+    "unmeasured: the server runs on another host (pgdyno tune there runs pg_test_timing)"
+)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """What pg_test_timing said on the server's host, or why it was not run or failed."""
+
+    timing: ClockTiming | None
+    why: str = ""
+    source: str = ""
 
 
 def gather(env: Environment, given: Given, target: TuneTarget | None) -> Gathered:
     if given.offline or target is None:
-        facts = offline_facts(given)
+        facts = with_clock(offline_facts(given), Clock(None, UNTIMED_OFFLINE))
         meta = recorded_settings(facts.pg) if facts.pg else {}
         if facts.pg and not meta:
             unknown = {**facts.unknown, "pg_settings": f"no recorded pg_settings of "
@@ -61,13 +84,45 @@ def gather(env: Environment, given: Given, target: TuneTarget | None) -> Gathere
             facts = replace(facts, unknown=unknown)
         return Gathered(facts, meta, {}, None, OFFLINE_LABEL)
     snapshot = take_snapshot(env, target=target.label, dsn=target.dsn, password=target.password)
-    return from_snapshot(snapshot, given)
+    clock = measure_here(env) if snapshot.get("host") else Clock(None, UNTIMED_REMOTE)
+    return from_snapshot(snapshot, given, clock)
 
 
-def from_snapshot(snapshot: Mapping[str, Any], given: Given) -> Gathered:
-    """Facts, pg_settings and the values in effect, all from a doctor snapshot (pure)."""
+def measure_here(env: Environment) -> Clock:
+    """pg_test_timing of the binaries pgdyno resolves here (the clock is the host's, whatever
+    the version); a failure leaves the figure unknown with the reason."""
+    try:
+        binaries = resolve(None, None, env.cache_dir)
+        timing = measure_clock(binaries)
+    except BinariesError as exc:
+        return Clock(None, f"pg_test_timing could not be run: {exc}")
+    return Clock(timing, source=f"pg_test_timing of PostgreSQL {binaries.version} on this host")
+
+
+def with_clock(facts: TuneFacts, clock: Clock) -> TuneFacts:
+    """The facts with the clock's cost per read, or the reason it is unknown.
+
+    >>> from pgdyno.tune.facts import Given, offline_facts
+    >>> facts = with_clock(offline_facts(Given(ram_bytes=2**30)), Clock(None, "unmeasured"))
+    >>> facts.timing_ns, facts.unknown["timing_ns"]
+    (None, 'unmeasured')
+    >>> with_clock(facts, Clock(ClockTiming(29.91, ()), source="here")).timing_ns
+    29.91
+    """
+    if clock.timing is None:
+        return replace(facts, unknown={**facts.unknown, "timing_ns": clock.why})
+    unknown = {k: v for k, v in facts.unknown.items() if k != "timing_ns"}
+    sources = {**facts.sources, "timing_ns": clock.source}
+    return replace(facts, timing_ns=clock.timing.per_loop_ns, sources=sources, unknown=unknown)
+
+
+def from_snapshot(
+    snapshot: Mapping[str, Any], given: Given, clock: Clock | None = None
+) -> Gathered:
+    """Facts, pg_settings and the values in effect, all from a doctor snapshot (pure); the
+    clock's cost when it was measured on the snapshot's host just now."""
     label = str(snapshot.get("target") or "the machine of the snapshot")
-    facts = read_facts(snapshot, given)
+    facts = with_clock(read_facts(snapshot, given), clock or Clock(None, UNTIMED_SNAPSHOT))
     if given.pg_version is not None and facts.pg != server_major(snapshot):
         raise UsageError(
             f"--pg-version {given.pg_version} is not the version of {label}: leave it out "
@@ -100,8 +155,8 @@ def snapshot_meta(
     return meta, f"{why}: values are checked against the recorded catalog of PostgreSQL {major}"
 
 
-def pgdyno_configuration(gathered: Gathered) -> Configuration:
-    return recommend(gathered.facts, gathered.meta, gathered.current)
+def pgdyno_configuration(gathered: Gathered, groups: tuple[Group, ...] = GROUPS) -> Configuration:
+    return recommend(gathered.facts, gathered.meta, gathered.current, groups=groups)
 
 
 def baseline_inputs(facts: TuneFacts, name: str) -> BaselineInputs:

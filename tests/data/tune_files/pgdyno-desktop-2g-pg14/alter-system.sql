@@ -56,5 +56,5 @@ ALTER SYSTEM SET effective_io_concurrency = '200';  -- takes effect: reload
 ALTER SYSTEM SET maintenance_io_concurrency = '200';  -- takes effect: reload
 
 SELECT pg_reload_conf();
--- Restart PostgreSQL for these to take effect: max_connections, shared_buffers,
--- autovacuum_max_workers, wal_buffers.
+-- Restart PostgreSQL for these to take effect: max_connections, autovacuum_max_workers,
+-- wal_buffers.

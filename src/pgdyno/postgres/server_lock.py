@@ -1,0 +1,76 @@
+"""One benchmark at a time on a server: two pgdyno commands benchmarking one server (from two
+work directories, two machines, or a hosts file that names it twice) would reset each other's
+datasets and change each other's settings mid-run.
+
+The lock is a session-level advisory lock held on a connection of its own for as long as the
+command benchmarks the server: it ends with that connection, so a killed pgdyno leaves nothing
+to clean up. A server restart (a set that needs one) ends the session too: `renew` takes the
+lock again on a new connection, and refuses if another pgdyno took it in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pgdyno.errors import ClusterError, ConnectionLost
+from pgdyno.postgres.client import Client, with_param
+from pgdyno.postgres.queries import load
+
+BENCH_LOCK = 0x7067_6462  # "pgdb": the key of the benchmark lock (the results store uses "pgdy")
+APPLICATION = "pgdyno benchmark lock"  # the lock's connection, as pg_stat_activity shows it
+
+
+class ServerLock:
+    """The benchmark lock of one server, held by this process."""
+
+    def __init__(self, dsn: str, password: str | None, label: str) -> None:
+        self.dsn = with_param(dsn, "application_name", APPLICATION)
+        self.password, self.label = password, label
+        self.client = self._take()
+
+    def _take(self) -> Client:
+        client = Client(self.dsn, self.password)
+        try:
+            if not client.rows(load("bench_lock_take"), {"key": BENCH_LOCK})[0][0]:
+                raise ClusterError(
+                    f"another pgdyno is benchmarking {self.label}{_holder(client)}: wait for it "
+                    "to finish, or benchmark another server."
+                )
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    def renew(self) -> None:
+        """Still held, or taken again when a restart ended the session that held it."""
+        try:
+            self.client.rows("SELECT 1")
+        except ConnectionLost:
+            self.client.close()
+            self.client = self._take()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _holder(client: Client) -> str:
+    """Who holds the lock, as far as this role may see: ' (server process N, ...)' or ''."""
+    rows = client.rows(load("bench_lock_holder"), {"key": BENCH_LOCK})
+    if not rows:
+        return ""  # let go just now
+    pid, address, started = rows[0]
+    where = f" from {address}" if address else ""
+    since = f" since {started} UTC" if started else ""
+    return f" (its lock is held by server process {pid}{where}{since})"
+
+
+@contextmanager
+def server_lock(dsn: str, password: str | None, label: str) -> Iterator[ServerLock]:
+    """The benchmark lock of the server `dsn` names, for the block; ClusterError naming the
+    holder when another pgdyno has it."""
+    lock = ServerLock(dsn, password, label)
+    try:
+        yield lock
+    finally:
+        lock.close()
