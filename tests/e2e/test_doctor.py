@@ -173,3 +173,45 @@ def test_a_snapshot_written_by_hand(run_cli, workdir: Path) -> None:
     reasons = {item["id"]: item["reason"] for item in data["not_checked"]}
     assert "unexpected value" in reasons["dirty-writeback-large"]
     assert "thp-always" in data["passed"] and "checkpoint-completion-target-low" in data["passed"]
+
+
+# -- which PostgreSQL: the sandbox the user has been working with ------------------------------
+
+
+def _system_majors() -> list[int]:
+    from pgdyno.postgres.binaries import system_installations
+
+    return [b.major for b in system_installations()]
+
+
+def test_doctor_and_tune_on_the_sandbox_take_the_version_of_the_sandbox_that_exists(
+    run_cli, workdir: Path, box: Sandbox
+) -> None:
+    """After a bench or `make demo` (the box: PostgreSQL 18), `doctor --sandbox` and
+    `tune --sandbox` without --pg-version audit that sandbox, say so, and create no other
+    (a system installation was picked before: an empty new cluster)."""
+    if not any(major != 18 for major in _system_majors()):
+        pytest.skip("no system PostgreSQL other than 18 here: the two choices would agree")
+    doctor = run_cli(workdir, "doctor", "--sandbox", "--json")
+    assert doctor.code in (0, 1), doctor.stderr  # 1: findings
+    assert json.loads(doctor.stdout)["target"] == "sandbox pg18"
+    tune = run_cli(workdir, "tune", "--sandbox", "--json")
+    assert tune.code == 0, tune.stderr
+    for result in (doctor, tune):
+        assert "using PostgreSQL 18" in result.stderr and "sandbox pg18" in result.stderr
+    assert sorted(p.name for p in (workdir / "clusters").iterdir()) == ["pg18"]
+
+
+def test_a_new_work_directory_gets_the_bundled_postgresql_not_the_system_one(
+    run_cli, workdir: Path
+) -> None:
+    """The default every plan and `make demo` use (18, bundled) whatever the host installed."""
+    if not any(major != 18 for major in _system_majors()):
+        pytest.skip("no system PostgreSQL other than 18 here: the two choices would agree")
+    started = run_cli(workdir, "sandbox", "start")
+    try:
+        assert started.code == 0, started.stderr
+        assert sorted(p.name for p in (workdir / "clusters").iterdir()) == ["pg18"]
+        assert "the bundled default (also installed here: " in started.stderr
+    finally:
+        assert run_cli(workdir, "sandbox", "stop").code == 0

@@ -87,8 +87,9 @@ def outputs(cli: Run, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tup
     keep("runs show failed", "runs", "show", str(strict(found["bench failed"][1])[0]["id"]),
          "--json")  # fmt: skip
     keep("compare", "compare", str(plan), "--json")
-    keep("report", "report", "--last", "--json", "-o", str(tmp / "r.html"))
-    keep("report runs", "report", str(run_id), "--json", "-o", str(tmp / "r2.html"))
+    keep("report", "report", "--last", "--json")
+    keep("report runs", "report", str(run_id), "--json", "-o", str(tmp / "r2.json"))
+    found["report runs"] = (found["report runs"][0], (tmp / "r2.json").read_text())
     keep("doctor", "doctor", "--fail-on", "never", "--json", "--snapshot", str(snapshot))
     keep("doctor sandbox", "doctor", "--sandbox", "--pg-version", "18", "--fail-on", "never",
          "--json")  # fmt: skip

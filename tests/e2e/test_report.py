@@ -135,22 +135,42 @@ def test_hash_link_opens_a_runs_drill_down(run_cli, tmp_path: Path, results: Pat
 
 
 def test_json_and_csv_carry_the_same_summary(run_cli, tmp_path: Path, results: Path) -> None:
-    out = tmp_path / "r.html"
-    as_json = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results),
-                      "-o", str(out), "--json")  # fmt: skip
+    as_json = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results), "--json")
     assert as_json.code == 0, as_json.stderr
     data = json.loads(as_json.stdout)
-    assert f"report: {out}" in as_json.stderr
-    as_csv = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results),
-                     "-o", str(out), "--csv")  # fmt: skip
+    assert "report: " in as_json.stderr and ".html" in as_json.stderr
+    as_csv = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results), "--csv")
     rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert [r["group"] for r in rows] == [r["group"] for r in data["summary"]]
     assert [float(r["tps_median"]) for r in rows] == pytest.approx(
         [r["tps_median"] for r in data["summary"]]
     )
+    out = tmp_path / "r.html"
     table = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results),
                     "-o", str(out))  # fmt: skip
     assert "large-wal" in table.stdout and "baseline" in table.stdout
+
+
+def test_output_with_json_or_csv_writes_that_content_to_the_file(
+    run_cli, tmp_path: Path, results: Path
+) -> None:
+    """`report --json -o FILE` writes the JSON to FILE (it wrote the HTML there before), and
+    --csv the CSV; the HTML page goes to its default place, as without -o."""
+    printed = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results), "--json")
+    for option, name in (("--json", "r.json"), ("--csv", "r.csv")):
+        out = tmp_path / name
+        done = run_cli(tmp_path, "report", "--comparison", "1", "--results", str(results),
+                       option, "-o", str(out))  # fmt: skip
+        assert done.code == 0, done.stderr
+        assert done.stdout == ""
+        text = out.read_text()
+        assert not text.lstrip().startswith("<")
+        if option == "--json":
+            assert json.loads(text)["summary"] == json.loads(printed.stdout)["summary"]
+        else:
+            assert text.startswith("group,") or "tps_median" in text.splitlines()[0]
+        html = [p for p in (tmp_path / "reports").glob("*.html")]
+        assert html and "<html" in html[0].read_text()[:500].lower()
 
 
 @pytest.mark.parametrize(

@@ -438,6 +438,42 @@ def test_apply_then_rollback_restores_everything_exactly(
     assert "set by pgdyno" not in relisted.stdout
 
 
+def test_apply_then_the_advised_apply_yes_continues_and_rollback_takes_back_both(
+    run_cli, workdir: Path, box: Sandbox
+) -> None:
+    """The sequence a user follows: `--apply` applies what reloads and says "run again with
+    --yes" for what needs a restart; that second command continues the first (it is not sent
+    to `rollback` first), and one rollback restores everything."""
+    before = pg_state(box)
+    first = run_cli(workdir, "tune", *SANDBOX, "--apply", "--layers", "postgresql")
+    assert first.code == 0, first.stderr
+    assert "again with --yes" in first.stdout
+    assert "shared_buffers" not in pg_state(box)["auto_conf"]
+    second = run_cli(workdir, "tune", *SANDBOX, "--apply", "--layers", "postgresql", "--yes")
+    assert second.code == 0, second.stderr
+    assert "continuing the earlier apply" in second.stderr
+    assert "shared_buffers" in pg_state(box)["auto_conf"]
+    assert "again with --yes" not in second.stdout
+    restored = run_cli(workdir, "rollback", "--yes")
+    assert restored.code == 0, restored.stderr
+    assert differences(pg_state(box), before) == {}
+
+
+def test_an_apply_of_other_values_is_still_refused_while_changes_are_pending(
+    run_cli, workdir: Path, box: Sandbox
+) -> None:
+    """Only an apply that contains every pending value continues it: other advice (another
+    profile) over pending changes is refused as before."""
+    first = run_cli(workdir, "tune", *SANDBOX, "--apply", "--layers", "postgresql")
+    assert first.code == 0, first.stderr
+    other = run_cli(
+        workdir, "tune", *SANDBOX, "--apply", "--layers", "postgresql", "--profile", "desktop"
+    )
+    assert other.code == 2
+    assert "rollback" in one_clear_sentence(other.stderr)
+    assert run_cli(workdir, "rollback", "--yes").code == 0
+
+
 def test_destroy_refuses_while_changes_are_pending(run_cli, workdir: Path, box: Sandbox) -> None:
     applied = run_cli(workdir, "tune", *SANDBOX, "--apply", "--layers", "postgresql")
     assert applied.code == 0, applied.stderr

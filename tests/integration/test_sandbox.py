@@ -106,6 +106,28 @@ def test_taken_port_is_replaced(workdir, cache_dir, binaries):
             box.stop()
 
 
+def test_the_sandbox_goes_back_to_its_own_port_once_it_is_free(workdir, cache_dir, binaries):
+    """Another server (another user's sandbox) on the port for one start moves the sandbox for
+    that start only: the next start, the port free again, takes its own port again, so the
+    port does not change between commands for good."""
+    _, box = sandbox(workdir, cache_dir, binaries)
+    home = box.state().port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", home))
+        squatter.listen()
+        box.start({}, owner_pid=None, taken_ports=taken_ports(workdir / "clusters"))
+        moved = box.state().port
+        box.stop()
+    assert moved != home
+    box.start({}, owner_pid=None, taken_ports=taken_ports(workdir / "clusters"))
+    try:
+        assert box.state().port == home
+        with connect(box.conninfo()) as client:
+            assert client.rows("SHOW port")[0][0] == str(home)
+    finally:
+        box.stop()
+
+
 def test_destroy_removes_everything(workdir, cache_dir, binaries):
     _, box = sandbox(workdir, cache_dir, binaries)
     box.start({}, owner_pid=None)

@@ -369,3 +369,52 @@ def test_a_ladder_step_inheriting_block_settings_onto_its_storage_is_refused(
     message = outcome.error()
     assert "(set 'b', block)" in message  # where the block settings are written
     assert "set 'c' keeps its data on a filesystem of its own" in message
+
+
+# -- set names: one validation, when the plan is read ---------------------------------------------
+
+STORAGE_SET = """
+[[set]]
+name = "{name}"
+[set.storage]
+filesystem = "xfs"
+[set.storage.wal]
+filesystem = "ext4"
+"""
+
+
+@pytest.mark.parametrize("name", ["xfs-dirty64M", "9xfs", "xfs.noatime", "x" * 28])
+def test_a_storage_set_name_the_filesystems_refuse_is_refused_by_plan_check(
+    places, tmp_path: Path, name: str
+):
+    """`compare` names the set's loop images and mount points after it (storage/model.py's
+    roles); a name they refuse is refused when the plan is read, in the plan's words, not
+    minutes into a comparison."""
+    message = refused(places, tmp_path, STORAGE_SET.format(name=name))
+    assert f"set name {name!r}" in message and "[set.storage]" in message
+    assert "rename the set" in message
+
+
+@pytest.mark.parametrize("name", ["c", "xfs-dirty64m", "fs_1", "x" * 27, "Big", "1x", "a.b+c"])
+def test_every_storage_set_name_plan_load_accepts_makes_plain_storage_roles(
+    tmp_path: Path, name: str
+):
+    """Whatever the plan's validation lets through, the storage layer accepts (both roles);
+    what it refuses, `plan check` refused first."""
+    from pgdyno.errors import UsageError
+    from pgdyno.plan.load import load_plan
+    from pgdyno.storage.model import FsRequest, request_shape_problems, set_role
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text(HEAD + STORAGE_SET.format(name=name))
+    try:
+        load_plan(plan)
+    except UsageError:
+        accepted = False
+    else:
+        accepted = True
+    roles_ok = all(
+        not request_shape_problems(FsRequest(set_role(name, part), "xfs", size_bytes=1 << 30))
+        for part in ("data", "wal")
+    )
+    assert accepted == roles_ok

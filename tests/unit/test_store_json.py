@@ -19,7 +19,9 @@ redrew the charts (each second drawn at its end, one time range per cell, legend
 plots, the disk chart per set's own device, CPU small multiples) and added the report's
 `"comparing"`, each summary row's `"flagged"` and each ladder's `"judged"` and `"reason"`: the
 digests were pinned again, once the report without its charts and those keys was checked to be
-the same as before.
+the same as before. It also added each `runs list` row's `"comparison_id"` and `"set_name"`
+(last, null for a bench's run): the pinned lists were written again with them, every other key
+and value checked unchanged.
 """
 
 from __future__ import annotations

@@ -61,14 +61,15 @@ class ServerChanger:
         self.marker = marker
         self.proc_root = proc_root
 
-    def claim(self) -> None:
-        """UsageError unless the server is free for this command's changes."""
-        if self.journal.pending(self.handle.identity):
-            raise UsageError(
-                f"{self.handle.label} still has settings an interrupted or earlier pgdyno "
-                "command changed (`pgdyno tune --apply` or `compare`): run `pgdyno rollback` "
-                "first."
-            )
+    def claim(self, continuing: Mapping[str, str] | None = None) -> None:
+        """UsageError unless the server is free for this command's changes.
+
+        `continuing`: the values this command writes. Pending changes that are all part of
+        them (the same value for each, still in postgresql.auto.conf as written) are an earlier
+        apply of the same advice, such as `tune --apply` without the consent to restart that
+        its "run again with --yes" asks for: this command continues it, and `rollback` takes
+        back both."""
+        pending = self.journal.pending(self.handle.identity)
         unreadable = self.journal.read().unreadable
         if unreadable:
             raise UsageError(
@@ -76,7 +77,27 @@ class ServerChanger:
                 "run `pgdyno rollback` first."
             )
         with connect(self.handle.dsn, self.handle.password) as client:
+            if pending and not self._continues(client, pending, continuing):
+                raise UsageError(
+                    f"{self.handle.label} still has settings an interrupted or earlier pgdyno "
+                    "command changed (`pgdyno tune --apply` or `compare`): run `pgdyno "
+                    "rollback` first."
+                )
             alter.check_owner(client, self.handle.label, self.marker)
+        if pending:
+            kept = ", ".join(c.name for c in pending if c.name != alter.MARKER)
+            self.log(f"continuing the earlier apply on {self.handle.label}: {kept} stay as it "
+                     "set them")  # fmt: skip
+
+    def _continues(
+        self, client: Client, pending: list[PgChange], continuing: Mapping[str, str] | None
+    ) -> bool:
+        """Whether the pending changes are an earlier apply of `continuing`, still in effect
+        in postgresql.auto.conf (not half taken back by a rollback that waits for a restart)."""
+        if continuing is None or not _part_of(pending, continuing, self.marker):
+            return False
+        written = alter.auto_conf(client)
+        return all(written.get(c.name) == c.new for c in pending)
 
     def apply(self, values: Mapping[str, str]) -> ServerApplied:
         handle = self.handle
@@ -157,3 +178,11 @@ def _named(values: Mapping[str, str], meta: Mapping[str, SettingMeta]) -> dict[s
     """Plan and tune names are lower case; pg_settings spells a few in mixed case (DateStyle)."""
     lower = by_lower_name(meta)
     return {lower[n.lower()].name if n.lower() in lower else n: v for n, v in values.items()}
+
+
+def _part_of(pending: list[PgChange], values: Mapping[str, str], marker: str) -> bool:
+    """True when every pending change set a value `values` sets too (names in any case),
+    under this work directory's owner marker."""
+    wanted = {name.lower(): value for name, value in values.items()}
+    wanted[alter.MARKER] = marker
+    return all(wanted.get(c.name.lower()) == c.new and not c.salvaged for c in pending)

@@ -17,6 +17,7 @@ from pgdyno.cli.common import (
     dsn_with_its_password,
     environment,
     err,
+    foreign_cpu_option,
     out,
     pick_binaries,
     print_json,
@@ -149,6 +150,7 @@ from pgdyno.textsafe import scrub_argv
     "to --precision (always-valid interval) or --budget is spent.",
 )
 @adaptive_options
+@foreign_cpu_option
 @click.option(
     "--per-statement",
     is_flag=True,
@@ -263,6 +265,7 @@ def bench(
     per_statement: bool,
     pgbench_progress: bool,
     wait_sample_hz: int,
+    foreign_cpu_limit: float | None,
     latency_log: str,
     trim: int | None,
     dsn: str | None,
@@ -313,6 +316,7 @@ def bench(
         per_statement=per_statement,
         progress=pgbench_progress,
         wait_sample_hz=wait_sample_hz,
+        **({} if foreign_cpu_limit is None else {"foreign_cpu_limit_pct": foreign_cpu_limit}),
         trim_s=trim,
         latency_log=latency_log,
     )
@@ -350,14 +354,7 @@ def bench(
                              for run in stored])  # fmt: skip
         return
     console = out(env)
-    console.print(results_table(outcome.records))
-    for dataset in outcome.datasets:
-        how = "generated" if dataset.generated else "reused"
-        unit = "tpcc warehouses" if dataset.kind == "tpcc" else "scale"
-        console.print(
-            f"dataset {unit} {dataset.scale}: {dataset.size_bytes / 1024**2:,.0f} MiB ({how}, "
-            f"{dataset.prepare_seconds:.1f} s)"
-        )
+    console.print(results_table(outcome.records))  # each dataset was said once, when ready
     if line := leftovers_line(left or [], target.label):
         console.print(line)
     console.print(f"results database: {env.results} (session {outcome.session_id})")

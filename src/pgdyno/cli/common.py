@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.text import Text
 
 from pgdyno.environment import DSN_PASSWORD_ENV, Environment
-from pgdyno.postgres.binaries import Binaries, resolve
+from pgdyno.experiment.target import sandbox_binaries
+from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import split_password, with_password
 from pgdyno.textsafe import safe_text, shorten_words, strict_json
 
@@ -100,7 +101,8 @@ def json_option[F: Callable[..., Any]](func: F) -> F:
 
 
 def pick_binaries(env: Environment, pg_bin: Path | None, pg_version: int | None) -> Binaries:
-    return resolve(pg_bin, pg_version, env.cache_dir)
+    """A sandbox command's binaries: the sandbox's own version unless another is asked for."""
+    return sandbox_binaries(env, pg_bin, pg_version, err(env).print)
 
 
 if TYPE_CHECKING:  # click >= 8.2 types ParamType as a generic; 8.1 cannot subscript it
@@ -152,6 +154,17 @@ def adaptive_options[F: Callable[..., Any]](func: F) -> F:
         "--precision", type=POSITIVE, metavar="PCT",
         help="Adaptive rounds: go on until every interval is at most this many % wide each "
         "way, or decided (default 2 when --budget is given).",
+    )(func)  # fmt: skip
+
+
+def foreign_cpu_option[F: Callable[..., Any]](func: F) -> F:
+    """--foreign-cpu-limit: the share of the machine other processes may take during a run."""
+    return click.option(
+        "--foreign-cpu-limit", "foreign_cpu_limit", metavar="PCT",
+        type=click.FloatRange(min=0, max=100, min_open=True),
+        help="Flag a run, and leave it out of verdicts, when processes outside pgdyno took more "
+        "than this % of the machine's CPU during it (default 5; a plan's [matrix] "
+        "foreign_cpu_limit).",
     )(func)  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from pgdyno.cli.common import (
     dsn_with_its_password,
     environment,
     err,
+    foreign_cpu_option,
     json_option,
     out,
     print_json,
@@ -24,7 +25,13 @@ from pgdyno.cli.common import (
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, UsageError
-from pgdyno.experiment.compare import CompareRequest, execute_compare, sandbox_host
+from pgdyno.experiment.compare import (
+    CompareRequest,
+    cell_count,
+    execute_compare,
+    sandbox_host,
+    unresolved_failures,
+)
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.experiment.storage_sets import describe_storage, storage_notes
@@ -112,6 +119,7 @@ def _server_options(
 @server_options
 @ssh_option
 @adaptive_options
+@foreign_cpu_option
 @json_option
 @allow_options
 @workdir_options
@@ -120,7 +128,7 @@ def compare(
     ctx: click.Context, /, plan_file: Path, resume: bool, keep_files: bool, as_json: bool,
     allow_sysctl: tuple[str, ...], allow_pg: tuple[str, ...], precision: float | None,
     budget: str | None, dsn: str | None, yes: bool, restart_command: str | None,
-    data_dir: Path | None, ssh: str | None, **_: object,
+    data_dir: Path | None, ssh: str | None, foreign_cpu_limit: float | None, **_: object,
 ) -> None:  # fmt: skip
     """Compare configuration sets from a plan file: apply, run, restore, give a verdict.
 
@@ -168,6 +176,7 @@ def compare(
     request = CompareRequest(
         load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,
         budget=budget, resume=resume, keep_files=keep_files, server=server, ssh=ssh,
+        foreign_cpu_limit=foreign_cpu_limit,
     )  # fmt: skip
     done = execute_compare(
         env, request, log=err(env).print, progress=lambda: MatrixProgress(err(env))
@@ -192,10 +201,10 @@ def compare(
             err(env).print(
                 f"{outcome.skipped} runs were finished before and not repeated (--resume)"
             )
-    failed = [r for r in runs if r.status != "ok"]
+    failed = unresolved_failures(runs)
     if failed:
         raise PgbenchFailed(
-            f"{len(failed)} of {len(runs)} runs failed; see `pgdyno runs show ID` for "
+            f"{len(failed)} of {cell_count(runs)} runs failed; see `pgdyno runs show ID` for "
             f"pgbench's error output (runs {', '.join(str(r.id) for r in failed[:10])})."
         )
 

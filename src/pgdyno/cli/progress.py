@@ -47,6 +47,7 @@ class MatrixProgress:
         self.total_runs = 0
         self.done_runs = 0  # finished in this command or earlier (skipped on --resume)
         self.before = 0  # of those, the runs an earlier command finished
+        self.said: set[str] = set()  # the keys of the lines `once` printed
 
     def __enter__(self) -> MatrixProgress:
         if self.live:
@@ -84,8 +85,13 @@ class MatrixProgress:
     def phase(self, text: str) -> None:
         if self.task is not None:
             self.bar.update(self.task, description=safe_text(text))
-        if not self.live and text.startswith("dataset"):
-            self.console.print(text)
+
+    def once(self, key: str, text: str) -> None:
+        """A line said once per `key` in this command (a dataset: generated or reused)."""
+        if key in self.said:
+            return
+        self.said.add(key)
+        (self.bar.console if self.live else self.console).print(safe_text(text), markup=False)
 
     def tick(self, cell: RunCell, elapsed_s: float) -> None:
         if self.task is not None:
@@ -109,8 +115,9 @@ class MatrixProgress:
         if record.tpcc is not None:  # judged on NOPM: say it first
             tps = f"{record.tpcc.nopm:,.0f} NOPM, {tps}"
         size = f"{cell.scale} warehouses" if record.tpcc is not None else f"scale {cell.scale}"
+        where = f"set {record.set_name}, " if record.set_name else ""
         line = (
-            f"run {run_id} ({self.done_runs}/{self.total_runs}): {cell.workload} {size}, "
+            f"run {run_id} ({self.done_runs}/{self.total_runs}): {where}{cell.workload} {size}, "
             f"{cell.clients} clients, repeat {cell.repeat}: {tps}"
         )
         if record.status == "failed":

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import click
 
-from pgdyno.cli.common import environment, out, print_json, workdir_options
+from pgdyno.cli.common import environment, out, workdir_options
 from pgdyno.errors import UsageError
-from pgdyno.report.export import make, summary_csv
+from pgdyno.report.export import make, summary_csv, write_page
 from pgdyno.report.load import Selection, parse_run_ids
 from pgdyno.report.selection import GROUP_BY
 from pgdyno.report.summary_table import summary_table
 from pgdyno.store.open import open_results
-from pgdyno.textsafe import safe_text
+from pgdyno.textsafe import safe_text, strict_json
 
 
 def _selection(
@@ -52,7 +52,9 @@ def _selection(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The HTML file to write (default: <workdir>/reports/<title>-<time>.html).",
+    help="The file to write: the HTML report (default: <workdir>/reports/<title>-<time>.html), "
+    "or with --json or --csv that content (default: printed; the HTML goes to its default "
+    "place).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report's content as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the summary table as CSV.")
@@ -93,12 +95,16 @@ def report(
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv.")
     selection = replace(_selection(run_ids, comparison, session, last, everything), by=by)
+    page = None if as_json or as_csv else output  # -o names the file of what was asked for
     with open_results(env.results, writing=False) as store:
-        built, path = make(store, selection, datetime.now(UTC), output, env.data_dir / "reports")
-    if as_json:
-        print_json(env, built)
-    elif as_csv:
-        env.stdout.write(summary_csv(built))
+        built, path = make(store, selection, datetime.now(UTC), page, env.data_dir / "reports")
+    if as_json or as_csv:
+        text = strict_json(built) + "\n" if as_json else summary_csv(built)
+        if output is None:
+            env.stdout.write(text)
+        else:
+            write_page(output, text)
+            env.stderr.write(f"{'JSON' if as_json else 'CSV'}: {safe_text(output.resolve())}\n")
     else:
         out(env).print(summary_table(built))
         for note in built["notes"]:

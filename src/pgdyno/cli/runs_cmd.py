@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
@@ -11,6 +11,7 @@ from rich.text import Text
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
+from pgdyno.postgres.setting_values import shown_settings
 from pgdyno.records.interference import Interference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv
@@ -48,21 +49,30 @@ def _open(ctx: click.Context) -> ResultsStore:
     help="Show at most this many runs (0: all).",
 )
 @click.option("--session", type=int, help="Only the runs of this bench session.")
+@click.option("--comparison", type=int, metavar="ID", help="Only the runs of this comparison.")
 @json_option
 @workdir_options
 @click.pass_context
 def list_runs(
-    ctx: click.Context, /, limit: int, session: int | None, as_json: bool, **_: object
+    ctx: click.Context,
+    /,
+    limit: int,
+    session: int | None,
+    comparison: int | None,
+    as_json: bool,
+    **_: object,
 ) -> None:
-    """List runs, newest first.
+    """List runs, newest first; a comparison's runs with the comparison and set they were made
+    for.
 
     \b
-    Example:
+    Examples:
       pgdyno runs list --limit 10
+      pgdyno runs list --comparison 4
     """
     env = environment(ctx)
     with _open(ctx) as store:
-        rows = store.list_runs(limit or None, session)
+        rows = store.list_runs(limit or None, session, comparison)
     if as_json:
         print_json(env, [to_json(row) for row in rows])
     else:
@@ -131,7 +141,7 @@ def show_run(
         for table in waits_tables(run_id, run.waits):
             console.print(table)
         return
-    tables = run_detail(run)
+    tables = run_detail(replace(run, settings=shown_settings(run.settings)))  # as SHOW has them
     found = run.interference
     if found is not None:  # the figures behind the run's "interference:" warning
         tables[0].add_row("interference", Text(safe_text(interference_row(found))))

@@ -101,13 +101,16 @@ class ProcessTable:
     busy: int = 0  # user + nice + system of the cpu line: all processes' CPU time together
 
 
-def is_flagged(found: Interference) -> bool:
-    """More foreign CPU or steal than a run tolerates.
+def is_flagged(found: Interference, foreign_limit_pct: float = FOREIGN_CPU_MAX_PCT) -> bool:
+    """More foreign CPU (than `foreign_limit_pct`, --foreign-cpu-limit) or steal than a run
+    tolerates.
 
     >>> is_flagged(Interference(48.2, 0.0)), is_flagged(Interference(0.4, 0.0))
     (True, False)
+    >>> is_flagged(Interference(8.0, 0.0), foreign_limit_pct=10)
+    False
     """
-    return found.foreign_cpu_pct > FOREIGN_CPU_MAX_PCT or found.steal_pct > STEAL_MAX_PCT
+    return found.foreign_cpu_pct > foreign_limit_pct or found.steal_pct > STEAL_MAX_PCT
 
 
 def parse_pid_stat(text: bytes) -> ProcessTimes:
@@ -262,10 +265,27 @@ def flagged_interference(
     cpus: int,
     wall_s: float,
     hz: int = CLOCK_TICKS,
+    *,
+    foreign_limit_pct: float = FOREIGN_CPU_MAX_PCT,
 ) -> Interference | None:
     """The run's interference when it exceeds a threshold, else None (a clean run)."""
     found = measure_interference(before, after, roots, cpus, wall_s, hz)
-    return found if is_flagged(found) else None
+    return found if is_flagged(found, foreign_limit_pct) else None
+
+
+def interference_now(
+    proc_root: Path,
+    roots: Iterable[int],
+    cpus: int,
+    seconds: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Interference:
+    """What other processes take of the machine now: two reads of the process table
+    `seconds` apart (the check before a comparison spends its budget)."""
+    before = read_processes(proc_root)
+    sleep(seconds)
+    after = read_processes(proc_root)
+    return measure_interference(before, after, roots, cpus, after.at - before.at)
 
 
 def _comm(proc_root: Path, pid: int) -> str | None:

@@ -93,10 +93,13 @@ class Connected:
         """The template of this scale (warehouses for tpcc), reused or generated once."""
         if scale not in self.datasets:
             unit = "warehouses" if kind == "tpcc" else "scale"
-            progress.phase(f"dataset {kind} {unit} {scale}: reusing or generating it")
+            what = f"dataset {kind} {unit} {scale}"
+            progress.phase(f"{what}: preparing")
             how = Generator(kind, self.pgbench, self.env, self.target.password,
                             loader_sessions(scale))  # fmt: skip
             self.datasets[scale] = ensure_dataset(self.client, scale, how)
+            # Once per command: every set of a comparison connects anew and finds it again.
+            progress.once(what, f"{what}: {dataset_done(self.datasets[scale])}")
         return self.datasets[scale]
 
     @property
@@ -155,6 +158,7 @@ def connected(
             cpus=host.cpu_count,
             keep_logs=ctx.keep_files,
             wait_hz=spec.wait_sample_hz,
+            foreign_cpu_limit_pct=spec.foreign_cpu_limit_pct,
             server_pid=None if ctx.remote else server_pid(stats_client, target.dsn, ctx.proc_root),
             remote=ctx.remote.host if ctx.remote else None,
         )
@@ -309,3 +313,17 @@ def _usable_tps(cells: list[RunCell], records: list[tuple[int, RunRecord]]) -> l
         if record.status == "ok" and tps > 0 and record.interference is None:
             by_cell[(record.cell.workload, record.cell.scale, record.cell.clients)].append(tps)
     return list(by_cell.values())
+
+
+def dataset_done(dataset: Dataset) -> str:
+    """What was done to have a dataset ready, for the one line said about it.
+
+    >>> dataset_done(Dataset("pgdyno_tpl_s1", 1, 23 << 20, True, 3.21))
+    'generated (23 MiB, 3.2 s)'
+    >>> dataset_done(Dataset("pgdyno_tpl_s1", 1, 23 << 20, False, 0.01))
+    'reused (23 MiB, template pgdyno_tpl_s1)'
+    """
+    size = f"{dataset.size_bytes / 1024**2:,.0f} MiB"
+    if dataset.generated:
+        return f"generated ({size}, {dataset.prepare_seconds:.1f} s)"
+    return f"reused ({size}, template {dataset.template})"

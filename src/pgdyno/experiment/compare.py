@@ -7,13 +7,15 @@ pgdyno.experiment.server_sets). The CLI gives the log and the progress display.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pgdyno.collect.interference import interference_now, is_flagged
 from pgdyno.environment import Environment
-from pgdyno.errors import StoreError
+from pgdyno.errors import ParseError, StoreError
 from pgdyno.experiment.context import ProgressReporter, RemoteTarget, RunContext
 from pgdyno.experiment.matrix import bench_spec, with_adaptive
 from pgdyno.experiment.server_sets import RemoteServer, ServerOptions, server_sets
@@ -32,6 +34,7 @@ from pgdyno.plan.check import CheckedSet, HostTarget, MetaLoader, check_plan
 from pgdyno.plan.load import Plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.server_lock import ServerLock, server_lock
+from pgdyno.records.interference import Interference
 from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.remote.host import remote_host
 from pgdyno.stats.analysis import Analysis, Judging, analyse
@@ -62,6 +65,7 @@ class CompareRequest:
     keep_files: bool = False
     server: ServerOptions | None = None
     ssh: str | None = None  # the server's host over SSH; `server.dsn` as that host sees it
+    foreign_cpu_limit: float | None = None  # --foreign-cpu-limit (over the plan's)
 
 
 def checked_sets(
@@ -108,7 +112,11 @@ def execute_compare(
         lock = None if request.server is None else stack.enter_context(_locked(request.server))
         host = read_host(env.proc_root, env.sys_root)
         spec = with_adaptive(bench_spec(plan, host.cpu_count), request.precision, request.budget)
+        if request.foreign_cpu_limit is not None:
+            spec = spec.model_copy(update={"foreign_cpu_limit_pct": request.foreign_cpu_limit})
         checked, meta_for, switcher = _prepared(env, request, stack, log)
+        if remote is None:  # said before the budget is spent (over SSH: not this host's CPU)
+            busy_host_check(env.proc_root, host.cpu_count, spec.foreign_cpu_limit_pct, log)
         store = stack.enter_context(open_results(env.results))
         shown = stack.enter_context(progress())
         run_ctx = RunContext.of(env, store, log=log, progress=shown, keep_files=request.keep_files)
@@ -150,3 +158,55 @@ def _prepared(
         server_sets(request.plan, request.server, env, request.allowed, log)
     )
     return checked, switcher.server.meta_for, switcher
+
+
+def unresolved_failures(runs: list[RunOutcome]) -> list[RunOutcome]:
+    """The runs that did not finish and whose cell (set, workload, scale, clients, round) has
+    no finished run either: a run interrupted and then made again by `--resume` is not a
+    failure of the comparison.
+
+    >>> from pgdyno.records.health import RunHealth
+    >>> def run(id, status, repeat):
+    ...     return RunOutcome(id, "a", status, "tpcb", 1, 1, repeat, None, None, None,
+    ...                       RunHealth(), "18.1")
+    >>> [r.id for r in unresolved_failures([run(1, "interrupted", 1), run(2, "ok", 1),
+    ...                                     run(3, "failed", 2)])]
+    [3]
+    """
+    finished = {_cell(r) for r in runs if r.status == "ok"}
+    return [r for r in runs if r.status != "ok" and _cell(r) not in finished]
+
+
+def cell_count(runs: list[RunOutcome]) -> int:
+    """The runs the comparison planned and made, a run made again on --resume counted once."""
+    return len({_cell(r) for r in runs})
+
+
+def _cell(run: RunOutcome) -> tuple[str | None, str, int, int, int]:
+    return (run.set_name, run.workload, run.scale, run.clients, run.repeat)
+
+
+BUSY_CHECK_S = 2.0  # how long the look at the host's processes before a comparison lasts
+
+
+def busy_host_check(
+    proc_root: Path, cpus: int, limit_pct: float, log: Callable[[str], None]
+) -> Interference | None:
+    """Before a comparison spends its budget: whether other processes take more of the CPU
+    than a run tolerates (each such run is flagged and left out of the verdicts). Says so, with
+    the biggest consumers, and returns what it saw; None when the host is quiet enough."""
+    try:
+        found = interference_now(proc_root, [os.getpid()], cpus, BUSY_CHECK_S)
+    except (OSError, ParseError) as exc:
+        log(f"the host's processes could not be read before the runs ({exc}): no busy check")
+        return None
+    if not is_flagged(found, limit_pct):
+        return None
+    top = ", ".join(f"{command} {pct:.1f}%" for command, pct in found.top) or "-"
+    log(
+        f"this host is busy: other processes took {found.foreign_cpu_pct:.1f}% of its CPU "
+        f"(steal {found.steal_pct:.1f}%) over {BUSY_CHECK_S:.0f} s (top: {top}); runs where "
+        f"they take more than {limit_pct:g}% are flagged and left out of the verdicts: stop "
+        "them first, or raise --foreign-cpu-limit"
+    )
+    return found

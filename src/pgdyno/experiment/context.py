@@ -27,6 +27,7 @@ class ProgressReporter(Protocol):
     def tick(self, cell: RunCell, elapsed_s: float) -> None: ...
     def finished(self, cell: RunCell, record: RunRecord, run_id: int) -> None: ...
     def skipped(self, count: int) -> None: ...  # runs an earlier command finished
+    def once(self, key: str, text: str) -> None: ...  # a line said once per `key` and command
 
 
 @dataclass(frozen=True)

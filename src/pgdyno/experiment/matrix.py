@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pgdyno.collect.interference import FOREIGN_CPU_MAX_PCT
 from pgdyno.collect.waits import DEFAULT_HZ, MAX_HZ
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.experiment.rounds import (
@@ -60,6 +61,11 @@ class BenchSpec(BaseModel):
     progress: bool = False  # pgbench -P 1, kept as the series pgbench.progress_tps
     # Looks a second at pg_stat_activity for the wait-event profile (collect/waits.py); 0: off
     wait_sample_hz: Annotated[int, Field(ge=0, le=MAX_HZ)] = DEFAULT_HZ
+    # A run is flagged (and left out of verdicts) when other processes took more than this % of
+    # the machine's CPU during it (collect/interference.py).
+    foreign_cpu_limit_pct: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = (
+        FOREIGN_CPU_MAX_PCT
+    )
     # Adaptive rounds (either one set): repeat until every interval is this narrow (half-width,
     # in %) or the budget (seconds of machine time) is spent. `repeats` is then not used.
     precision_pct: Annotated[float, Field(gt=0, le=50, allow_inf_nan=False)] | None = None
@@ -117,6 +123,7 @@ _OPTION = {
     "precision_pct": "--precision",
     "budget_s": "--budget",
     "wait_sample_hz": "--wait-sample-hz",
+    "foreign_cpu_limit_pct": "--foreign-cpu-limit",
 }
 
 
@@ -288,6 +295,8 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
             latency_limit_ms=m.latency_limit, repeats=m.repeats, warmup_s=m.warmup,
             latency_log=m.latency_log, prewarm=m.prewarm, per_statement=m.per_statement,
             progress=m.progress, precision_pct=m.precision, wait_sample_hz=m.wait_sample_hz,
+            **({} if m.foreign_cpu_limit is None
+               else {"foreign_cpu_limit_pct": m.foreign_cpu_limit}),
             budget_s=parse_budget(m.budget, "budget") if m.budget is not None else None,
         )  # fmt: skip
     except PgdynoError as exc:

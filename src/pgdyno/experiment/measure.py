@@ -9,7 +9,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgdyno.collect.interference import ProcessTable, flagged_interference, read_processes
+from pgdyno.collect.interference import (
+    FOREIGN_CPU_MAX_PCT,
+    ProcessTable,
+    flagged_interference,
+    read_processes,
+)
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.procfs import ProcReader
 from pgdyno.collect.sampler import TimelineSampler
@@ -60,6 +65,8 @@ class Collect:
     # Looks a second at the server's sessions for the wait-event profile (collect/waits.py);
     # 0: none.
     wait_hz: int = DEFAULT_HZ
+    # A run is flagged when other processes took more of the machine's CPU (in %).
+    foreign_cpu_limit_pct: float = FOREIGN_CPU_MAX_PCT
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,10 @@ def _interference(
     if before is None or after is None:
         return None
     roots = [os.getpid()] + ([collect.server_pid] if collect.server_pid else [])
-    return flagged_interference(before, after, roots, collect.cpus, after.at - before.at)
+    return flagged_interference(
+        before, after, roots, collect.cpus, after.at - before.at,
+        foreign_limit_pct=collect.foreign_cpu_limit_pct,
+    )  # fmt: skip
 
 
 def _clock_offset(collect: Collect, at: float) -> list[Event]:

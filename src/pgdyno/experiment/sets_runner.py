@@ -246,6 +246,7 @@ def run_compare(
         )  # fmt: skip
         if comparison_id is not None:
             comparisons.resume(comparison_id)  # running again, owned by this process
+            ctx.log(f"resuming comparison {comparison_id} (this is session {session_id})")
             run.finish_on_exit(comparison_id)
 
         def after(round_no: int) -> bool:
@@ -279,7 +280,8 @@ class _CompareRun:
     scales: list[int] | None  # None until the first set's server tells the memory size
     done: _Done  # cells finished by an earlier invocation (--resume)
     made: int = 0
-    skipped: int = 0
+    skipped: int = 0  # cells finished earlier and not run again (--resume)
+    announced: int = 0  # of those, told to the progress display
     planned: bool = False
     holds_huge_pages: bool = False  # the last set reserved huge pages (vm.nr_hugepages)
     rounds: RoundLog = field(init=False)
@@ -333,10 +335,16 @@ class _CompareRun:
         scales = self.scales
         if scales is None or _todo(self.spec, scales, self.host, repeat, name, self.done):
             return False
-        before = len(_cells(self.spec, scales, self.host.cpu_count, repeat))
-        self.skipped += before
-        self.ctx.progress.skipped(before)  # finished earlier: done, not remaining
+        self._skip(len(_cells(self.spec, scales, self.host.cpu_count, repeat)))
         return True
+
+    def _skip(self, count: int) -> None:
+        """Cells an earlier invocation finished: done, not remaining. Once the progress is
+        planned, its count of them already holds every one (see _plan_progress)."""
+        self.skipped += count
+        if not self.planned:
+            self.announced += count
+            self.ctx.progress.skipped(count)
 
     def _apply_host_settings(self, checked_set: CheckedSet) -> list[AppliedKnob]:
         reserves = any(knob.name == "vm.nr_hugepages" for knob, _ in checked_set.host)
@@ -365,6 +373,10 @@ class _CompareRun:
         if self.comparison_id is None:
             self.comparison_id = self._create_comparison(self.scales)
             self.finish_on_exit(self.comparison_id)
+            self.ctx.log(
+                f"comparison {self.comparison_id} (session {self.session_id}): "
+                f"`pgdyno runs list --comparison {self.comparison_id}` lists its runs"
+            )
         if not self.planned:
             self.planned = True
             self._plan_progress(self.scales)
@@ -381,18 +393,21 @@ class _CompareRun:
         )  # fmt: skip
 
     def _plan_progress(self, scales: list[int]) -> None:
+        """The runs planned, those an earlier invocation finished counted once, here, so the
+        figures shown ("2 runs planned (10 already done)", "run 7 (11/12)", "10 runs were
+        finished before") agree however the skipped cells fall among the sets and rounds."""
         spec, cpus = self.spec, self.host.cpu_count
-        self.ctx.progress.planned(
-            [c for r in range(1, self.planned_rounds() + 1) for _ in self.checked
-             for c in _cells(spec, scales, cpus, r)],
-            seconds_per_run(spec),
-        )  # fmt: skip
+        planned = [(s.name, c) for r in range(1, self.planned_rounds() + 1)
+                   for s in self.checked for c in _cells(spec, scales, cpus, r)]  # fmt: skip
+        earlier = sum((name, *_key(c)) in self.done for name, c in planned)
+        if earlier > self.announced:
+            self.ctx.progress.skipped(earlier - self.announced)
+            self.announced = earlier
+        self.ctx.progress.planned([c for _, c in planned], seconds_per_run(spec))
 
     def _cells_to_run(self, scales: list[int], name: str, repeat: int) -> list[RunCell]:
         cells = _todo(self.spec, scales, self.host, repeat, name, self.done)
-        before = len(_cells(self.spec, scales, self.host.cpu_count, repeat)) - len(cells)
-        self.skipped += before
-        self.ctx.progress.skipped(before)
+        self._skip(len(_cells(self.spec, scales, self.host.cpu_count, repeat)) - len(cells))
         return cells
 
     def _read_back_settings(

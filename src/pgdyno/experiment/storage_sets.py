@@ -28,7 +28,7 @@ from pgdyno.plan.check import WAL_IMAGE_BYTES, fs_request
 from pgdyno.plan.model import FsSpec, StorageSpec
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.storage.layer import BuiltFs, bind_mounted, built_filesystem, inspect_request
-from pgdyno.storage.model import FsRequest
+from pgdyno.storage.model import FsRequest, set_role
 
 COPY_TIMEOUT_S = 6 * 3600.0
 
@@ -97,10 +97,10 @@ class SetStorage:
     def _build(self, box: Sandbox, name: str, storage: StorageSpec) -> _Built:
         size = image_size(max(_bytes_under(box.data_dir), self.dataset_bytes))
         self.log(f"set {name}: building its storage ({describe_storage(storage)})")
-        data = self._built_fs(fs_request(storage, f"{name}-data", size))
+        data = self._built_fs(fs_request(storage, set_role(name, "data"), size))
         wal = None
         if storage.wal is not None:
-            wal = self._built_fs(fs_request(storage.wal, f"{name}-wal", WAL_IMAGE_BYTES))
+            wal = self._built_fs(fs_request(storage.wal, set_role(name, "wal"), WAL_IMAGE_BYTES))
         copy = data.mount_point / "data"
         _copy_tree(box.data_dir, copy)
         if wal is not None:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TextIO
 
 from pgdyno.environment import Environment, ensure_writable, workdir_errors
-from pgdyno.errors import ClusterError, PgdynoError, UsageError
-from pgdyno.postgres.binaries import Binaries
+from pgdyno.errors import BinariesError, ClusterError, PgdynoError, UsageError
+from pgdyno.postgres.binaries import Binaries, inspect_bin_dir, resolve, system_installations
 from pgdyno.postgres.client import describe, split_password
-from pgdyno.postgres.cluster import Sandbox, cluster_name, recover, taken_ports
+from pgdyno.postgres.cluster import Sandbox, all_sandboxes, cluster_name, recover, taken_ports
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import describe_settings
@@ -134,6 +134,43 @@ def check_settings_for(binaries: Binaries, settings: Mapping[str, str]) -> None:
     meta = describe_settings(binaries)  # reads the binaries; starts nothing
     for name, value in settings.items():
         check_setting(meta, name, value, binaries.version, source="--set")
+
+
+def sandbox_binaries(
+    env: Environment, pg_bin: Path | None, pg_version: int | None, log: Callable[[str], None]
+) -> Binaries:
+    """The binaries of a command on the sandbox: those asked for; else the version of the
+    sandbox this work directory has (the one used last when there are several), so that a
+    `doctor` or `tune` after `make demo` or a bench looks at the server the user has been
+    working with, not a new empty one; else the bundled default. Says which and why when
+    there was a choice."""
+    if pg_bin is not None or pg_version is not None:
+        return resolve(pg_bin, pg_version, env.cache_dir)
+    boxes = [b for b in all_sandboxes(env.clusters_dir, None) if b.exists()]
+    if not boxes:
+        return _default_binaries(env, log)
+    box = max(boxes, key=lambda b: b.state_file.stat().st_mtime)
+    state = box.state()
+    try:
+        binaries = inspect_bin_dir(Path(state.bin_dir), f"sandbox {state.name}")
+    except BinariesError:  # its binaries moved away (a cache cleared): the same major again
+        binaries = resolve(None, box.binaries().major, env.cache_dir)
+    others = ", ".join(b.root.name for b in boxes if b is not box)
+    why = f" (the one used last; also here: {others})" if others else ""
+    log(f"using PostgreSQL {binaries.version}: this work directory's sandbox {state.name}"
+        f"{why}; --pg-version N picks another")  # fmt: skip
+    return binaries
+
+
+def _default_binaries(env: Environment, log: Callable[[str], None]) -> Binaries:
+    """The bundled default, said with the other versions installed here when there are any."""
+    binaries = resolve(None, None, env.cache_dir)
+    others = [b for b in system_installations() if b.bin_dir != binaries.bin_dir]
+    if others and binaries.source.startswith("bundled"):
+        found = ", ".join(f"{b.version} in {b.bin_dir}" for b in others)
+        log(f"using PostgreSQL {binaries.version}, the bundled default (also installed here: "
+            f"{found}; --pg-version N or --pg-bin DIR picks another)")  # fmt: skip
+    return binaries
 
 
 def open_sandbox(env: Environment, binaries: Binaries, log: Callable[[str], None]) -> Sandbox:

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 
 from pgdyno.collect.waits import DEFAULT_HZ, MAX_HZ
+from pgdyno.storage.model import ROLE_MAX, ROLE_RULE, is_plain_role, set_role
 
 SET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$"
 PG_MAJORS = (14, 15, 16, 17, 18)
@@ -218,6 +219,23 @@ class SetSpec(BaseModel):
             raise ValueError("give pg_version or pg_bin, not both")
         return self
 
+    @model_validator(mode="after")
+    def _storage_name(self) -> SetSpec:
+        """A storage set's name names its filesystems (`storage/<name>-data.img`, the mount
+        point), so it follows storage/model.py's rule for those: checked here, when the plan is
+        read, not when the filesystem is built."""
+        if self.storage is not None and not is_plain_role(set_role(self.name, "data")):
+            longest = ROLE_MAX - len(set_role("", "data"))
+            suggestion = re.sub(r"[^a-z0-9_-]", "-", self.name.lower())
+            if not suggestion[:1].isalpha():
+                suggestion = f"fs-{suggestion}"
+            raise ValueError(
+                f"set name {self.name!r} names the filesystems of its [set.storage], so it takes "
+                f"{ROLE_RULE}, at most {longest} characters: rename the set (e.g. "
+                f"{suggestion[:longest]!r})"
+            )
+        return self
+
     @property
     def block_settings(self) -> dict[str, Scalar]:
         return {k: v for k, v in self.block.model_dump().items() if v is not None}
@@ -258,6 +276,9 @@ class MatrixSpec(BaseModel):
     # instead of a home warehouse each; the specification's keying and think times.
     tpcc_all_warehouses: bool = False
     tpcc_keying: bool = False
+    # A run is flagged, and left out of the verdicts, when other processes took more than this
+    # % of the machine's CPU during it (default 5; --foreign-cpu-limit overrides it).
+    foreign_cpu_limit: Annotated[float, Field(gt=0, le=100)] | None = None
 
     @model_validator(mode="after")
     def _repeats_or_adaptive(self) -> MatrixSpec:

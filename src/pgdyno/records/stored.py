@@ -129,6 +129,8 @@ class RunListing(_RunColumns):
     tpcc: TpccResult | None  # the TPC-C-like workload's figures
     session_status: str
     host: str  # the hostname of the machine the run measured ("" when not recorded)
+    comparison_id: int | None = None  # the comparison the run belongs to (None: a bench)
+    set_name: str | None = None  # its configuration set in that comparison
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from pgdyno.records.devices import RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunListing, StoredRun
 from pgdyno.render.tpcc_tables import tpcc_rows, tpcc_table
+from pgdyno.textsafe import safe_text
 
 # The tail of pgbench's stderr that `runs show` prints for a run that did not finish.
 STDERR_TAIL_LINES = 20
@@ -34,7 +35,8 @@ def results_table(records: Sequence[tuple[int, RunRecord]]) -> Table:
             *((fmt(t.nopm if t else None), fmt(t.tpm if t else None)) if tpcc else ()),
             fmt(s.tps if s else None),
             fmt(s.latency_avg_ms if s else None, 3), fmt(s.latency_stddev_ms if s else None, 3),
-            str(s.failed_transactions) if s else "-", status_text(rec.status),
+            str(s.failed_transactions) if s else "-",
+            _flagged(status_text(rec.status), rec.interference is not None),
         )  # fmt: skip
     return table
 
@@ -63,20 +65,43 @@ def runs_table(rows: Sequence[RunListing]) -> Table:
     table = Table(title="runs (newest first)", title_justify="left")
     tpcc = any(row.tpcc is not None for row in rows)
     hosts = len({row.host for row in rows}) > 1  # a store shared by several hosts
-    for name in ("id", "session", *(("host",) if hosts else ()), "finished", "workload",
+    sets = any(row.comparison_id is not None for row in rows)
+    for name in ("id", "session", *(("comparison: set",) if sets else ()),
+                 *(("host",) if hosts else ()), "finished", "workload",
                  "scale", "clients", *(("NOPM",) if tpcc else ()), "TPS", "lat avg ms",
                  "PostgreSQL", "status"):  # fmt: skip
         table.add_column(name)
     for row in rows:
         nopm = (fmt(row.tpcc.nopm if row.tpcc else None),) if tpcc else ()
         host = (_text(row.host or "?"),) if hosts else ()
+        belongs = (Text(safe_text(_belongs(row) or "-")),) if sets else ()
         table.add_row(
-            str(row.id), _session(row), *host, row.finished_at[:19].replace("T", " "),
+            str(row.id), _session(row), *belongs, *host, row.finished_at[:19].replace("T", " "),
             row.workload, str(row.scale), str(row.clients), *nopm, fmt(row.tps),
             fmt(row.latency_avg_ms, 3), _text(row.pg_version),
             _flagged(status_text(row.status), row.interference is not None),
         )  # fmt: skip
     return table
+
+
+def _belongs(row: RunListing | StoredRun) -> str | None:
+    """The comparison and set a run was made for, None for a bench's run.
+
+    >>> from dataclasses import replace
+    >>> _belongs(_listing_example()), _belongs(replace(_listing_example(), comparison_id=None))
+    ('4: xfs-noatime', None)
+    """
+    if row.comparison_id is None:
+        return None
+    return f"{row.comparison_id}: {row.set_name or '?'}"
+
+
+def _listing_example() -> RunListing:
+    return RunListing(
+        1, 2, "ok", "", "", "tpcb", 1, 1, 1, 5, "simple", None, 1, 0, None, None, None, None,
+        None, None, "18.1", "18.1", None, None, None, None, None, None, None, "ok", "h",
+        comparison_id=4, set_name="xfs-noatime",
+    )  # fmt: skip
 
 
 def _session(row: RunListing | StoredRun) -> str:
@@ -145,6 +170,8 @@ def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
         *([("reason", str(run.error))] if run.error else []),
         ("target", run.target),
         ("session", _session(run)),
+        *([("comparison", f"{run.comparison_id}, set {_text(run.set_name)}")]
+          if run.comparison_id is not None else []),
         ("started / finished", f"{run.started_at} / {run.finished_at}"),
         ("workload", f"{run.workload}, {_size(run)}, {run.clients} clients, "
                      f"{run.jobs} jobs, {run.duration_s} s, protocol {run.protocol}"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pgdyno.postgres.setting_values import shown_settings
 from pgdyno.records.stored import StoredRun
 from pgdyno.report.selection import cell_key, cell_label
 
@@ -47,7 +48,7 @@ def _facts_of(run: StoredRun, by: str | None) -> dict[str, str]:
     if by == "set":
         return {name: str(get(run)) for name, skip, get in _RUN_FACTS if skip is None}
     facts = {name: str(get(run)) for name, skip, get in _RUN_FACTS if skip != by}
-    for name, value in run.settings.items():
+    for name, value in shown_settings(run.settings).items():  # as SHOW prints them
         if name not in _PLACE_SETTINGS:
             facts[f"setting {name}"] = value
     return facts

@@ -15,6 +15,8 @@ from pgdyno.errors import PgdynoError
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "ext3")
 _ROLE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+ROLE_RULE = "lower-case letters, digits, '-' and '_', starting with a letter"
+ROLE_MAX = 32
 
 
 class StorageError(PgdynoError):
@@ -70,6 +72,23 @@ class Roots:
     release: str = field(default_factory=lambda: os.uname().release)  # uname -r
 
 
+def set_role(set_name: str, part: str) -> str:
+    """The role of one filesystem of a plan's storage set: it names the image and mount point.
+
+    >>> set_role("xfs-noatime", "data")
+    'xfs-noatime-data'
+    """
+    return f"{set_name}-{part}"
+
+
+def is_plain_role(role: str) -> bool:
+    """
+    >>> is_plain_role("xfs-dirty64m-data"), is_plain_role("xfs-dirty64M-data")
+    (True, False)
+    """
+    return _ROLE.fullmatch(role) is not None
+
+
 def storage_dir(workdir: Path) -> Path:
     return workdir / "storage"
 
@@ -94,8 +113,8 @@ def request_shape_problems(request: FsRequest) -> list[str]:
     problems: list[str] = []
     if not _ROLE.fullmatch(request.role):
         problems.append(
-            f"the storage role {request.role!r} is not a plain name: use lower-case letters, "
-            "digits, '-' and '_' (such as data or wal)."
+            f"the storage role {request.role!r} is not a plain name: use {ROLE_RULE} "
+            "(such as data or wal)."
         )
     if request.filesystem not in FILESYSTEMS:
         problems.append(

@@ -88,7 +88,10 @@ class ResultsBackend(Protocol):
     def add_run(self, session_id: int, run: RunRecord) -> int: ...
 
     def list_runs(
-        self, limit: int | None = 50, session_id: int | None = None
+        self,
+        limit: int | None = 50,
+        session_id: int | None = None,
+        comparison_id: int | None = None,
     ) -> list[RunListing]: ...
 
     def get_run(self, run_id: int) -> StoredRun | None: ...

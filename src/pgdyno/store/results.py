@@ -197,13 +197,22 @@ class ResultsStore:
         """Rows as dicts; decoded into records before they leave store/."""
         return self.db.query(query, params)
 
-    def list_runs(self, limit: int | None = 50, session_id: int | None = None) -> list[RunListing]:
-        """Newest first; the summary columns and the status of the run's session."""
-        where = "WHERE r.session_id = ?" if session_id is not None else ""
-        params: tuple[Any, ...] = (session_id,) if session_id is not None else ()
+    def list_runs(
+        self,
+        limit: int | None = 50,
+        session_id: int | None = None,
+        comparison_id: int | None = None,
+    ) -> list[RunListing]:
+        """Newest first; the summary columns, the status of the run's session, and the
+        comparison and set the run belongs to. `session_id`, `comparison_id`: only those."""
+        tests = [("r.session_id = ?", session_id), ("r.comparison_id = ?", comparison_id)]
+        chosen = [(test, value) for test, value in tests if value is not None]
+        where = ("WHERE " + " AND ".join(t for t, _ in chosen)) if chosen else ""
+        params: tuple[Any, ...] = tuple(value for _, value in chosen)
         columns = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
         rows = self._query(
-            f"SELECT {columns}, s.status AS session_status, s.host AS session_host FROM runs r"
+            f"SELECT {columns}, s.status AS session_status, s.host AS session_host,"
+            " r.comparison_id, r.set_name FROM runs r"
             f" JOIN sessions s ON s.id = r.session_id {where} ORDER BY r.id DESC"
             + (" LIMIT ?" if limit else ""),
             (*params, limit) if limit else params,

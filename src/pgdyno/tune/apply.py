@@ -72,7 +72,7 @@ def apply_configuration(
             server, journal, log, marker=marker_value(env.data_dir, journal.path),
             proc_root=env.proc_root,
         )  # fmt: skip
-        changer.claim()
+        changer.claim(continuing=_pg_advice(settings))
         host = stack.enter_context(
             HostChanges(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root, keep=True)
         )
@@ -125,6 +125,15 @@ def _apply_all(
         # `try` was in effect, but `on` was recommended: not "already as recommended".
         report.unchanged = [name for name in report.unchanged if name != "huge_pages"]
     _read_back(changer.handle, settings, report)
+
+
+def _pg_advice(settings: list[Setting]) -> dict[str, str]:
+    """Every PostgreSQL value of the advice, as an apply writes it (huge_pages `try` until the
+    pages are reserved): what an earlier apply of the same advice left pending."""
+    pg = {s.name: s.value for s in settings if s.layer == "postgresql"}
+    if pg.get("huge_pages") == "on":
+        pg["huge_pages"] = "try"
+    return pg
 
 
 def _pg_to_change(settings: list[Setting], report: ApplyReport) -> dict[str, str]:
