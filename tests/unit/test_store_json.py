@@ -19,7 +19,9 @@ redrew the charts (each second drawn at its end, one time range per cell, legend
 plots, the disk chart per set's own device, CPU small multiples) and added the report's
 `"comparing"`, each summary row's `"flagged"` and each ladder's `"judged"` and `"reason"`: the
 digests were pinned again, once the report without its charts and those keys was checked to be
-the same as before. It also added each `runs list` row's `"comparison_id"` and `"set_name"`
+the same as before. It also prints each drill-down run's `"settings"` and `"settings_diff"` as
+SHOW does ("128MB", not "16384 8kB"): checked beside the digest, which is of the raw ones.
+It also added each `runs list` row's `"comparison_id"` and `"set_name"`
 (last, null for a bench's run): the pinned lists were written again with them, every other key
 and value checked unchanged.
 """
@@ -34,7 +36,9 @@ import pytest
 
 from conftest import schema_1_database
 from pgdyno.errors import StoreUnavailable
+from pgdyno.postgres.setting_values import shown_settings
 from pgdyno.report import content
+from pgdyno.report.drilldown import settings_diff
 from pgdyno.report.export import summary_csv
 from pgdyno.report.load import Selection, load
 from pgdyno.stats.analysis import analyse
@@ -101,6 +105,14 @@ def test_report_json_and_csv_are_unchanged(
     added = {"grouped_by": report.pop("grouped_by"), "differences": report.pop("differences")}
     assert report.pop("wait_changes") == [] and report.pop("wait_profiles") == []
     assert [run.pop("waits") for run in report["runs"]] == [None] * len(report["runs"])
+    for run in report["runs"]:  # settings as SHOW prints them; the digest is of the raw ones
+        stored = store.get_run(run["id"])
+        assert stored is not None and run["settings"] == shown_settings(stored.settings)
+        run["settings"] = dict(stored.settings)
+        if run["settings_diff"]:
+            baseline = store.get_run(run["settings_baseline_run"])
+            assert baseline is not None
+            run["settings_diff"] = settings_diff(stored.settings, baseline.settings)
     notes = report["notes"]
     report["notes"] = [n for n in notes if not n.startswith("not the same in every group")]
     got = hashlib.sha256((strict_json(report) + "\n").encode()).hexdigest()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pgdyno.postgres.setting_values import shown_settings
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import ComparisonSet, StoredRun
 from pgdyno.report import timelines, tpcc, waits
@@ -96,8 +97,8 @@ def run_entry(
         "settings_baseline_run": None if baseline_run is None else baseline_run.id,
         "settings_diff": []
         if baseline_run is None or is_baseline_run
-        else settings_diff(run.settings, baseline_run.settings),
-        "settings": dict(run.settings),
+        else settings_diff(shown_settings(run.settings), shown_settings(baseline_run.settings)),
+        "settings": shown_settings(run.settings),  # as SHOW prints them, not "16384 8kB"
         "environment": _environment(run),
         "pgbench_argv": " ".join(run.pgbench_argv),
         "charts": figures,
