@@ -17,20 +17,11 @@ from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.textsafe import strict_loads
 from pgdyno.tune.files import ALTER_SQL, PG_CONF, README, SYSCTL, THP, UDEV
+from tune_files import conf_values
 
 DATA = Path(__file__).parent.parent / "data" / "doctor"
 SANDBOX = ("--sandbox", "--pg-version", "18")  # the box fixture's embedded PostgreSQL 18
 MiB = 1024**2
-
-
-def conf_values(text: str) -> dict[str, str]:
-    """name -> value of the uncommented `name = value` lines of a postgresql.conf file."""
-    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
-    return {
-        name.strip(): value.split("#")[0].strip().strip("'")
-        for name, value in pairs
-        if not name.lstrip().startswith("#")
-    }
 
 
 def start_with(box: Sandbox, out: Path) -> dict[str, str]:

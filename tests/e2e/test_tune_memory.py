@@ -33,20 +33,11 @@ from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import run
 from pgdyno.textsafe import strict_loads
 from pgdyno.tune.files import PG_CONF, README, SYSCTL
+from tune_files import conf_values
 
 SNAPSHOT = Path(__file__).parent.parent / "data" / "doctor" / "ram-8g-1108-huge-pages.json"
 MiB = 1024**2
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="reserves huge pages: needs root")
-
-
-def conf_values(text: str) -> dict[str, str]:
-    """name -> value of the uncommented `name = value` lines of a postgresql.conf file."""
-    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
-    return {
-        name.strip(): value.split("#")[0].strip().strip("'")
-        for name, value in pairs
-        if not name.lstrip().startswith("#")
-    }
 
 
 def sysctl_values(out: Path) -> dict[str, str]:
