@@ -757,3 +757,14 @@ def test_every_recorded_row_is_written_back_as_postgresql_reads_it() -> None:
             assert math.isclose(conf_value(text), setting_value(row)), (name, text)
         checked += 1
     assert checked > 200
+
+
+def test_docs_list_every_recommendation_with_its_formula_reason_and_sources() -> None:
+    """docs/tune.md's table of recommendations is data/tune.toml's, entry for entry."""
+    from pgdyno.tune.reference import rewritten
+
+    doc = Path(__file__).parent.parent.parent / "docs" / "tune.md"
+    text = doc.read_text()
+    assert text == rewritten(text), "run: python -m pgdyno.tune.reference docs/tune.md"
+    for entry in load_knowledge():
+        assert f"`{entry.name}` ({entry.spec.layer})" in text
