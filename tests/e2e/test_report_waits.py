@@ -77,10 +77,10 @@ def _stacked(chart: dict[str, Any]) -> list[dict[str, Any]]:
 def test_report_json_has_the_wait_changes_and_profiles(
     run_ids: list[int], quiet_workdir: Path, cache_dir: Path, tmp_path: Path
 ) -> None:
-    args = ("report", *map(str, run_ids), "-o", str(tmp_path / "r.html"), "--json")
-    code, out, err = _cli(quiet_workdir, cache_dir, *args)
+    args = ("report", *map(str, run_ids), "-o", str(tmp_path / "r.json"), "--json")
+    code, _, err = _cli(quiet_workdir, cache_dir, *args)
     assert code == 0, err
-    report = json.loads(out, parse_constant=_not_json)
+    report = json.loads((tmp_path / "r.json").read_text(), parse_constant=_not_json)  # -o: JSON
     first, second = (g["name"] for g in report["groups"])
     changes = report["wait_changes"]
     assert changes, "no wait event moved between two runs"
