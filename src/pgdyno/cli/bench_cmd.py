@@ -38,7 +38,7 @@ from pgdyno.experiment.target import (
     remote_server_target,
     server_address,
 )
-from pgdyno.host.facts import read_host
+from pgdyno.host.machine import read_host
 from pgdyno.pgbench.command import PROTOCOLS, parse_int_list, with_tpcc_options
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.footprint import (

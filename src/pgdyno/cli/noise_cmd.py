@@ -23,7 +23,7 @@ from pgdyno.experiment.matrix import BenchSpec, make_spec, parse_scales, parse_w
 from pgdyno.experiment.noise import NoiseOutcome, run_noise
 from pgdyno.experiment.rounds import parse_budget
 from pgdyno.experiment.target import locked_sandbox
-from pgdyno.host.facts import read_host
+from pgdyno.host.machine import read_host
 from pgdyno.pgbench.command import BUILTINS
 from pgdyno.render.noise import noise_screen
 from pgdyno.store.open import open_results

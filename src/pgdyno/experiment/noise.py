@@ -22,7 +22,7 @@ from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
-from pgdyno.host.facts import HostFacts
+from pgdyno.host.machine import HostFacts
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.noise import NoiseReport, NoiseRun, noise_report
 

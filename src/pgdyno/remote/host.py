@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno.errors import UsageError
-from pgdyno.host.device_inventory import find_devices
+from pgdyno.host.disks import find_devices
 from pgdyno.postgres.client import endpoint, with_endpoint
 from pgdyno.records.devices import DeviceLayout
 from pgdyno.remote.agent_client import Agent, ClockOffset
