@@ -51,7 +51,7 @@ class RemoteHost:
 
     def locate_devices(self, data_dir: Path | None) -> DeviceLayout:
         """The devices under a data directory of the remote host and its pg_wal (as
-        host/layout.py's locate_devices does here), read from the host's copy of /proc."""
+        host/disks.py's locate_devices does here), read from the host's copy of /proc."""
         real = None if data_dir is None else self.realpath(data_dir)
         if data_dir is None or real is None:
             return DeviceLayout()
