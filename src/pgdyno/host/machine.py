@@ -42,9 +42,9 @@ class HostFacts:
     kernel: str
     cpu_model: str
     cpu_count: int  # usable CPUs: affinity (or a recorded tree's CPUs) and cgroup quota applied;
-    # 0 when a recorded tree names no CPU
-    memory_bytes: int  # usable RAM: the smaller of MemTotal and the cgroup limit
-    memory_total_bytes: int  # MemTotal, what the host has
+    # 0 when unknown (a recorded tree names no CPU, or a CPU file is garbled)
+    memory_bytes: int  # usable RAM: the smaller of MemTotal and the cgroup limit; 0 when unknown
+    memory_total_bytes: int  # MemTotal, what the host has; 0 when unknown
     # Who the host is, to group runs by host and tell hosts apart (issue 22); "" when unknown.
     hostname: str = ""  # of the UTS namespace pgdyno (or its remote sampler) ran in
     machine_id: str = ""  # /etc/machine-id: stable across reboots and renames
