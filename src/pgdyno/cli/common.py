@@ -199,3 +199,20 @@ def err(env: Environment) -> Console:
 
 def print_json(env: Environment, data: object) -> None:
     env.stdout.write(strict_json(data) + "\n")
+
+
+PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+
+
+def allow_options[F: Callable[..., Any]](func: F) -> F:
+    """Names a plan may not change unless the person running pgdyno allows them here."""
+    func = click.option(
+        "--allow-pg-setting", "allow_pg", metavar="NAME", multiple=True,
+        help="Let the plan set this PostgreSQL setting although it runs commands, loads code "
+        "or names files (archive_command, shared_preload_libraries, ...). Repeatable.",
+    )(func)  # fmt: skip
+    return click.option(
+        "--allow-sysctl", "allow_sysctl", metavar="NAME", multiple=True,
+        help="Let the plan write this sysctl although it is not one of the kernel settings for "
+        "database performance (vm.*, kernel.sched_*, kernel.shm*, ...). Repeatable.",
+    )(func)  # fmt: skip
