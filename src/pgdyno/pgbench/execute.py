@@ -84,18 +84,42 @@ def _wait(
 ) -> int:
     """pgbench's exit code; stopped (and PgbenchFailed) when it overstays -T by GRACE_S."""
     with _exit_waiter(child.pid) as wait_exit:
-        while child.poll() is None:
-            elapsed = time.monotonic() - started
-            if elapsed > duration_s + GRACE_S:
-                child.stop()
-                raise PgbenchFailed(
-                    f"pgbench did not finish within {duration_s + GRACE_S:.0f} s and was stopped.",
-                    err_path.read_text(errors="replace"),
-                )
-            if on_tick:
-                on_tick(elapsed)
-            wait_exit(TICK_S)
+        code = wait_for_exit(
+            child.poll, started, duration_s, on_tick, sleep=lambda: wait_exit(TICK_S)
+        )
+    if code is None:
+        child.stop()
+        raise PgbenchFailed(
+            f"pgbench did not finish within {duration_s + GRACE_S:.0f} s and was stopped.",
+            err_path.read_text(errors="replace"),
+        )
     return child.wait()
+
+
+def wait_for_exit(
+    poll: Callable[[], int | None],
+    started: float,
+    duration_s: float,
+    on_tick: Callable[[float], None] | None,
+    *,
+    sleep: Callable[[], object],
+    tick_s: float = 0.0,
+) -> int | None:
+    """The exit code `poll` gives once pgbench ends, or None when it overstays -T by GRACE_S
+    (the caller stops it). Between polls it `sleep`s; `on_tick(elapsed_s)` is called at most
+    once every `tick_s` seconds. Both drivers wait with it: the local one (a pidfd wakes the
+    sleep at the exit) and the one over SSH (polling the remote agent without blocking it).
+    """
+    ticked = started
+    while (code := poll()) is None:
+        now = time.monotonic()
+        if now - started > duration_s + GRACE_S:
+            return None
+        if on_tick is not None and now - ticked >= tick_s:
+            ticked = now
+            on_tick(now - started)
+        sleep()
+    return code
 
 
 @contextmanager
