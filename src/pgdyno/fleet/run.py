@@ -38,6 +38,7 @@ from pgdyno.errors import ExitStatus, Interrupted, PgdynoError, WorkdirError
 from pgdyno.fleet.hosts import HostSpec
 from pgdyno.fleet.status import FLEETS_DIR, FleetState, HostState
 from pgdyno.postgres.client import split_password
+from pgdyno.process import start_session
 from pgdyno.store.exchange import import_runs
 from pgdyno.store.open import open_results
 
@@ -132,11 +133,7 @@ class Fleet:
             if stop.requested is not None:
                 break
             dsn, child_env = _child_env(self.env, host)
-            child.process = subprocess.Popen(
-                _argv(self.plan, host, dsn, child.directory), env=child_env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                text=True, errors="replace", start_new_session=True,
-            )  # fmt: skip
+            child.process = start_session(_argv(self.plan, host, dsn, child.directory), child_env)
             child.state.state = "running"
             child.reader = threading.Thread(target=self._follow, args=(child,), daemon=True)
             child.reader.start()
