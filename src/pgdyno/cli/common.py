@@ -79,13 +79,12 @@ def options[F: Callable[..., Any]](*decorators: Callable[[F], F]) -> Callable[[F
 
 
 def target_options[F: Callable[..., Any]](
-    dsn_help: str, sandbox_help: str, *, metavar: str = "CONNINFO"
+    dsn_help: str, sandbox_help: str, *, metavar: str = "CONNINFO", sandbox_first: bool = False
 ) -> Callable[[F], F]:
     """--dsn (an existing server) and --sandbox (pgdyno's own), as each command words them."""
-    return options(
-        click.option("--dsn", metavar=metavar, help=dsn_help),
-        click.option("--sandbox", is_flag=True, help=sandbox_help),
-    )
+    dsn = click.option("--dsn", metavar=metavar, help=dsn_help)
+    sandbox = click.option("--sandbox", is_flag=True, help=sandbox_help)
+    return options(sandbox, dsn) if sandbox_first else options(dsn, sandbox)
 
 
 def data_dir_option[F: Callable[..., Any]](help_text: str) -> Callable[[F], F]:
