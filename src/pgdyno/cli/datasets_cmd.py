@@ -7,7 +7,10 @@ this module only translates options and renders.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,12 +27,26 @@ from pgdyno.lab.datasets import drop as drop_datasets
 from pgdyno.postgres.footprint import footprint_json, footprint_lines, mib
 
 # --sandbox (the default) or --dsn, as `bench` and `doctor` name a server.
-server_options = target_options(
+_TARGET = target_options(
     "An existing server (libpq connection string or URI; '' for the PG* variables).",
     "pgdyno's sandbox of --pg-version (the default when --dsn is not given).",
     metavar="CONNSTR",
     sandbox_first=True,
 )
+
+
+def server_options(func: Callable[..., None]) -> Callable[..., None]:
+    """--sandbox or --dsn, then --json, --pg-bin, --pg-version and the work directory; the
+    command gets the server they name as one `server` (a `Server`)."""
+
+    @functools.wraps(func)
+    def with_server(
+        *args: Any, sandbox: bool, dsn: str | None, pg_bin: Path | None,
+        pg_version: int | None, **kwargs: Any,
+    ) -> None:  # fmt: skip
+        func(*args, server=Server(sandbox, dsn, pg_bin, pg_version), **kwargs)
+
+    return _TARGET(server_io_options(with_server))
 
 
 @click.group()
@@ -49,18 +66,8 @@ def datasets() -> None:
 
 @datasets.command("list")
 @server_options
-@server_io_options
 @click.pass_context
-def list_(
-    ctx: click.Context,
-    /,
-    sandbox: bool,
-    dsn: str | None,
-    as_json: bool,
-    pg_bin: Path | None,
-    pg_version: int | None,
-    **_: object,
-) -> None:
+def list_(ctx: click.Context, /, server: Server, as_json: bool, **_: object) -> None:
     """List pgdyno's databases (with size), extensions and postgresql.auto.conf.
 
     Databases: the dataset templates (scale, complete or interrupted) and the bench copy, sized
@@ -74,7 +81,7 @@ def list_(
       pgdyno datasets list --dsn "host=db1 user=bench dbname=postgres" --json
     """
     env = environment(ctx)
-    found = footprint(env, Server(sandbox, dsn, pg_bin, pg_version), err(env).print)
+    found = footprint(env, server, err(env).print)
     if as_json:
         print_json(env, footprint_json(found.footprint, found.where))
         return
@@ -93,21 +100,11 @@ def list_(
     "and exits with status 2.",
 )
 @server_options
-@server_io_options
 @click.pass_context
 def drop(
-    ctx: click.Context,
-    /,
-    names: tuple[str, ...],
-    every: bool,
-    yes: bool,
-    sandbox: bool,
-    dsn: str | None,
-    as_json: bool,
-    pg_bin: Path | None,
-    pg_version: int | None,
-    **_: object,
-) -> None:
+    ctx: click.Context, /, names: tuple[str, ...], every: bool, yes: bool, server: Server,
+    as_json: bool, **_: object,
+) -> None:  # fmt: skip
     """Drop pgdyno's databases (and so the extensions pgdyno created in them).
 
     Only pgdyno_tpl_s<scale> and pgdyno_bench can be dropped; any other name is refused (exit
@@ -121,7 +118,6 @@ def drop(
       pgdyno datasets drop --all --dsn "host=db1 user=bench dbname=postgres" --yes
     """
     env = environment(ctx)
-    server = Server(sandbox, dsn, pg_bin, pg_version)
     done = drop_datasets(env, server, names, every=every, yes=yes, log=err(env).print)
     if as_json:
         print_json(env, {"target": done.where, "dropped": [d.as_json() for d in done.databases]})

@@ -66,8 +66,16 @@ def execute(
             f"pgbench's output files under {run_dir} could not be written or read: "
             f"{exc.strerror or exc}"
         ) from exc
+    return pgbench_result(code, stdout, stderr, started_at)
+
+
+def pgbench_result(
+    code: int, stdout: str, stderr: str, started_at: float, where: str = ""
+) -> PgbenchResult:
+    """A finished pgbench's result: its summary read from `stdout`, or PgbenchFailed saying
+    why (from `stderr`; `where` names another host, e.g. " (on db1)")."""
     if code != 0:
-        raise PgbenchFailed(failure_reason(code, stderr), stderr)
+        raise PgbenchFailed(failure_reason(code, stderr) + where, stderr)
     try:
         summary = parse_summary(stdout)
     except ParseError as exc:

@@ -16,8 +16,12 @@ from pathlib import Path
 
 from pgdyno.errors import ParseError, PgbenchFailed, RemoteFailed
 from pgdyno.pgbench.command import RunOptions, run_argv
-from pgdyno.pgbench.execute import GRACE_S, PgbenchResult, failure_reason, wait_for_exit
-from pgdyno.pgbench.output import parse_summary
+from pgdyno.pgbench.execute import (
+    GRACE_S,
+    PgbenchResult,
+    pgbench_result,
+    wait_for_exit,
+)
 from pgdyno.postgres.binaries import parse_version_output
 from pgdyno.postgres.client import dbname_of, with_dbname
 from pgdyno.remote.agent_client import Agent, ClockOffset
@@ -120,13 +124,7 @@ class RemoteDriver:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "pgbench.stdout").write_text(out)
         (run_dir / "pgbench.stderr").write_text(err)
-        if code != 0:
-            raise PgbenchFailed(failure_reason(code, err) + f" (on {self.host})", err)
-        try:
-            summary = parse_summary(out)
-        except ParseError as exc:
-            raise PgbenchFailed(f"pgbench's output could not be read: {exc}", err) from exc
-        return PgbenchResult(summary, out, err, started_at)
+        return pgbench_result(code, out, err, started_at, f" (on {self.host})")
 
     def _wait(
         self, pid: int, started: float, duration_s: float, on_tick: Callable[[float], None]
