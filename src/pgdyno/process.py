@@ -169,6 +169,24 @@ def start_guard(argv: Sequence[str | Path]) -> subprocess.Popen[bytes]:
     )
 
 
+def start_session(argv: Sequence[str | Path], env: Mapping[str, str]) -> subprocess.Popen[str]:
+    """Start a pgdyno of its own (`fleet run`'s one per host), its stderr piped for the caller
+    to follow line by line, stdin and stdout closed.
+
+    It gets a session of its own, so a Ctrl-C at the terminal reaches only the caller, which
+    passes each child the stop request itself (each child restores its server's settings before
+    it ends); the caller waits for every child, whatever happens.
+    """
+    args = [str(a) for a in argv]
+    try:
+        return subprocess.Popen(
+            args, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:
+        raise ProcessError(f"could not start {args[0]}: {exc.strerror}.") from exc
+
+
 def last_line(text: str) -> str:
     """The most telling line of a program's complaint: the last non-empty one.
 

@@ -6,12 +6,13 @@ import click
 
 from pgdyno import __version__
 from pgdyno.cli.bench_cmd import bench
-from pgdyno.cli.compare_cmd import compare, plan
+from pgdyno.cli.compare_cmd import compare
 from pgdyno.cli.datasets_cmd import datasets
 from pgdyno.cli.doctor_cmd import doctor
 from pgdyno.cli.fleet_cmd import fleet
 from pgdyno.cli.noise_cmd import noise
 from pgdyno.cli.pg_cmd import pg
+from pgdyno.cli.plan_cmd import plan
 from pgdyno.cli.report_cmd import report
 from pgdyno.cli.rollback_cmd import rollback
 from pgdyno.cli.runs_cmd import runs

@@ -19,6 +19,10 @@ from pgdyno.textsafe import safe_text, shorten_words, strict_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The two kinds of path an option names: a file (not a directory) and a directory.
+FILE = click.Path(dir_okay=False, path_type=Path)
+DIR = click.Path(file_okay=False, path_type=Path)
+
 
 def environment(ctx: click.Context) -> Environment:
     env = ctx.find_object(Environment)
@@ -61,6 +65,51 @@ def workdir_options[F: Callable[..., Any]](func: F) -> F:
     )(func)
     # Documented on the group (`pgdyno --traceback CMD`); also accepted after the command.
     return click.option("--traceback", is_flag=True, hidden=True)(func)
+
+
+def options[F: Callable[..., Any]](*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Several click options as one decorator, listed as they appear in --help (top first)."""
+
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def target_options[F: Callable[..., Any]](
+    dsn_help: str, sandbox_help: str, *, metavar: str = "CONNINFO", sandbox_first: bool = False
+) -> Callable[[F], F]:
+    """--dsn (an existing server) and --sandbox (pgdyno's own), as each command words them."""
+    dsn = click.option("--dsn", metavar=metavar, help=dsn_help)
+    sandbox = click.option("--sandbox", is_flag=True, help=sandbox_help)
+    return options(sandbox, dsn) if sandbox_first else options(dsn, sandbox)
+
+
+def data_dir_option[F: Callable[..., Any]](help_text: str) -> Callable[[F], F]:
+    return click.option("--data-dir", type=DIR, help=help_text)
+
+
+def restart_options[F: Callable[..., Any]](
+    yes_help: str, data_dir_help: str | None = None
+) -> Callable[[F], F]:
+    """--yes (the consent), --restart-command and, for pg_ctl, --data-dir: how pgdyno restarts
+    an existing server when a setting it changes or restores needs it."""
+    restart = click.option(
+        "--restart-command", metavar="CMD",
+        help="How to restart an existing server (e.g. 'systemctl restart postgresql').",
+    )  # fmt: skip
+    given = [click.option("--yes", is_flag=True, help=yes_help), restart]
+    if data_dir_help is not None:
+        given.append(data_dir_option(data_dir_help))
+    return options(*given)
+
+
+def server_io_options[F: Callable[..., Any]](func: F) -> F:
+    """--json, --pg-bin/--pg-version and the work directory: what every command that reads a
+    server (the sandbox of a version, or --dsn) takes."""
+    return json_option(binaries_options(workdir_options(func)))
 
 
 SSH_NEEDS_DSN = (
@@ -199,3 +248,20 @@ def err(env: Environment) -> Console:
 
 def print_json(env: Environment, data: object) -> None:
     env.stdout.write(strict_json(data) + "\n")
+
+
+PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+
+
+def allow_options[F: Callable[..., Any]](func: F) -> F:
+    """Names a plan may not change unless the person running pgdyno allows them here."""
+    func = click.option(
+        "--allow-pg-setting", "allow_pg", metavar="NAME", multiple=True,
+        help="Let the plan set this PostgreSQL setting although it runs commands, loads code "
+        "or names files (archive_command, shared_preload_libraries, ...). Repeatable.",
+    )(func)  # fmt: skip
+    return click.option(
+        "--allow-sysctl", "allow_sysctl", metavar="NAME", multiple=True,
+        help="Let the plan write this sysctl although it is not one of the kernel settings for "
+        "database performance (vm.*, kernel.sched_*, kernel.shm*, ...). Repeatable.",
+    )(func)  # fmt: skip

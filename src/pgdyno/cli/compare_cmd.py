@@ -1,4 +1,4 @@
-"""`pgdyno compare`, `pgdyno plan check` and `pgdyno rollback`."""
+"""`pgdyno compare`."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from pgdyno.cli.common import (
+    PLAN,
     SSH_NEEDS_DSN,
     adaptive_options,
+    allow_options,
     dsn_with_its_password,
     environment,
     err,
@@ -29,55 +30,16 @@ from pgdyno.experiment.compare import (
     CompareRequest,
     cell_count,
     execute_compare,
-    sandbox_host,
     unresolved_failures,
 )
-from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.server_sets import ServerOptions
-from pgdyno.experiment.storage_sets import describe_storage, storage_notes
-from pgdyno.host.machine import HostFacts, read_host
-from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
-from pgdyno.plan.check import (
-    CheckedSet,
-    check_plan,
-    find_installed,
-    is_installed,
-)
+from pgdyno.experiment.storage_sets import describe_storage
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.model import applied_sets
 from pgdyno.plan.policy import Allowed
-from pgdyno.postgres.setting_values import convert_to_setting_unit, read_number
-from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
 from pgdyno.stats.analysis import Analysis
 from pgdyno.store.encode import rounds_json, to_json
-
-PLAN = click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
-
-
-def allow_options[F: Callable[..., Any]](func: F) -> F:
-    """Names a plan may not change unless the person running pgdyno allows them here."""
-    func = click.option(
-        "--allow-pg-setting", "allow_pg", metavar="NAME", multiple=True,
-        help="Let the plan set this PostgreSQL setting although it runs commands, loads code "
-        "or names files (archive_command, shared_preload_libraries, ...). Repeatable.",
-    )(func)  # fmt: skip
-    return click.option(
-        "--allow-sysctl", "allow_sysctl", metavar="NAME", multiple=True,
-        help="Let the plan write this sysctl although it is not one of the kernel settings for "
-        "database performance (vm.*, kernel.sched_*, kernel.shm*, ...). Repeatable.",
-    )(func)  # fmt: skip
-
-
-def _previewed(env: Environment, plan: Plan, allowed: Allowed) -> list[CheckedSet]:
-    """`_checked` for `plan check`: creates no directory, starts no sandbox, installs nothing."""
-    existing = env.clusters_dir
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent  # the clusters will live on the disk of this directory
-    return check_plan(
-        plan, cache_dir=env.cache_dir, meta_for=describe_settings,
-        host=sandbox_host(env, plan, allowed, existing), find=find_installed,
-    )  # fmt: skip
 
 
 def server_options[F: Callable[..., Any]](func: F) -> F:
@@ -231,98 +193,3 @@ def _print_analysis(env: Environment, analysis: Analysis, plan: Plan, comparison
     for table in ladder_tables(analysis):
         console.print(table)
     console.print(f"results database: {env.results} (comparison {comparison_id})")
-
-
-def _shared_buffers(baseline: CheckedSet) -> int:
-    """The baseline's shared_buffers in bytes as its settings write it (8kB pages when bare),
-    or PostgreSQL's default, for the size of a `small` dataset."""
-    text = baseline.pg.get("shared_buffers")
-    found = read_number(text, integer=True) if text is not None else None
-    if found is None:
-        return DEFAULT_SHARED_BUFFERS
-    number, unit = found
-    in_kb = convert_to_setting_unit(number, unit or "8kB", "kB")
-    return DEFAULT_SHARED_BUFFERS if in_kb is None else int(in_kb) * 1024
-
-
-@click.group()
-def plan() -> None:
-    """Plan files: configuration sets to compare (see examples/).
-
-    \b
-    Example:
-      pgdyno plan check examples/aa.toml
-    """
-
-
-@plan.command("check")
-@PLAN
-@allow_options
-@workdir_options
-@click.pass_context
-def plan_check(
-    ctx: click.Context, /, plan_file: Path, allow_sysctl: tuple[str, ...],
-    allow_pg: tuple[str, ...], **_: object,
-) -> None:  # fmt: skip
-    """Validate a plan against this machine and the PostgreSQL versions it names.
-
-    Checks the file's form, every PostgreSQL setting against the target version's settings
-    (type, unit, range, allowed values: from `postgres --describe-config` and pgdyno's
-    recorded pg_settings of each version), every sysctl and block-device setting against what
-    a plan may change and the running kernel, and each transparent huge pages word ([set.thp]
-    enabled, defrag) against the words the kernel offers. Changes nothing: it creates no file,
-    starts no
-    server and installs no PostgreSQL version (one that is missing is checked against the
-    recording and installed when the plan runs).
-
-    \b
-    Example:
-      pgdyno plan check examples/001-dirty-pages.toml
-    """
-    env = environment(ctx)
-    loaded = load_plan(plan_file)
-    host: HostFacts = read_host(env.proc_root, env.sys_root)
-    spec = bench_spec(loaded, host.cpu_count)
-    checked = _previewed(env, loaded, Allowed.of(allow_sysctl, allow_pg))
-    table = Table(title=f"plan {loaded.name}: valid", title_justify="left")
-    storage = any(c.spec.storage for c in checked)
-    for name in ("set", "PostgreSQL", "settings", "host settings", *(["storage"] * storage)):
-        table.add_column(name)
-    for c in checked:
-        table.add_row(
-            c.name + (" (baseline)" if c.name == loaded.spec.baseline_name else ""),
-            c.binaries.version,
-            ", ".join(f"{k}={v}" for k, v in c.pg.items()) or "-",
-            ", ".join(f"{k}={v}" for k, v in c.host) or "-",
-            *([describe_storage(c.spec.storage)] if storage else []),
-        )
-    console = out(env)
-    console.print(table)
-    for c in checked:
-        for note in storage_notes(c.spec.storage, env.data_dir):
-            console.print(f"set {c.name}: {note}")
-    for scale in spec.scales:  # before a server runs: its shared_buffers as the plan sets it
-        buffers = _shared_buffers(checked[0]) if checked else DEFAULT_SHARED_BUFFERS
-        sizing = choose_scale(scale, host.memory_bytes, buffers, None, spec.dataset)
-        console.print(sizing.describe())
-    adaptive = spec.adaptive
-    if adaptive is None:
-        runs = run_count(spec, len(checked))
-        minutes = runs * seconds_per_run(spec) / 60
-        console.print(f"{runs} runs, about {minutes:.0f} minutes (mode: {loaded.spec.mode})")
-    else:
-        per_round = run_count(spec.model_copy(update={"repeats": 1}), len(checked))
-        round_min = per_round * seconds_per_run(spec) / 60
-        figure = "NOPM" if spec.dataset == "tpcc" else "TPS"  # what the verdicts judge
-        console.print(
-            f"adaptive rounds of {per_round} runs (about {round_min:.1f} min each) until"
-            f" every {figure} comparison is resolved to +-{adaptive.precision_pct:g}%"
-            f" or {adaptive.budget_s / 60:.0f} minutes are spent (mode: {loaded.spec.mode})"
-        )
-    for binaries in {c.binaries.version: c.binaries for c in checked}.values():
-        if not is_installed(binaries):
-            console.print(
-                f"PostgreSQL {binaries.version} is not installed here: checked against pgdyno's "
-                f"recorded settings of {binaries.version}; it is "
-                f"{binaries.source.partition(': ')[2]}."
-            )

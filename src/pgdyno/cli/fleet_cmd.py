@@ -9,11 +9,9 @@ from rich.table import Table
 
 from pgdyno.cli.common import environment, err, json_option, out, print_json, workdir_options
 from pgdyno.environment import Environment
-from pgdyno.errors import PgdynoError, UsageError
-from pgdyno.fleet.hosts import load_hosts
-from pgdyno.fleet.run import run_fleet
-from pgdyno.fleet.status import FleetState, fleet_dirs, load_state
-from pgdyno.plan.load import load_plan
+from pgdyno.errors import PgdynoError
+from pgdyno.fleet.run import fleet_run as run_on_hosts
+from pgdyno.fleet.status import FleetState, latest_state
 
 
 @click.group()
@@ -57,17 +55,12 @@ def fleet_run(
       pgdyno fleet run examples/aa.toml --hosts hosts.toml
     """
     env = environment(ctx)
-    plan = load_plan(plan_file)  # a broken plan is refused once, before any host starts
-    hosts = load_hosts(hosts_file)
     log = err(env).print
-    log(f"fleet: plan {plan.name} on {len(hosts)} hosts ({', '.join(h.name for h in hosts)})")
-    outcome = run_fleet(env, plan_file, hosts, lambda line: log(line, markup=False))
+    outcome = run_on_hosts(env, plan_file, hosts_file, lambda line: log(line, markup=False))
     _show(env, outcome.state, as_json)
-    failed = [h for h in outcome.state.hosts if h.state != "done"]
-    if failed:
-        named = "; ".join(f"{h.name} ({h.message or h.state})" for h in failed)
-        raise PgdynoError(f"{len(failed)} of {len(hosts)} hosts did not finish: {named}; the "
-                          f"other hosts' runs are in {env.results}.")  # fmt: skip
+    problem = outcome.unfinished(env.results)
+    if problem is not None:
+        raise PgdynoError(problem)
     log(f"results: {env.results}; the hosts' own logs: {outcome.directory}")
 
 
@@ -83,10 +76,7 @@ def fleet_status(ctx: click.Context, /, as_json: bool, **_: object) -> None:
       pgdyno fleet status
     """
     env = environment(ctx)
-    found = fleet_dirs(env.data_dir)
-    if not found:
-        raise UsageError(f"no fleet run in {env.data_dir}: start one with `pgdyno fleet run`.")
-    _show(env, load_state(found[0]), as_json)
+    _show(env, latest_state(env.data_dir), as_json)
 
 
 def _show(env: Environment, state: FleetState, as_json: bool) -> None:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 import click
 
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
-from pgdyno.postgres.binaries import available, resolve
+from pgdyno.postgres.binaries import versions as listed_versions
 from pgdyno.render.terminal import versions_table
 
 
@@ -35,9 +35,7 @@ def versions(ctx: click.Context, /, install: int | None, as_json: bool, **_: obj
       pgdyno pg versions --install 16
     """
     env = environment(ctx)
-    if install is not None:
-        resolve(None, install, env.cache_dir)
-    rows = available(env.cache_dir)
+    rows = listed_versions(env.cache_dir, install)
     if as_json:
         print_json(env, [asdict(r) for r in rows])
     else:

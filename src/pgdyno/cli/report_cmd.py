@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
 from pgdyno.cli.common import environment, out, workdir_options
 from pgdyno.errors import UsageError
-from pgdyno.report.export import make, summary_csv, write_page
+from pgdyno.report.export import report_on, summary_csv, write_page
 from pgdyno.report.load import Selection, parse_run_ids
 from pgdyno.report.selection import GROUP_BY
 from pgdyno.report.summary_table import summary_table
-from pgdyno.store.open import open_results
 from pgdyno.textsafe import safe_text, strict_json
 
 
@@ -96,8 +94,7 @@ def report(
         raise UsageError("choose one of --json and --csv.")
     selection = replace(_selection(run_ids, comparison, session, last, everything), by=by)
     page = None if as_json or as_csv else output  # -o names the file of what was asked for
-    with open_results(env.results, writing=False) as store:
-        built, path = make(store, selection, datetime.now(UTC), page, env.data_dir / "reports")
+    built, path = report_on(env, selection, page)
     if as_json or as_csv:
         text = strict_json(built) + "\n" if as_json else summary_csv(built)
         if output is None:

@@ -11,17 +11,14 @@ from rich.text import Text
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
+from pgdyno.lab import runs as runs_in
 from pgdyno.postgres.setting_values import shown_settings
 from pgdyno.records.interference import Interference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv
 from pgdyno.render.waits import waits_tables
-from pgdyno.report.load import parse_run_ids
 from pgdyno.store.encode import to_json
-from pgdyno.store.exchange import export_runs, import_runs
-from pgdyno.store.open import open_results
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.transfer import Copied, selected_run_ids
+from pgdyno.store.transfer import Copied
 from pgdyno.textsafe import safe_text
 
 
@@ -34,10 +31,6 @@ def runs() -> None:
       pgdyno runs list
       pgdyno runs show 3 --json
     """
-
-
-def _open(ctx: click.Context) -> ResultsStore:
-    return open_results(environment(ctx).results, writing=False)
 
 
 @runs.command("list")
@@ -71,8 +64,7 @@ def list_runs(
       pgdyno runs list --comparison 4
     """
     env = environment(ctx)
-    with _open(ctx) as store:
-        rows = store.list_runs(limit or None, session, comparison)
+    rows = runs_in.listed(env, limit or None, session, comparison)
     if as_json:
         print_json(env, [to_json(row) for row in rows])
     else:
@@ -120,10 +112,7 @@ def show_run(
       pgdyno runs show 1 --csv > run1.csv
     """
     env = environment(ctx)
-    with _open(ctx) as store:
-        run = store.get_run(run_id)
-        if run is None:
-            raise UsageError(f"there is no run {run_id}: see `pgdyno runs list` for the ids.")
+    run = runs_in.one_run(env, run_id)
     samples = run.samples
     if as_csv:
         env.stdout.write(timeline_csv(run, samples))
@@ -179,23 +168,6 @@ def interference_row(found: Interference) -> str:
     )
 
 
-def _export_ids(
-    store: ResultsStore, words: tuple[str, ...], session: int | None, comparison: int | None
-) -> list[int]:
-    if sum([bool(words), session is not None, comparison is not None]) > 1:
-        raise UsageError("choose one of run ids, --session and --comparison (or none: all runs).")
-    if words:
-        wanted = parse_run_ids(words)
-        present = set(selected_run_ids(store.db))
-        missing = [str(i) for i in wanted if i not in present]
-        if missing:
-            raise UsageError(
-                f"there is no run {', '.join(missing)}: see `pgdyno runs list` for the ids."
-            )
-        return list(wanted)
-    return selected_run_ids(store.db, session_id=session, comparison_id=comparison)
-
-
 @runs.command("export")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("run_ids", nargs=-1, metavar="[RUN_ID|FROM-TO]...")
@@ -227,9 +199,7 @@ def export_runs_cmd(
       pgdyno runs export some.pgdyno 3 5-9
     """
     env = environment(ctx)
-    with _open(ctx) as store:
-        ids = _export_ids(store, run_ids, session, comparison)
-        copied = export_runs(store.db, file, ids)
+    copied = runs_in.export(env, file, run_ids, session, comparison)
     _print_copied(env, as_json, copied, f"exported to {safe_text(file)}")
 
 
@@ -249,8 +219,7 @@ def import_runs_cmd(ctx: click.Context, /, file: Path, as_json: bool, **_: objec
       pgdyno runs import host1.pgdyno --results postgresql://pgdyno@results/pgdyno
     """
     env = environment(ctx)
-    with open_results(env.results) as store:
-        copied = import_runs(store.db, file)
+    copied = runs_in.import_(env, file)
     _print_copied(env, as_json, copied, f"imported into {env.results}")
 
 

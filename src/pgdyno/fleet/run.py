@@ -35,9 +35,11 @@ from pathlib import Path
 
 from pgdyno.environment import DSN_PASSWORD_ENV, Environment
 from pgdyno.errors import ExitStatus, Interrupted, PgdynoError, WorkdirError
-from pgdyno.fleet.hosts import HostSpec
+from pgdyno.fleet.hosts import HostSpec, load_hosts
 from pgdyno.fleet.status import FLEETS_DIR, FleetState, HostState
+from pgdyno.plan.load import load_plan
 from pgdyno.postgres.client import split_password
+from pgdyno.process import start_session
 from pgdyno.store.exchange import import_runs
 from pgdyno.store.open import open_results
 
@@ -58,6 +60,16 @@ class _Child:
 class FleetOutcome:
     directory: Path
     state: FleetState
+
+    def unfinished(self, results: object) -> str | None:
+        """Why the run failed: the hosts that did not finish, and where the others' runs are
+        (`results`); None when every host finished."""
+        failed = [h for h in self.state.hosts if h.state != "done"]
+        if not failed:
+            return None
+        named = "; ".join(f"{h.name} ({h.message or h.state})" for h in failed)
+        return (f"{len(failed)} of {len(self.state.hosts)} hosts did not finish: {named}; the "
+                f"other hosts' runs are in {results}.")  # fmt: skip
 
 
 def fleet_directory(env: Environment, plan_name: str) -> Path:
@@ -132,11 +144,7 @@ class Fleet:
             if stop.requested is not None:
                 break
             dsn, child_env = _child_env(self.env, host)
-            child.process = subprocess.Popen(
-                _argv(self.plan, host, dsn, child.directory), env=child_env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                text=True, errors="replace", start_new_session=True,
-            )  # fmt: skip
+            child.process = start_session(_argv(self.plan, host, dsn, child.directory), child_env)
             child.state.state = "running"
             child.reader = threading.Thread(target=self._follow, args=(child,), daemon=True)
             child.reader.start()
@@ -225,6 +233,16 @@ class Fleet:
         self.state.finished_at = _now()
         self.save()
         return FleetOutcome(self.directory, self.state)
+
+
+def fleet_run(
+    env: Environment, plan_file: Path, hosts_file: Path, say: Callable[[str], None]
+) -> FleetOutcome:
+    """`pgdyno fleet run`: the plan checked once, before any host starts, then `run_fleet`."""
+    plan = load_plan(plan_file)  # a broken plan is refused once, before any host starts
+    hosts = load_hosts(hosts_file)
+    say(f"fleet: plan {plan.name} on {len(hosts)} hosts ({', '.join(h.name for h in hosts)})")
+    return run_fleet(env, plan_file, hosts, say)
 
 
 def run_fleet(

@@ -61,6 +61,14 @@ def load_state(directory: Path) -> FleetState:
                          "was it written by `pgdyno fleet run`?") from None  # fmt: skip
 
 
+def latest_state(workdir: Path) -> FleetState:
+    """The state of the newest fleet run of a work directory (one sentence when there is none)."""
+    found = fleet_dirs(workdir)
+    if not found:
+        raise UsageError(f"no fleet run in {workdir}: start one with `pgdyno fleet run`.")
+    return load_state(found[0])
+
+
 def fleet_dirs(workdir: Path) -> list[Path]:
     """The fleet runs of a work directory, newest first."""
     root = workdir / FLEETS_DIR

@@ -66,8 +66,16 @@ def execute(
             f"pgbench's output files under {run_dir} could not be written or read: "
             f"{exc.strerror or exc}"
         ) from exc
+    return pgbench_result(code, stdout, stderr, started_at)
+
+
+def pgbench_result(
+    code: int, stdout: str, stderr: str, started_at: float, where: str = ""
+) -> PgbenchResult:
+    """A finished pgbench's result: its summary read from `stdout`, or PgbenchFailed saying
+    why (from `stderr`; `where` names another host, e.g. " (on db1)")."""
     if code != 0:
-        raise PgbenchFailed(failure_reason(code, stderr), stderr)
+        raise PgbenchFailed(failure_reason(code, stderr) + where, stderr)
     try:
         summary = parse_summary(stdout)
     except ParseError as exc:
@@ -84,18 +92,42 @@ def _wait(
 ) -> int:
     """pgbench's exit code; stopped (and PgbenchFailed) when it overstays -T by GRACE_S."""
     with _exit_waiter(child.pid) as wait_exit:
-        while child.poll() is None:
-            elapsed = time.monotonic() - started
-            if elapsed > duration_s + GRACE_S:
-                child.stop()
-                raise PgbenchFailed(
-                    f"pgbench did not finish within {duration_s + GRACE_S:.0f} s and was stopped.",
-                    err_path.read_text(errors="replace"),
-                )
-            if on_tick:
-                on_tick(elapsed)
-            wait_exit(TICK_S)
+        code = wait_for_exit(
+            child.poll, started, duration_s, on_tick, sleep=lambda: wait_exit(TICK_S)
+        )
+    if code is None:
+        child.stop()
+        raise PgbenchFailed(
+            f"pgbench did not finish within {duration_s + GRACE_S:.0f} s and was stopped.",
+            err_path.read_text(errors="replace"),
+        )
     return child.wait()
+
+
+def wait_for_exit(
+    poll: Callable[[], int | None],
+    started: float,
+    duration_s: float,
+    on_tick: Callable[[float], None] | None,
+    *,
+    sleep: Callable[[], object],
+    tick_s: float = 0.0,
+) -> int | None:
+    """The exit code `poll` gives once pgbench ends, or None when it overstays -T by GRACE_S
+    (the caller stops it). Between polls it `sleep`s; `on_tick(elapsed_s)` is called at most
+    once every `tick_s` seconds. Both drivers wait with it: the local one (a pidfd wakes the
+    sleep at the exit) and the one over SSH (polling the remote agent without blocking it).
+    """
+    ticked = started
+    while (code := poll()) is None:
+        now = time.monotonic()
+        if now - started > duration_s + GRACE_S:
+            return None
+        if on_tick is not None and now - ticked >= tick_s:
+            ticked = now
+            on_tick(now - started)
+        sleep()
+    return code
 
 
 @contextmanager

@@ -255,6 +255,14 @@ def at_hand(major: int, cache_dir: Path) -> Binaries | None:
     return next((b for b in system_installations() if b.major == major), None)
 
 
+def versions(cache_dir: Path, install: int | None = None) -> list[Available]:
+    """`pgdyno pg versions`: `install` installed first (when given), then what `available`
+    lists."""
+    if install is not None:
+        resolve(None, install, cache_dir)
+    return available(cache_dir)
+
+
 def available(cache_dir: Path) -> list[Available]:
     """What `pgdyno pg versions` shows: installed versions, and majors that can be installed."""
     rows: list[Available] = []

@@ -16,8 +16,12 @@ from pathlib import Path
 
 from pgdyno.errors import ParseError, PgbenchFailed, RemoteFailed
 from pgdyno.pgbench.command import RunOptions, run_argv
-from pgdyno.pgbench.execute import GRACE_S, PgbenchResult, failure_reason
-from pgdyno.pgbench.output import parse_summary
+from pgdyno.pgbench.execute import (
+    GRACE_S,
+    PgbenchResult,
+    pgbench_result,
+    wait_for_exit,
+)
 from pgdyno.postgres.binaries import parse_version_output
 from pgdyno.postgres.client import dbname_of, with_dbname
 from pgdyno.remote.agent_client import Agent, ClockOffset
@@ -120,31 +124,24 @@ class RemoteDriver:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "pgbench.stdout").write_text(out)
         (run_dir / "pgbench.stderr").write_text(err)
-        if code != 0:
-            raise PgbenchFailed(failure_reason(code, err) + f" (on {self.host})", err)
-        try:
-            summary = parse_summary(out)
-        except ParseError as exc:
-            raise PgbenchFailed(f"pgbench's output could not be read: {exc}", err) from exc
-        return PgbenchResult(summary, out, err, started_at)
+        return pgbench_result(code, out, err, started_at, f" (on {self.host})")
 
     def _wait(
         self, pid: int, started: float, duration_s: float, on_tick: Callable[[float], None]
     ) -> int:
         """pgbench's exit code, polled without blocking the agent (the sampler asks it too)."""
-        ticked = started
-        while True:
-            code = self.agent.request("wait", pid=pid, timeout=0)["code"]
-            if code is not None:
-                return int(code)
-            now = time.monotonic()
-            if now - started > duration_s + GRACE_S:
-                raise PgbenchFailed(f"pgbench on {self.host} did not finish within "
-                                    f"{duration_s + GRACE_S:.0f} s and was stopped.")  # fmt: skip
-            if now - ticked >= 1.0:
-                ticked = now
-                on_tick(now - started)
-            time.sleep(POLL_S)
+        code = wait_for_exit(
+            lambda: self._exit_code(pid), started, duration_s, on_tick,
+            sleep=lambda: time.sleep(POLL_S), tick_s=1.0,
+        )  # fmt: skip
+        if code is None:
+            raise PgbenchFailed(f"pgbench on {self.host} did not finish within "
+                                f"{duration_s + GRACE_S:.0f} s and was stopped.")  # fmt: skip
+        return code
+
+    def _exit_code(self, pid: int) -> int | None:
+        code = self.agent.request("wait", pid=pid, timeout=0)["code"]
+        return None if code is None else int(code)
 
     def _outputs(self, remote: str) -> tuple[str, str]:
         paths = [f"{remote}/pgbench.stdout", f"{remote}/pgbench.stderr"]

@@ -9,15 +9,17 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pgdyno import __version__
+from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
 from pgdyno.store.interface import ResultsBackend
+from pgdyno.store.open import open_results
 
 # `figure` came last (issue 21), so that scripts reading the columns by position still work.
 CSV_COLUMNS = (
@@ -58,6 +60,15 @@ def write_page(path: Path, page: str) -> None:
         raise UsageError(
             f"cannot write the report to {path} ({exc.strerror}); choose another --output."
         ) from exc
+
+
+def report_on(
+    env: Environment, selection: Selection, output: Path | None
+) -> tuple[dict[str, Any], Path]:
+    """`pgdyno report`: the report of `selection` from the results store (read only), its page
+    written to `output` (default: <workdir>/reports/<title>-<time>.html)."""
+    with open_results(env.results, writing=False) as store:
+        return make(store, selection, datetime.now(UTC), output, env.data_dir / "reports")
 
 
 def make(

@@ -19,6 +19,7 @@ import jinja2
 from pgdyno.formatting import fmt
 from pgdyno.records.stored import ComparisonSet
 from pgdyno.store.encode import to_json
+from pgdyno.templating import template_environment
 from pgdyno.textsafe import strict_json
 
 
@@ -85,12 +86,14 @@ def _verdict_class(verdict: str | None) -> str:
 
 @cache
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
+    env = template_environment(
+        html=True,
+        filters={
+            "fmt": lambda v, digits=1: fmt(v, digits),
+            "settings_text": settings_text,
+            "verdict_class": _verdict_class,
+        },
     )
-    env.filters["fmt"] = lambda v, digits=1: fmt(v, digits)
-    env.filters["settings_text"] = settings_text
-    env.filters["verdict_class"] = _verdict_class
     return env.from_string(_asset("report.html.j2"))
 
 

@@ -20,6 +20,7 @@ import jinja2
 
 from pgdyno.process import same_process, start_time
 from pgdyno.records.tpcc import TpccOptions
+from pgdyno.templating import template_environment
 from pgdyno.tpcc import nurand
 
 # The mix (5.2.3): payment at least 43%, order-status, delivery and stock-level at least 4%
@@ -100,11 +101,4 @@ def render(name: str, options: TpccOptions) -> str:
 @cache
 def _environment() -> jinja2.Environment:
     """pgbench scripts, not HTML: no autoescaping; every value is a number pgdyno chose."""
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("pgdyno.tpcc", "scripts"),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment("pgdyno.tpcc", "scripts")

@@ -28,6 +28,7 @@ import jinja2
 
 from pgdyno.errors import UsageError
 from pgdyno.postgres.conf import check_name, quote_value
+from pgdyno.templating import template_environment
 from pgdyno.tune.model import GROUPS, Configuration, Group, Setting
 
 MARKER = "pgdyno-generated:"
@@ -92,22 +93,16 @@ def _render(name: str, common: Mapping[str, Any], **context: Any) -> str:
 def _environment() -> jinja2.Environment:
     """Config files, not HTML: no autoescaping. Every value a template shows goes through
     `_one_line`, so none can end a line and start one of its own, whatever the template."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pgdyno.tune", "templates"),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
+    return template_environment(
+        "pgdyno.tune",
         finalize=_one_line,
-    )
-    env.filters.update(
-        why=_why, comment=lambda text, mark: _comment(mark, text), prefix=_prefix,
-        pg_name=_pg_name, conf_value=_conf_value, sql_value=_sql_value, plain=_plain,
-        checked=lambda s: _checked(s, s.value), words=_words, sysctl_back=_sysctl_back,
-        echo_back=_echo_back,
+        filters={
+            "why": _why, "comment": lambda text, mark: _comment(mark, text), "prefix": _prefix,
+            "pg_name": _pg_name, "conf_value": _conf_value, "sql_value": _sql_value,
+            "plain": _plain, "checked": lambda s: _checked(s, s.value), "words": _words,
+            "sysctl_back": _sysctl_back, "echo_back": _echo_back,
+        },
     )  # fmt: skip
-    return env
 
 
 def _one_line(value: object) -> object:

@@ -1,0 +1,70 @@
+"""`plan preview`: what `pgdyno plan check` shows, as one frozen record built without the CLI
+(the command only renders it), changing nothing on the way."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from pgdyno.environment import Environment, ResultsLocation
+from pgdyno.experiment.plan_preview import PlanPreview, preview_plan
+from pgdyno.plan.policy import Allowed
+
+PLAN = """name = "preview"
+
+[matrix]
+workloads = ["select-only"]
+scales = [1]
+clients = [1, 2]
+duration = 2
+warmup = 0
+repeats = 3
+
+[[set]]
+name = "a"
+
+[[set]]
+name = "b"
+[set.pg]
+work_mem = "8MB"
+"""
+
+
+def environment(workdir: Path, cache: Path) -> Environment:
+    return Environment(
+        data_dir=workdir, cache_dir=cache, results=ResultsLocation(workdir / "results.sqlite"),
+        env={"PGDYNO_CACHE_DIR": str(cache)}, stdout=io.StringIO(), stderr=io.StringIO(),
+        is_root=os.geteuid() == 0,
+    )  # fmt: skip
+
+
+def listing(*roots: Path) -> list[str]:
+    return sorted(str(p) for root in roots for p in root.rglob("*"))
+
+
+def test_the_preview_is_a_frozen_record_of_sets_datasets_and_duration(tmp_path: Path) -> None:
+    workdir, cache = tmp_path / "work", tmp_path / "cache"
+    workdir.mkdir()
+    cache.mkdir()
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    before = listing(workdir, cache)
+
+    preview = preview_plan(environment(workdir, cache), plan, Allowed.of((), ()))
+
+    assert isinstance(preview, PlanPreview)
+    assert preview.name == "preview"
+    assert [(s.name, s.baseline) for s in preview.sets] == [("a", True), ("b", False)]
+    assert dict(preview.sets[1].pg)["work_mem"] == "8MB"
+    assert not preview.has_storage and all(s.storage == "-" for s in preview.sets)
+    assert len(preview.datasets) == 1 and preview.datasets[0].startswith("dataset pgbench: scale")
+    # 1 workload x 1 scale x 2 client counts x 3 repeats, for each of the 2 sets
+    assert (preview.duration.runs, preview.duration.mode) == (12, "sets")
+    assert preview.duration.adaptive is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        preview.name = "other"  # type: ignore[misc]
+    assert listing(workdir, cache) == before  # nothing created, nothing installed
