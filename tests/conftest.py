@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
+import parallel
 from debian_cluster import WAIT_SAMPLING, DebianCluster, debian_cluster, wait_sampling_missing
 from pgdyno.cli import main
 from pgdyno.environment import Environment, ResultsLocation, default_cache_dir
@@ -31,6 +32,35 @@ from storage_guard import take_down
 
 IS_ROOT = os.geteuid() == 0
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
+
+
+_machine = parallel.MachineLock()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{parallel.EXCLUSIVE}: changes host-wide state or needs the machine to itself; runs"
+        " with no other test beside it (tests/parallel.py)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    parallel.mark_exclusive(items, config.rootpath)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test holds the machine shared, or exclusively when it is exclusive; an exclusive
+    hold lasts over a block of exclusive tests in a row (tests/parallel.py)."""
+    _machine.hold(exclusive=parallel.is_exclusive(item))
+    try:
+        yield
+    finally:
+        # A shared hold ends with each test, so that an exclusive one waiting gets its turn.
+        if not (_machine.exclusive and nextitem is not None and parallel.is_exclusive(nextitem)):
+            _machine.release()
 
 
 def new_workdir() -> Path:
