@@ -10,10 +10,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from psycopg import sql
@@ -27,6 +28,7 @@ from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes
 from pgdyno.postgres.sandbox_user import sandbox_user
+from pgdyno.process import pid_alive
 from sshd import SshServer
 from storage_guard import take_down
 
@@ -34,14 +36,14 @@ IS_ROOT = os.geteuid() == 0
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
 
 
-_machine = parallel.MachineLock()
+_group_lock = parallel.GroupLock()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{parallel.EXCLUSIVE}: changes host-wide state or needs the machine to itself; runs"
-        " with no other test beside it (tests/parallel.py)",
+        f"{parallel.EXCLUSIVE}(group): never runs beside another test of its group: 'host'"
+        " (changes host-wide state or checks it unchanged), 'cpu' (a CPU hog) (tests/parallel.py)",
     )
 
 
@@ -52,15 +54,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Each test holds the machine shared, or exclusively when it is exclusive; an exclusive
-    hold lasts over a block of exclusive tests in a row (tests/parallel.py)."""
-    _machine.hold(exclusive=parallel.is_exclusive(item))
+    """An exclusive test holds its group's lock, from the first of a row of tests of that group
+    to the last (tests/parallel.py)."""
+    group = parallel.exclusive_group(item)
+    _group_lock.take(group)
     try:
         yield
     finally:
-        # A shared hold ends with each test, so that an exclusive one waiting gets its turn.
-        if not (_machine.exclusive and nextitem is not None and parallel.is_exclusive(nextitem)):
-            _machine.release()
+        if nextitem is None or parallel.exclusive_group(nextitem) != group:
+            _group_lock.release()
 
 
 def new_workdir() -> Path:
@@ -236,24 +238,45 @@ def make_env(workdir: Path, cache_dir: Path) -> Environment:
     )
 
 
-@dataclass
-class Result:
+class Result(NamedTuple):
     code: int
     stdout: str
     stderr: str
 
 
+Cli = Callable[..., Result]
+
+
+def run_in(env: Environment, *args: str, secret: str | None = None) -> Result:
+    """`pgdyno ARGS...` in-process with `env` (its stdout and stderr replaced by fresh buffers);
+    `secret` (a password), when given, must show in neither."""
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), replace(env, stdout=out, stderr=err))
+    result = Result(code, out.getvalue(), err.getvalue())
+    assert secret is None or secret not in result.stdout + result.stderr
+    return result
+
+
+def cli_in(workdir: Path, cache_dir: Path, secret: str | None = None) -> Cli:
+    """`pgdyno ARGS...` in-process, always in `workdir`; `secret` never shows (`run_in`)."""
+    return lambda *args: run_in(make_env(workdir, cache_dir), *args, secret=secret)
+
+
 @pytest.fixture
-def run_cli(cache_dir: Path):
-    """Run `pgdyno ARGS...` in-process against a work directory."""
+def run_cli(cache_dir: Path) -> Callable[..., Result]:
+    """Run `pgdyno ARGS...` in-process against a work directory: `run_cli(workdir, *args)`."""
+    return lambda workdir, *args: run_in(make_env(workdir, cache_dir), *args)
 
-    def runner(workdir: Path, *args: str) -> Result:
-        env = make_env(workdir, cache_dir)
-        code = main(list(args), env)
-        assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
-        return Result(code, env.stdout.getvalue(), env.stderr.getvalue())
 
-    return runner
+def postmaster_running(workdir: Path) -> bool:
+    """Whether a postmaster of a sandbox of `workdir` is alive (its postmaster.pid's process)."""
+    for pid_file in workdir.glob("clusters/*/data/postmaster.pid"):
+        try:
+            if pid_alive(int(pid_file.read_text().split()[0])):
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
 
 
 def wait_for(condition, timeout: float) -> bool:

@@ -1,26 +1,23 @@
 """Running the suite on several workers (pytest-xdist, `make test`) without tests meeting.
 
-Most tests only wait (on PostgreSQL, pgbench, a child process) and run side by side. A few
-change host-wide state (sysctl, /sys, huge pages, transparent huge pages, loop devices, mounts,
-the host journal and its lock) or judge the machine's CPU (interference, noise, adaptive
-budgets): those are *exclusive*. The machine is shared as a readers-writer lock on a file in
-/tmp, so that it also holds between two suites run at the same time:
+Most tests only wait (on PostgreSQL, pgbench, a child process) and run side by side: each makes
+its own work directory (`mkdtemp`), its sandbox searches for a port from a place of its own and
+moves when a start finds it taken (postgres/ports.py), and the tests that judge interference
+make their condition themselves (tests/host_conditions.py: a hog beside the runs, or pgdyno in
+a PID namespace that sees only itself), so other workers' load changes none of their verdicts.
 
-- every test holds the lock shared, from its set-up to its tear-down (module and session
-  fixtures are made and dropped inside some test's set-up and tear-down, so they are covered);
-- an exclusive test holds it exclusively: no other test of any worker runs meanwhile. The
-  worker that runs a block of exclusive tests keeps it from the first to the last of the block
-  (`--dist loadgroup` sends them to one worker in a row: `pytest_collection_modifyitems`), so it
-  waits for the other workers' tests once per block, not once per test;
-- a turnstile (a second lock, taken by everyone on the way in) makes a waiting exclusive test
-  block the tests that arrive after it, so the shared holders cannot starve it.
+The *exclusive* tests change host-wide state (sysctl, /sys, huge pages, transparent huge pages,
+loop devices, mounts, the host journal and its lock) or read it back to prove a command left it
+as it was; two of them at the same time would see each other's changes. They never run beside
+each other:
 
-Run serially (plain `pytest`), the locks cost nothing and only keep a second suite out.
+- `--dist loadgroup` sends them to one worker, as one xdist group, to run in a row;
+- they hold an inter-process lock on a file in /tmp from the set-up of the first of a row to the
+  tear-down of the last, so that two suites run at the same time (or a plain `pytest` beside
+  `make test`) keep them apart too.
 
-The other workers' clashes are handled where they are made: a sandbox's port is searched from a
-place of its own per work directory and moved when a start finds it taken (postgres/ports.py),
-work directories are unique (`mkdtemp`), the Debian clusters are created one at a time
-(`creating_clusters`).
+The Debian clusters are created one at a time (`creating_clusters`): their port is picked from
+the clusters configured so far.
 """
 
 from __future__ import annotations
@@ -33,35 +30,37 @@ from pathlib import Path
 
 import pytest
 
-GATE = Path("/tmp/pgdyno-tests-gate.lock")
-MACHINE = Path("/tmp/pgdyno-tests-machine.lock")
+EXCLUSIVE = "exclusive"  # the marker: @pytest.mark.exclusive("host") or ("cpu")
+LOCKS = "/tmp/pgdyno-tests-{}.lock"
 CLUSTERS = Path("/tmp/pgdyno-tests-clusters.lock")
-EXCLUSIVE = "exclusive"
-EXCLUSIVE_GROUP = "exclusive"  # the xdist_group of every exclusive test: one worker, in a row
 
-# Modules whose tests all change host-wide state or need the machine to themselves (the CPU
-# judged, a hog started, huge pages reserved, filesystems built, the host journal written).
-EXCLUSIVE_MODULES = frozenset(
-    {
-        "tests/e2e/test_adaptive.py",
-        "tests/e2e/test_busy_host.py",
-        "tests/e2e/test_noise.py",
-        "tests/e2e/test_storage_sets.py",
-        "tests/e2e/test_tune.py",
-        "tests/e2e/test_tune_context.py",
-        "tests/e2e/test_tune_memory.py",
-        "tests/faults/test_crash_points.py",
-        "tests/faults/test_journal_cuts.py",
-        "tests/faults/test_pending_elsewhere.py",
-        "tests/faults/test_sigkill_thp.py",
-        "tests/faults/test_tune_sigkill.py",
-        "tests/integration/test_host_changes.py",
-        "tests/integration/test_interference_live.py",
-        "tests/integration/test_storage.py",
-        "tests/integration/test_thp_changes.py",
-        "tests/integration/test_tune_files_live.py",
-    }
-)
+# host: the modules whose tests change host-wide state (sysctl, THP, huge pages, filesystems,
+# the host journal and pgdyno's host lock) or read it back to check that nothing changed it.
+# cpu: those that start a CPU hog beside a run, or judge a run by the CPU it found idle: two hogs
+# at a time would leave no CPU idle on a 2-CPU machine.
+EXCLUSIVE_MODULES = {
+    "tests/e2e/test_compare.py": "host",
+    "tests/e2e/test_compare_dsn.py": "host",
+    "tests/e2e/test_doctor.py": "host",
+    "tests/e2e/test_storage_sets.py": "host",
+    "tests/e2e/test_tune.py": "host",
+    "tests/e2e/test_tune_context.py": "host",
+    "tests/e2e/test_tune_memory.py": "host",
+    "tests/faults/test_crash_points.py": "host",
+    "tests/faults/test_journal_cuts.py": "host",
+    "tests/faults/test_pending_elsewhere.py": "host",
+    "tests/faults/test_sigkill.py": "host",
+    "tests/faults/test_sigkill_thp.py": "host",
+    "tests/faults/test_tune_sigkill.py": "host",
+    "tests/integration/test_host_changes.py": "host",
+    "tests/integration/test_storage.py": "host",
+    "tests/integration/test_thp_changes.py": "host",
+    "tests/integration/test_tune_files_live.py": "host",
+    "tests/e2e/test_adaptive.py": "cpu",
+    "tests/e2e/test_busy_host.py": "cpu",
+    "tests/e2e/test_noise.py": "cpu",
+    "tests/integration/test_interference_live.py": "cpu",
+}
 
 
 def _open(path: Path) -> int:
@@ -70,48 +69,50 @@ def _open(path: Path) -> int:
     return fd
 
 
-class MachineLock:
-    """This process's hold on the machine: none, shared or exclusive."""
+class GroupLock:
+    """This process's hold of one exclusive group's lock, if any."""
 
     def __init__(self) -> None:
         self._fd: int | None = None
-        self.exclusive = False
+        self.group: str | None = None
 
-    def hold(self, exclusive: bool) -> None:
-        if self._fd is not None and self.exclusive == exclusive:
+    def take(self, group: str | None) -> None:
+        """Hold `group`'s lock (None: hold none), letting go of another group's first."""
+        if group == self.group:
             return
         self.release()
-        gate, machine = _open(GATE), _open(MACHINE)
-        try:
-            fcntl.flock(gate, fcntl.LOCK_EX)  # behind whoever waits already
-            fcntl.flock(machine, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        except BaseException:
-            os.close(machine)
-            raise
-        finally:
-            os.close(gate)  # closing releases the turnstile
-        self._fd, self.exclusive = machine, exclusive
+        if group is not None:
+            fd = _open(Path(LOCKS.format(group)))
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd, self.group = fd, group
 
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd, self.exclusive = None, False
+            os.close(self._fd)  # closing releases it
+        self._fd, self.group = None, None
 
 
-def is_exclusive(item: pytest.Item) -> bool:
-    return item.get_closest_marker(EXCLUSIVE) is not None
+def exclusive_group(item: pytest.Item) -> str | None:
+    """The exclusive group of a test (None: it runs beside anything)."""
+    mark = item.get_closest_marker(EXCLUSIVE)
+    return None if mark is None else str(mark.args[0] if mark.args else "host")
 
 
 def mark_exclusive(items: list[pytest.Item], root: Path) -> None:
-    """Mark the tests of EXCLUSIVE_MODULES exclusive, and put every exclusive test (these and
-    those marked by hand) in one xdist group, so that they run in a row on one worker."""
+    """Mark the tests of EXCLUSIVE_MODULES, and put every exclusive test (these and those marked
+    by hand) in the xdist group of its exclusive group, so that they run in a row on one worker."""
     for item in items:
         if item.path.is_relative_to(root):
-            module = item.path.relative_to(root).as_posix()
-            if module in EXCLUSIVE_MODULES:
-                item.add_marker(pytest.mark.exclusive)
-        if is_exclusive(item):
-            item.add_marker(pytest.mark.xdist_group(EXCLUSIVE_GROUP))
+            group = EXCLUSIVE_MODULES.get(item.path.relative_to(root).as_posix())
+            if group is not None and item.get_closest_marker(EXCLUSIVE) is None:
+                item.add_marker(pytest.mark.exclusive(group))
+        group = exclusive_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(f"exclusive-{group}"))
 
 
 @contextmanager
