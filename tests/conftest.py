@@ -279,6 +279,25 @@ def postmaster_running(workdir: Path) -> bool:
     return False
 
 
+def keeps_old_keys(got: object, old: object, where: str = "$") -> None:
+    """`got` (parsed JSON) keeps every key of the pinned `old` with its value, in the same order;
+    keys added later are allowed anywhere, and lists keep their length (item by item)."""
+    if isinstance(old, dict):
+        assert isinstance(got, dict), f"{where}: {got!r} is no longer an object"
+        missing = [key for key in old if key not in got]
+        assert not missing, f"{where}: keys gone: {missing}"
+        kept = [key for key in got if key in old]
+        assert kept == list(old), f"{where}: the old keys changed order: {kept}"
+        for key, value in old.items():
+            keeps_old_keys(got[key], value, f"{where}.{key}")
+    elif isinstance(old, list):
+        assert isinstance(got, list) and len(got) == len(old), f"{where}: {got!r} != {old!r}"
+        for i, (mine, theirs) in enumerate(zip(got, old, strict=True)):
+            keeps_old_keys(mine, theirs, f"{where}[{i}]")
+    else:
+        assert type(got) is type(old) and got == old, f"{where}: {got!r}, pinned {old!r}"
+
+
 def wait_for(condition, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
