@@ -47,9 +47,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    parallel.mark_exclusive(items, config.rootpath)
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Its exclusive group and xdist group, before any plugin orders or sends out the tests."""
+    parallel.assign_group(item, item.config.rootpath)
 
 
 @pytest.hookimpl(hookwrapper=True)

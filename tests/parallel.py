@@ -102,17 +102,32 @@ def exclusive_group(item: pytest.Item) -> str | None:
     return None if mark is None else str(mark.args[0] if mark.args else "host")
 
 
-def mark_exclusive(items: list[pytest.Item], root: Path) -> None:
-    """Mark the tests of EXCLUSIVE_MODULES, and put every exclusive test (these and those marked
-    by hand) in the xdist group of its exclusive group, so that they run in a row on one worker."""
-    for item in items:
-        if item.path.is_relative_to(root):
-            group = EXCLUSIVE_MODULES.get(item.path.relative_to(root).as_posix())
-            if group is not None and item.get_closest_marker(EXCLUSIVE) is None:
-                item.add_marker(pytest.mark.exclusive(group))
-        group = exclusive_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(f"exclusive-{group}"))
+def _module_scoped(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture made once per module (or class): a sandbox, a wheel."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:  # a doctest
+        return False
+    return any(
+        definition.scope in ("module", "class")
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+    )
+
+
+def assign_group(item: pytest.Item, root: Path) -> None:
+    """Mark a test of EXCLUSIVE_MODULES exclusive; put every exclusive test (these and those
+    marked by hand) in the xdist group of its exclusive group, so that they run in a row on one
+    worker, and a test that shares a fixture made once per module in its module's group, so that
+    one worker makes it once (a sandbox, the wheel). The rest go to any worker."""
+    module = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+    group = EXCLUSIVE_MODULES.get(module)
+    if group is not None and item.get_closest_marker(EXCLUSIVE) is None:
+        item.add_marker(pytest.mark.exclusive(group))
+    group = exclusive_group(item)
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(f"exclusive-{group}"))
+    elif _module_scoped(item):
+        item.add_marker(pytest.mark.xdist_group(module))
 
 
 @contextmanager
