@@ -31,7 +31,9 @@ from pathlib import Path
 import pytest
 
 EXCLUSIVE = "exclusive"  # the marker: @pytest.mark.exclusive("host") or ("cpu")
-LOCKS = "/tmp/pgdyno-tests-{}.lock"
+# "host" is the lock anyone changing this machine's settings by hand or by test takes
+# (`flock /tmp/pgdyno-host.lock COMMAND`), so that the suite waits for them too.
+LOCKS = {"host": Path("/tmp/pgdyno-host.lock"), "cpu": Path("/tmp/pgdyno-tests-cpu.lock")}
 CLUSTERS = Path("/tmp/pgdyno-tests-clusters.lock")
 
 # host: the modules whose tests change host-wide state (sysctl, THP, huge pages, filesystems,
@@ -82,9 +84,13 @@ class GroupLock:
             return
         self.release()
         if group is not None:
-            fd = _open(Path(LOCKS.format(group)))
+            fd = _open(LOCKS[group])
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                if held_by_an_ancestor(fd):  # `flock /tmp/pgdyno-host.lock pytest ...`
+                    os.close(fd)
+                    fd = os.open(os.devnull, os.O_RDONLY)  # a hold that holds nothing
+                else:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
             except BaseException:
                 os.close(fd)
                 raise
@@ -94,6 +100,35 @@ class GroupLock:
         if self._fd is not None:
             os.close(self._fd)  # closing releases it
         self._fd, self.group = None, None
+
+
+def _ancestors() -> set[int]:
+    """This process and every process above it."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rpartition(")")[2].split()[1])  # the field after the state: ppid
+    return found
+
+
+def held_by_an_ancestor(fd: int) -> bool:
+    """Whether the flock on the open file `fd` is held by a process this one runs under (as
+    `flock FILE pytest` holds it): taking it again would wait forever. From /proc/locks, whose
+    lines read `1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`."""
+    st = os.fstat(fd)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    ancestors = _ancestors()
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
+            holder = int(fields[4])
+            if holder in ancestors:
+                return True
+    return False
 
 
 def exclusive_group(item: pytest.Item) -> str | None:
