@@ -37,11 +37,12 @@ LOCKS = {"host": Path("/tmp/pgdyno-host.lock"), "cpu": Path("/tmp/pgdyno-tests-c
 CLUSTERS = Path("/tmp/pgdyno-tests-clusters.lock")
 
 # host: the modules whose tests change host-wide state (sysctl, THP, huge pages, filesystems,
-# the host journal and pgdyno's host lock) or read it back to check that nothing changed it.
+# mounts, the host journal and pgdyno's host lock) or read it back to check that nothing changed it.
 # cpu: those that start a CPU hog beside a run, or judge a run by the CPU it found idle: two hogs
 # at a time would leave no CPU idle on a 2-CPU machine.
 EXCLUSIVE_MODULES = {
     "tests/e2e/test_compare.py": "host",
+    "tests/e2e/test_disk_and_versions.py": "host",  # mounts a tmpfs
     "tests/e2e/test_compare_dsn.py": "host",
     "tests/e2e/test_doctor.py": "host",
     "tests/e2e/test_storage_sets.py": "host",
@@ -49,11 +50,13 @@ EXCLUSIVE_MODULES = {
     "tests/e2e/test_tune_context.py": "host",
     "tests/e2e/test_tune_memory.py": "host",
     "tests/faults/test_crash_points.py": "host",
+    "tests/faults/test_disk_full.py": "host",  # mounts a tmpfs
     "tests/faults/test_journal_cuts.py": "host",
     "tests/faults/test_pending_elsewhere.py": "host",
     "tests/faults/test_sigkill.py": "host",
     "tests/faults/test_sigkill_thp.py": "host",
     "tests/faults/test_tune_sigkill.py": "host",
+    "tests/faults/test_workdir.py": "host",  # mounts a tmpfs, remounts it read-only
     "tests/integration/test_host_changes.py": "host",
     "tests/integration/test_storage.py": "host",
     "tests/integration/test_thp_changes.py": "host",
