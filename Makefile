@@ -1,6 +1,9 @@
 # The two commands of the README. Both set themselves up from nothing (see scripts/bootstrap).
 VENV := .venv
 BIN := $(VENV)/bin
+# The suite mostly waits (on PostgreSQL, pgbench, child processes): 3 workers on 2 CPUs
+# (docs/design.md, "Keeping the suite fast"). `make test TEST_WORKERS=0` runs it serially.
+TEST_WORKERS ?= 3
 
 .PHONY: demo test lint bench-datasets clean
 
@@ -11,13 +14,14 @@ demo:
 	$(BIN)/pgdyno runs list --limit 4
 
 ## test: lint, type-check, check the import layers and run the whole test suite (real PostgreSQL, real pgbench)
+## on TEST_WORKERS workers (pytest-xdist; tests/parallel.py keeps host changes apart), then print the 15 slowest
 test:
 	@scripts/bootstrap dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-logo
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 ## bench-datasets: the dataset preparation benchmark (naive pgbench -i x3 vs template copies)
 bench-datasets:

@@ -10,14 +10,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from psycopg import sql
 
+import parallel
 from debian_cluster import WAIT_SAMPLING, DebianCluster, debian_cluster, wait_sampling_missing
 from pgdyno.cli import main
 from pgdyno.environment import Environment, ResultsLocation, default_cache_dir
@@ -26,11 +28,41 @@ from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes
 from pgdyno.postgres.sandbox_user import sandbox_user
+from pgdyno.process import pid_alive
 from sshd import SshServer
 from storage_guard import take_down
 
 IS_ROOT = os.geteuid() == 0
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
+
+
+_group_lock = parallel.GroupLock()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{parallel.EXCLUSIVE}(group): never runs beside another test of its group: 'host'"
+        " (changes host-wide state or checks it unchanged), 'cpu' (a CPU hog) (tests/parallel.py)",
+    )
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Its exclusive group and xdist group, before any plugin orders or sends out the tests."""
+    parallel.assign_group(item, item.config.rootpath)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """An exclusive test holds its group's lock, from the first of a row of tests of that group
+    to the last (tests/parallel.py)."""
+    group = parallel.exclusive_group(item)
+    _group_lock.take(group)
+    try:
+        yield
+    finally:
+        if nextitem is None or parallel.exclusive_group(nextitem) != group:
+            _group_lock.release()
 
 
 def new_workdir() -> Path:
@@ -206,24 +238,64 @@ def make_env(workdir: Path, cache_dir: Path) -> Environment:
     )
 
 
-@dataclass
-class Result:
+class Result(NamedTuple):
     code: int
     stdout: str
     stderr: str
 
 
+Cli = Callable[..., Result]
+
+
+def run_in(env: Environment, *args: str, secret: str | None = None) -> Result:
+    """`pgdyno ARGS...` in-process with `env` (its stdout and stderr replaced by fresh buffers);
+    `secret` (a password), when given, must show in neither."""
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), replace(env, stdout=out, stderr=err))
+    result = Result(code, out.getvalue(), err.getvalue())
+    assert secret is None or secret not in result.stdout + result.stderr
+    return result
+
+
+def cli_in(workdir: Path, cache_dir: Path, secret: str | None = None) -> Cli:
+    """`pgdyno ARGS...` in-process, always in `workdir`; `secret` never shows (`run_in`)."""
+    return lambda *args: run_in(make_env(workdir, cache_dir), *args, secret=secret)
+
+
 @pytest.fixture
-def run_cli(cache_dir: Path):
-    """Run `pgdyno ARGS...` in-process against a work directory."""
+def run_cli(cache_dir: Path) -> Callable[..., Result]:
+    """Run `pgdyno ARGS...` in-process against a work directory: `run_cli(workdir, *args)`."""
+    return lambda workdir, *args: run_in(make_env(workdir, cache_dir), *args)
 
-    def runner(workdir: Path, *args: str) -> Result:
-        env = make_env(workdir, cache_dir)
-        code = main(list(args), env)
-        assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
-        return Result(code, env.stdout.getvalue(), env.stderr.getvalue())
 
-    return runner
+def postmaster_running(workdir: Path) -> bool:
+    """Whether a postmaster of a sandbox of `workdir` is alive (its postmaster.pid's process)."""
+    for pid_file in workdir.glob("clusters/*/data/postmaster.pid"):
+        try:
+            if pid_alive(int(pid_file.read_text().split()[0])):
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+
+def keeps_old_keys(got: object, old: object, where: str = "$") -> None:
+    """`got` (parsed JSON) keeps every key of the pinned `old` with its value, in the same order;
+    keys added later are allowed anywhere, and lists keep their length (item by item)."""
+    if isinstance(old, dict):
+        assert isinstance(got, dict), f"{where}: {got!r} is no longer an object"
+        missing = [key for key in old if key not in got]
+        assert not missing, f"{where}: keys gone: {missing}"
+        kept = [key for key in got if key in old]
+        assert kept == list(old), f"{where}: the old keys changed order: {kept}"
+        for key, value in old.items():
+            keeps_old_keys(got[key], value, f"{where}.{key}")
+    elif isinstance(old, list):
+        assert isinstance(got, list) and len(got) == len(old), f"{where}: {got!r} != {old!r}"
+        for i, (mine, theirs) in enumerate(zip(got, old, strict=True)):
+            keeps_old_keys(mine, theirs, f"{where}[{i}]")
+    else:
+        assert type(got) is type(old) and got == old, f"{where}: {got!r}, pinned {old!r}"
 
 
 def wait_for(condition, timeout: float) -> bool:

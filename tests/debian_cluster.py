@@ -28,6 +28,7 @@ from typing import ClassVar
 
 import pytest
 
+from parallel import creating_clusters
 from pgdyno.process import pid_alive
 
 ADMIN_ROLE = "pgdyno_admin"
@@ -320,12 +321,13 @@ def debian_cluster(
     name = f"{NAME_PREFIX}{os.getpid()}" + (f"_{tag}" if tag else "")
     for old in leftovers(name):
         drop(*old)
-    port = free_port()
     options = [arg for key, value in (settings or {}).items()
                for arg in ("--pgoption", f"{key}={value}")]  # fmt: skip
     try:
-        checked(run_root(["pg_createcluster", str(version), name, "-p", str(port), *options,
-                          "--start"]))  # fmt: skip
+        with creating_clusters():  # another worker's cluster must not take the same port
+            port = free_port()
+            checked(run_root(["pg_createcluster", str(version), name, "-p", str(port), *options,
+                              "--start"]))  # fmt: skip
         cluster = describe(version, name, port, ssl=False)
         cluster.psql("CREATE ROLE root SUPERUSER LOGIN")
         cluster.psql(f"CREATE ROLE {ADMIN_ROLE} SUPERUSER LOGIN PASSWORD '{ADMIN_PASSWORD}'")

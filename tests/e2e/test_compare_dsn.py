@@ -10,23 +10,20 @@ only what it did.
 
 from __future__ import annotations
 
-import io
 import json
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import (
-    Result,
-    make_env,
+    Cli,
+    cli_in,
     one_clear_sentence,
     plain_role,
 )
 from pgdyno.changes.pg_journal import pending_changes
-from pgdyno.cli import main
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 
@@ -44,8 +41,6 @@ latency_log = "full"
 """
 TUNED = '[[set]]\nname = "base"\n[[set]]\nname = "tuned"\n[set.pg]\nwork_mem = "8MB"\njit = false\n'
 BIG = '[[set]]\nname = "base"\n[[set]]\nname = "big"\n[set.pg]\nshared_buffers = "256MB"\n'
-
-Cli = Callable[..., Result]
 State = tuple[dict[str, tuple[str, str]], str]
 
 
@@ -57,16 +52,7 @@ def dsn(server: Sandbox) -> str:
 @pytest.fixture
 def cli(workdir: Path, cache_dir: Path) -> Cli:
     """`pgdyno ARGS...` in-process in this test's work directory; never shows the password."""
-
-    def run(*args: str) -> Result:
-        env = make_env(workdir, cache_dir)
-        code = main(list(args), env)
-        assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
-        result = Result(code, env.stdout.getvalue(), env.stderr.getvalue())
-        assert SECRET not in result.stdout + result.stderr
-        return result
-
-    return run
+    return cli_in(workdir, cache_dir, secret=SECRET)
 
 
 def write_plan(directory: Path, sets: str, name: str = "dsn") -> Path:

@@ -7,16 +7,22 @@ that must never be printed), as the other --dsn tests do.
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import Result, make_env, new_workdir, one_clear_sentence, plain_role, remove_workdir
-from pgdyno.cli import main
+from conftest import (
+    Cli,
+    cli_in,
+    make_env,
+    new_workdir,
+    one_clear_sentence,
+    plain_role,
+    remove_workdir,
+)
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.client import connect, with_dbname
 from pgdyno.postgres.cluster import Sandbox
@@ -25,8 +31,6 @@ SECRET = "not-a-secret-datasets"
 # Scale 1, one second, every transaction logged (no rate probe): the smallest real bench.
 BENCH = ["bench", "--pg-version", "18", "-w", "select-only", "-s", "1", "-T", "1",
          "--latency-log", "full"]  # fmt: skip
-
-Cli = Callable[..., Result]
 
 
 def _refuse(name: str) -> Any:
@@ -52,15 +56,7 @@ def server(cache_dir: Path, binaries) -> Iterator[tuple[Path, Sandbox]]:
 
 @pytest.fixture(scope="module")
 def cli(server: tuple[Path, Sandbox], cache_dir: Path) -> Cli:
-    def run(*args: str) -> Result:
-        env = make_env(server[0], cache_dir)
-        code = main(list(args), env)
-        assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
-        result = Result(code, env.stdout.getvalue(), env.stderr.getvalue())
-        assert SECRET not in result.stdout + result.stderr
-        return result
-
-    return run
+    return cli_in(server[0], cache_dir, secret=SECRET)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ parsers reject them. The parser below refuses them, so a command that writes one
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import sqlite3
@@ -17,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import make_env
-from pgdyno.cli import main
+from conftest import Result, make_env, run_in
 
 
 def _refuse(name: str) -> Any:
@@ -48,16 +46,13 @@ name = "b"
 work_mem = "8MB"
 """
 
-Run = Callable[..., tuple[int, str, str]]
+Run = Callable[..., Result]
 
 
 @pytest.fixture(scope="module")
 def cli(shared_workdir: Path, cache_dir: Path) -> Run:
-    def run(*args: str, workdir: Path = shared_workdir) -> tuple[int, str, str]:
-        env = make_env(workdir, cache_dir)
-        code = main(list(args), env)
-        assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
-        return code, env.stdout.getvalue(), env.stderr.getvalue()
+    def run(*args: str, workdir: Path = shared_workdir) -> Result:
+        return run_in(make_env(workdir, cache_dir), *args)
 
     return run
 

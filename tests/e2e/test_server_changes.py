@@ -8,32 +8,25 @@ tests/debian_cluster.py). The sandbox reached by --dsn serves where a start must
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from conftest import IS_ROOT, Result, new_workdir, one_clear_sentence, remove_workdir
+from conftest import IS_ROOT, Cli, make_env, new_workdir, one_clear_sentence, remove_workdir, run_in
 from debian_cluster import ADMIN_PASSWORD, DebianCluster
 from pgdyno.changes.pg_journal import JOURNAL_NAME, contents
 from pgdyno.postgres.cluster import Sandbox
 
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="restarts a server as its owner: needs root")
-Cli = Callable[..., Result]
 
 
 @pytest.fixture
-def cli(run_cli: Cli) -> Cli:
+def cli(cache_dir: Path) -> Cli:
     """`pgdyno ARGS` in-process; the password never shows."""
-
-    def run(workdir: Path, *args: str) -> Result:
-        result = run_cli(workdir, *args)
-        assert ADMIN_PASSWORD not in result.stdout + result.stderr
-        return result
-
-    return run
+    return lambda workdir, *args: run_in(make_env(workdir, cache_dir), *args, secret=ADMIN_PASSWORD)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from conftest import (
     make_env,
     new_workdir,
     one_clear_sentence,
+    postmaster_running,
     remove_workdir,
     wait_for,
 )
@@ -43,7 +44,7 @@ from pgdyno.postgres.client import connect, with_dbname
 from pgdyno.postgres.cluster import Sandbox, cluster_name
 from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.postgres.sandbox_user import sandbox_user
-from pgdyno.process import pid_alive, pid_cmdline
+from pgdyno.process import pid_cmdline
 from pgdyno.render.tpcc_tables import KEYED_NOPM_PER_WAREHOUSE
 
 WAREHOUSES = 1
@@ -105,11 +106,6 @@ def orders_in(workdir: Path, cache_dir: Path, binaries: Binaries) -> tuple[int, 
 def measured_pgbench(workdir: Path) -> bool:
     """A pgbench of the measured window runs (it writes the transaction log; a probe does not)."""
     return any("-l" in pid_cmdline(pid) for pid in processes_in(workdir, "pgbench"))
-
-
-def postmaster_running(workdir: Path) -> bool:
-    pid = sandbox_of(workdir).postmaster_pid()
-    return pid is not None and pid_alive(pid)
 
 
 def template_comment(workdir: Path) -> tuple[bool, str | None]:

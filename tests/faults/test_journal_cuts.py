@@ -10,14 +10,14 @@ system or a person can do to a journal after the fact: the changes it records we
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from conftest import IS_ROOT, Result, one_clear_sentence
+from conftest import IS_ROOT, Cli, one_clear_sentence
 from pgdyno.host.journal import HostChanges
 from pgdyno.host.knobs import Knob
 from pgdyno.postgres.cluster import Sandbox
@@ -25,12 +25,6 @@ from pgdyno.postgres.cluster import Sandbox
 PG_JOURNAL, HOST_JOURNAL = "pg-journal.jsonl", "host-journal.jsonl"
 LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
 SYSCTLS = ("vm.swappiness", "vm.dirty_expire_centisecs")
-Cli = Callable[..., Result]
-
-
-@pytest.fixture
-def cli(run_cli: Cli) -> Cli:
-    return run_cli
 
 
 def pg_state(box: Sandbox) -> dict[str, Any]:
@@ -46,23 +40,23 @@ def cuts(length: int) -> range:
 
 
 def test_pg_journal_cut_at_every_point_of_its_last_record(
-    cli: Cli, workdir: Path, server: Sandbox
+    run_cli: Cli, workdir: Path, server: Sandbox
 ) -> None:
     dsn = server.conninfo()
     apply = ("tune", "--apply", "--dsn", dsn, "--layers", "postgresql", "--profile", "oltp")
     before = pg_state(server)
-    assert cli(workdir, *apply).code == 0
+    assert run_cli(workdir, *apply).code == 0
     lines = (workdir / PG_JOURNAL).read_text().splitlines()
-    assert cli(workdir, "rollback").code == 0
+    assert run_cli(workdir, "rollback").code == 0
     last = lines[-1]
     exact = named = 0
     for cut in cuts(len(last)):
-        assert cli(workdir, *apply).code == 0
+        assert run_cli(workdir, *apply).code == 0
         journal = workdir / PG_JOURNAL
         fresh = journal.read_text().splitlines()  # the same changes, new time stamps
         assert len(fresh) == len(lines)
         journal.write_text("\n".join(fresh[:-1]) + "\n" + fresh[-1][:cut])
-        back = cli(workdir, "rollback")
+        back = run_cli(workdir, "rollback")
         if back.code == 0:
             assert pg_state(server) == before, cut
             exact += 1
@@ -75,7 +69,7 @@ def test_pg_journal_cut_at_every_point_of_its_last_record(
         left = {k for k, v in pg_state(server)["settings"].items()
                 if v != before["settings"].get(k)}  # fmt: skip
         assert left <= {name}, (cut, left)
-        confirmed = cli(workdir, "rollback", "--confirm-damaged")
+        confirmed = run_cli(workdir, "rollback", "--confirm-damaged")
         assert confirmed.code == 0, confirmed.stderr
         with psycopg.connect(dsn, autocommit=True) as conn:  # the user sets it back by hand
             conn.execute(f"ALTER SYSTEM RESET {name}")
@@ -109,18 +103,18 @@ def change_host(workdir: Path) -> list[str]:
 
 
 def test_host_journal_cut_at_every_point_and_damaged_in_the_middle(
-    cli: Cli, workdir: Path, sysctls: dict[str, str]
+    run_cli: Cli, workdir: Path, sysctls: dict[str, str]
 ) -> None:
     before = host_state()
     lines = change_host(workdir)
-    assert cli(workdir, "rollback").code == 0 and host_state() == before
+    assert run_cli(workdir, "rollback").code == 0 and host_state() == before
     last = lines[-1]
     outcomes = {"exact": 0, "named": 0}
     for cut in cuts(len(last)):
         fresh = change_host(workdir)  # the same changes, new time stamps
         assert len(fresh) == len(lines)
         (workdir / HOST_JOURNAL).write_text("\n".join(fresh[:-1]) + "\n" + fresh[-1][:cut])
-        back = cli(workdir, "rollback")
+        back = run_cli(workdir, "rollback")
         if back.code == 0:
             assert host_state() == before, cut
             outcomes["exact"] += 1
@@ -128,7 +122,7 @@ def test_host_journal_cut_at_every_point_and_damaged_in_the_middle(
         sentence = one_clear_sentence(back.stderr)
         assert back.code == 1 and "--confirm-damaged" in sentence, (cut, sentence)
         assert host_state()["vm.swappiness"] == before["vm.swappiness"]  # intact: restored
-        assert cli(workdir, "rollback", "--confirm-damaged").code == 0
+        assert run_cli(workdir, "rollback", "--confirm-damaged").code == 0
         Path("/proc/sys/vm/dirty_expire_centisecs").write_text(
             before["vm.dirty_expire_centisecs"] + "\n"
         )  # the user, by hand
@@ -140,10 +134,10 @@ def test_host_journal_cut_at_every_point_and_damaged_in_the_middle(
     journal = workdir / HOST_JOURNAL
     text = journal.read_text().splitlines()
     journal.write_text("\n".join([text[0], "\x00garbage", *text[1:]]) + "\n")
-    back = cli(workdir, "rollback")
+    back = run_cli(workdir, "rollback")
     assert back.code == 1 and "line 2 of" in one_clear_sentence(back.stderr)
     assert host_state() == before  # both intact records restored
-    refused = cli(workdir, "rollback")
+    refused = run_cli(workdir, "rollback")
     assert refused.code == 1  # kept until confirmed
-    assert cli(workdir, "rollback", "--confirm-damaged").code == 0
-    assert cli(workdir, "rollback").code == 0
+    assert run_cli(workdir, "rollback", "--confirm-damaged").code == 0
+    assert run_cli(workdir, "rollback").code == 0

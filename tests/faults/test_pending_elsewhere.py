@@ -10,16 +10,13 @@ itself is a real one: a sandbox PostgreSQL, real pgbench.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from conftest import IS_ROOT, make_env, one_clear_sentence
-from pgdyno.cli import main
-from pgdyno.environment import Environment
+from conftest import IS_ROOT, make_env, one_clear_sentence, run_in
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="host settings in a plan need root")
 
@@ -64,11 +61,7 @@ def left_by_a_killed_command(proc: Path, workdir: Path) -> None:
     (proc.parent / "pgdyno-host-settings.lock").write_text(f"pid 1, journal {journal}")
 
 
-def cli(env: Environment, *args: str) -> tuple[int, str, str]:
-    env = replace(env, stdout=io.StringIO(), stderr=io.StringIO())
-    code = main(list(args), env)
-    assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
-    return code, env.stdout.getvalue(), env.stderr.getvalue()
+cli = run_in
 
 
 def test_compare_refuses_before_any_run_and_rollback_names_the_other_work_directory(

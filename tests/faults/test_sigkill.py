@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 
-from conftest import IS_ROOT, make_env, wait_for
+from conftest import IS_ROOT, make_env, postmaster_running, wait_for
 from leftovers import processes_in, watchdogs_of
 from pgdyno.experiment.target import open_sandbox
-from pgdyno.process import pid_alive
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
 EXPIRE = Path("/proc/sys/vm/dirty_expire_centisecs")
@@ -46,16 +45,6 @@ def rows(results: Path, table: str) -> list[dict[str, Any]]:
     with sqlite3.connect(results) as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY id")]
-
-
-def postmaster_running(workdir: Path) -> bool:
-    for pid_file in workdir.glob("clusters/*/data/postmaster.pid"):
-        try:
-            if pid_alive(int(pid_file.read_text().split()[0])):
-                return True
-        except (OSError, ValueError, IndexError):
-            continue
-    return False
 
 
 def kill_when(child: subprocess.Popen[bytes], condition, timeout: float) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IS_ROOT, one_clear_sentence, wait_for
+from conftest import IS_ROOT, one_clear_sentence, postmaster_running, wait_for
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
 ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -64,16 +64,6 @@ def set_settings(results: Path, name: str) -> tuple[object, object]:
     if row is None:
         return None, None
     return json.loads(row[0]), json.loads(row[1]) if row[1] else None
-
-
-def postmaster_running(workdir: Path) -> bool:
-    for pid_file in workdir.glob("clusters/*/data/postmaster.pid"):
-        try:
-            os.kill(int(pid_file.read_text().split()[0]), 0)
-            return True
-        except (OSError, ValueError, IndexError):
-            continue
-    return False
 
 
 @pytest.fixture

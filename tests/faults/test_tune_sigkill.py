@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IS_ROOT, make_env, wait_for
+from conftest import IS_ROOT, make_env, postmaster_running, wait_for
 from e2e.test_tune import differences, host_state, pg_state, seeded_host
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.process import pid_alive
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
 SANDBOX = ("--sandbox", "--pg-version", "18")
@@ -53,16 +52,6 @@ def changes(journal: Path) -> list[dict[str, object]]:
         if record.get("op") == "change" and record.get("name") != "pgdyno.changed_by":
             records.append(record)
     return records
-
-
-def postmaster_running(workdir: Path) -> bool:
-    for pid_file in workdir.glob("clusters/*/data/postmaster.pid"):
-        try:
-            if pid_alive(int(pid_file.read_text().split()[0])):
-                return True
-        except (OSError, ValueError, IndexError):
-            continue
-    return False
 
 
 def test_sigkill_mid_apply_then_rollback_restores_everything(

@@ -1,4 +1,6 @@
-"""The JSON the commands print from the results store, pinned byte for byte.
+"""The JSON the commands print from the results store, pinned: every key pinned keeps its value
+and its place among the others (conftest.keeps_old_keys); keys added since are allowed (issue 32:
+a new key no longer means pinning every file again). The CSV is still pinned byte for byte.
 
 The expected files under tests/data/store/pinned/ were written from
 tests/data/report/results.sqlite (two real comparisons) by pgdyno as it was when the store still
@@ -23,18 +25,21 @@ the same as before. It also prints each drill-down run's `"settings"` and `"sett
 SHOW does ("128MB", not "16384 8kB"): checked beside the digest, which is of the raw ones.
 It also added each `runs list` row's `"comparison_id"` and `"set_name"`
 (last, null for a bench's run): the pinned lists were written again with them, every other key
-and value checked unchanged.
+and value checked unchanged. Issue 32 wrote out the report JSON the digests are of
+(report_*.json, their digests still checked), so that the report too is checked key by key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import schema_1_database
+from conftest import keeps_old_keys, schema_1_database
 from pgdyno.errors import StoreUnavailable
 from pgdyno.postgres.setting_values import shown_settings
 from pgdyno.report import content
@@ -58,8 +63,13 @@ def store(tmp_path: Path):
         yield opened
 
 
+def _refuse(name: str) -> Any:
+    raise ValueError(f"{name} in JSON output")
+
+
 def _same(got: str, name: str) -> None:
-    assert got == (PINNED / name).read_text(), f"{name} changed"
+    """`got` is strict JSON that keeps every key and value of the pinned file `name`."""
+    keeps_old_keys(json.loads(got, parse_constant=_refuse), json.loads((PINNED / name).read_text()))
 
 
 def test_runs_show_json_is_unchanged(store: ResultsStore) -> None:
@@ -98,7 +108,7 @@ def test_report_json_and_csv_are_unchanged(
     store: ResultsStore, name: str, selection: Selection
 ) -> None:
     report = content.build(load(store, selection), "2026-11-21T00:00:00+00:00", "test")
-    _same(summary_csv(report), f"report_{name}.csv")
+    assert summary_csv(report) == (PINNED / f"report_{name}.csv").read_text(), f"{name} CSV changed"
     digests = dict(
         reversed(line.split()) for line in (PINNED / "report_json.sha256").read_text().splitlines()
     )
@@ -115,8 +125,9 @@ def test_report_json_and_csv_are_unchanged(
             run["settings_diff"] = settings_diff(stored.settings, baseline.settings)
     notes = report["notes"]
     report["notes"] = [n for n in notes if not n.startswith("not the same in every group")]
-    got = hashlib.sha256((strict_json(report) + "\n").encode()).hexdigest()
-    assert got == digests[f"report_{name}.json"], f"the report JSON of {name} changed"
+    pinned = (PINNED / f"report_{name}.json").read_text()
+    assert hashlib.sha256(pinned.encode()).hexdigest() == digests[f"report_{name}.json"]
+    _same(strict_json(report), f"report_{name}.json")
     assert added["grouped_by"] == ("set" if selection.comparison_id else None)
     assert len(notes) - len(report["notes"]) == len(
         {(d["what"], str(d["values"])) for d in added["differences"]}
@@ -131,9 +142,8 @@ def test_a_run_stored_by_schema_1_prints_as_before(tmp_path: Path) -> None:
         run = store.get_run(1)
         listed = store.list_runs()
     assert run is not None
-    assert strict_json(to_json(run), indent=None) == (PINNED / "run_schema_1.json").read_text()
-    got = strict_json([to_json(r) for r in listed], indent=None) + "\n"
-    assert got == (PINNED / "list_schema_1.json").read_text()
+    _same(strict_json(to_json(run), indent=None), "run_schema_1.json")
+    _same(strict_json([to_json(r) for r in listed], indent=None), "list_schema_1.json")
 
 
 @pytest.mark.parametrize(
@@ -156,3 +166,24 @@ def test_a_json_column_of_the_wrong_shape_is_named(
             store.get_run(3)
         else:
             store.comparisons.get(1)
+
+
+@pytest.mark.parametrize(
+    ("got", "passes"),
+    [
+        ({"a": 1, "new": 0, "b": [1.5, {"c": None}]}, True),  # a key added: allowed
+        ({"a": 1, "b": [1.5, {"c": None, "d": 2}]}, True),
+        ({"a": 2, "b": [1.5, {"c": None}]}, False),  # a value changed
+        ({"a": 1.0, "b": [1.5, {"c": None}]}, False),  # 1 printed as 1.0
+        ({"b": [1.5, {"c": None}], "a": 1}, False),  # the old keys reordered
+        ({"a": 1, "b": [1.5]}, False),  # an item gone
+        ({"a": 1, "b": [1.5, {}]}, False),  # a key gone
+    ],
+)
+def test_old_keys_keep_their_values(got: object, passes: bool) -> None:
+    old = {"a": 1, "b": [1.5, {"c": None}]}
+    if passes:
+        keeps_old_keys(got, old)
+    else:
+        with pytest.raises(AssertionError):
+            keeps_old_keys(got, old)
