@@ -10,10 +10,14 @@ journals to come. What this module guarantees for all of them:
   was never made.
 - **one writer**: whoever appends holds an exclusive flock for as long as the file is open, so
   a rollback cannot race a running command; the kernel drops the lock of a killed process.
-- **a torn tail is repaired on open**: a last line without its newline (a crash or a cut file)
-  gets one before anything is appended, so the next record never lands glued to it. The cut line
-  is kept, not dropped: it may be the record of a change that was made (a file cut after the
-  fact), and `salvage` reads whatever fields it still holds whole.
+- **a torn tail is dropped on open**: a last line without its newline is a record whose write
+  never completed. Since every record is on the disk before its change is made, that change was
+  never made: the line is cut off with one log line, as a write-ahead log ends at its last whole
+  record (https://www.postgresql.org/docs/current/wal-internals.html), and readers never see
+  it. Padding a crash left after the last newline goes too.
+- **damage inside a complete line needs the user**: a line that ends with its newline but does
+  not decode (garbled, or cut and then ended by an older pgdyno) is `salvage`d where its fields
+  survive whole, and otherwise named.
 - **reading never stops at damage**: every line comes back with its number, parsed or not; the
   kind of journal decides what an unreadable line means (pgdyno's rule: a change it cannot
   read whole is *unresolved*, named to the user with what is known of it, and blocks new
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +42,8 @@ from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.textsafe import strict_json
 
 _WHITESPACE = " \t\r"
+_PADDING = b" \t\r\0"
+_log = logging.getLogger(__name__)
 
 
 class JournalError(PgdynoError):
@@ -69,6 +76,33 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
+
+
+def split_tail(data: bytes) -> tuple[bytes, bytes]:
+    """A journal's whole lines, and what follows its last newline: a torn record, padding, or
+    nothing.
+
+    >>> split_tail(b'{"id": 1}\\n{"id": 2}\\n{"op": "chan')
+    (b'{"id": 1}\\n{"id": 2}\\n', b'{"op": "chan')
+    >>> split_tail(b'{"id": 1}\\n')
+    (b'{"id": 1}\\n', b'')
+    """
+    cut = data.rfind(b"\n") + 1
+    return data[:cut], data[cut:]
+
+
+def torn_note(what: str, path: Path, torn: bytes) -> str:
+    """The one log line for a dropped torn tail.
+
+    >>> torn_note("the host journal", Path("/w/j"), b'{"op": "change", "id": 3, "name": "vm.sw')
+    'the host journal /w/j ended in a record whose write never completed ({"op": "change", "id": 3, "name": "vm.sw): its change was never made, so the record was dropped'
+    """
+    text = torn.strip(_PADDING).decode("utf-8", errors="replace")
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return (
+        f"{what} {path} ended in a record whose write never completed ({shown}): its change "
+        "was never made, so the record was dropped"
+    )
 
 
 def parse_lines(data: bytes) -> list[Line]:
@@ -211,20 +245,19 @@ class JournalFile:
         return self._fd
 
     def _repair(self) -> None:
-        """End the file with a newline, so that the next record starts a line of its own; the
-        cut line stays for `salvage`. Padding a crash left after the last newline is cut."""
+        """Cut a torn tail (see the module's docstring) and padding after the last newline,
+        so that the file holds whole records only and the next one starts a line of its own."""
         data = _read_all(self.fd)
-        if not data or data.endswith(b"\n"):
+        whole, torn = split_tail(data)
+        if len(whole) == len(data):
             return
-        end = data.rstrip(b"\0")
         try:
-            if len(end) < len(data):
-                os.ftruncate(self.fd, len(end))
-            if end and not end.endswith(b"\n"):
-                os.write(self.fd, b"\n")
+            os.ftruncate(self.fd, len(whole))
             os.fsync(self.fd)
         except OSError as error:
             raise self._write_error(error) from None
+        if torn.strip(_PADDING):
+            _log.warning("%s", torn_note(self.what, self.path, torn))
 
     def _write_error(self, error: OSError) -> JournalError:
         return JournalError(
@@ -233,7 +266,7 @@ class JournalFile:
         )
 
     def lines(self) -> list[Line]:
-        return parse_lines(_read_all(self.fd))
+        return parse_lines(split_tail(_read_all(self.fd))[0])
 
     def append(self, record: Mapping[str, Any]) -> None:
         """One record, on a line of its own, on the disk when this returns."""
@@ -308,7 +341,7 @@ def peek(path: Path, *, what: str, check_free: bool = False) -> list[Line]:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise in_use(path, what) from None
-        return parse_lines(_read_all(fd))
+        return parse_lines(split_tail(_read_all(fd))[0])
     finally:
         os.close(fd)
 

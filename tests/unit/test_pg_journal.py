@@ -62,9 +62,10 @@ SECOND = full_line(change(2, SANDBOX, "work_mem", "8MB"))
 def test_a_cut_change_record_is_restorable_or_unresolved_never_lost(
     tmp_path: Path, cut: int
 ) -> None:
-    """Cut at any byte: the change is pending (salvaged whole) or named as unreadable."""
+    """Cut at any byte inside a complete line (ended by a newline, as an older pgdyno's repair
+    left it): the change is pending (salvaged whole) or named as unreadable."""
     first = full_line(change(1, SANDBOX, "jit", None))
-    (tmp_path / JOURNAL_NAME).write_text(first + "\n" + SECOND[:cut])
+    (tmp_path / JOURNAL_NAME).write_text(first + "\n" + SECOND[:cut] + "\n")
     found = contents(tmp_path)
     assert [c.id for c in found.pending()][:1] == [1]
     salvaged = [c for c in found.pending() if c.id == 2]
@@ -77,10 +78,24 @@ def test_a_cut_change_record_is_restorable_or_unresolved_never_lost(
         assert found.unreadable[0].why == "it is cut short"
 
 
+@pytest.mark.parametrize("cut", range(1, len(SECOND)))
+def test_a_torn_tail_is_never_completed_so_it_is_dropped(tmp_path: Path, cut: int) -> None:
+    """Issue 32: a last record without its newline never completed, so its ALTER SYSTEM never
+    ran: it is neither pending nor unreadable, and opening the journal cuts it off."""
+    first = full_line(change(1, SANDBOX, "jit", None))
+    path = tmp_path / JOURNAL_NAME
+    path.write_text(first + "\n" + SECOND[:cut])
+    found = contents(tmp_path)
+    assert [c.id for c in found.pending()] == [1] and not found.unreadable
+    with open_journal(tmp_path, create=False) as journal:
+        assert journal is not None
+    assert path.read_text() == first + "\n"
+
+
 def test_appending_after_a_cut_line_never_glues_the_records(tmp_path: Path) -> None:
     path = tmp_path / JOURNAL_NAME
     path.write_text(
-        full_line(change(1, SANDBOX, "jit", None)) + "\n" + '{"op": "change", "id": 2, "ser'
+        full_line(change(1, SANDBOX, "jit", None)) + "\n" + '{"op": "change", "id": 2, "ser\n'
     )
     with open_journal(tmp_path, create=True) as journal:
         assert journal is not None

@@ -96,3 +96,15 @@ def test_nested_users_share_one_journal(tmp_path: Path) -> None:
         inner.mark_undone(step)
     # the last user compacted it: nothing pending, nothing kept
     assert journal_path(tmp_path).read_bytes() == b""
+
+
+@pytest.mark.parametrize("cut", [1, 20, 45, 70])
+def test_a_torn_tail_does_not_block_new_steps(tmp_path: Path, cut: int) -> None:
+    """Issue 32: a last step record without its newline was never completed, so the step was
+    never taken: it is dropped on open, and the journal is clean."""
+    record = change_record(Step(1, "image", f"{tmp_path}/storage/data.img", at="t", pid=1))
+    journal_path(tmp_path).write_bytes(lines_of(tail=json.dumps(record)[:cut]))
+    assert contents(tmp_path).pending == [] and not contents(tmp_path).unreadable
+    with held_journal(tmp_path) as journal:
+        assert journal.read().steps == []
+    assert journal_path(tmp_path).read_bytes() == b""
