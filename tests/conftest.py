@@ -50,7 +50,7 @@ def remove_workdir(path: Path) -> None:
 def python_sigint() -> Iterator[None]:
     """SIGINT as a fresh Python process has it (KeyboardInterrupt, no signals held), for a
     test about Ctrl-C, whatever an earlier test in this process left; put back after."""
-    from pgdyno.host import held_signals
+    from pgdyno.undo import signals as held_signals
 
     handler, holding = signal.getsignal(signal.SIGINT), held_signals._holding
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from conftest import IS_ROOT, Result, one_clear_sentence
-from pgdyno.host.journal import HostChanges
+from pgdyno.undo.host import HostChanges
 from pgdyno.host.knobs import Knob
 from pgdyno.postgres.cluster import Sandbox
 

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import IS_ROOT
 from pgdyno.errors import UsageError
-from pgdyno.host.journal import HostChanges, ensure_clean, pending, rollback
+from pgdyno.undo.host import HostChanges, ensure_clean, pending, rollback
 from pgdyno.host.knobs import THP_SETTINGS, Knob
 
 THP = Path("/sys/kernel/mm/transparent_hugepage")
@@ -40,7 +40,7 @@ pytestmark = [
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from pgdyno.host.journal import HostChanges
+from pgdyno.undo.host import HostChanges
 from pgdyno.host.knobs import Knob
 
 roots = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}

@@ -1,4 +1,4 @@
-"""The one journal implementation (pgdyno.journal): repair, tolerant reading, salvage, set aside."""
+"""The one journal implementation (pgdyno.undo.journal): repair, tolerant reading, salvage, set aside."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pgdyno.errors import PgdynoError, UsageError
-from pgdyno.journal import JournalFile, parse_lines, peek, salvage
+from pgdyno.undo.journal import JournalFile, parse_lines, peek, salvage
 
 RECORD = {"op": "change", "id": 12, "kind": "sysctl", "name": "vm.swappiness", "old": "60",
           "new": "1", "partner": {"name": "x", "old": "0"}, "ok": True}  # fmt: skip

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
-from pgdyno.host.held_signals import signals_held as _signals_held
-from pgdyno.host.journal import (
+from pgdyno.undo.signals import signals_held as _signals_held
+from pgdyno.undo.host import (
     AppliedKnob,
     Change,
     HostChanges,

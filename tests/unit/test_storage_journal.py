@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
-from pgdyno.journal import parse_lines
+from pgdyno.undo.journal import parse_lines
 from pgdyno.storage.journal import (
     Step,
     change_record,

@@ -22,7 +22,7 @@ from typing import Any
 from pgdyno.changes.handles import ServerHandle
 from pgdyno.changes.pg_journal import PgChange, PgJournal
 from pgdyno.errors import InsufficientPrivilege, QueryRefused, UsageError
-from pgdyno.journal import now
+from pgdyno.undo.journal import now
 from pgdyno.postgres.client import Client, compose, identifier, literal
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import auto_conf_settings

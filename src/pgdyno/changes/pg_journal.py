@@ -1,6 +1,6 @@
 """The PostgreSQL journal: each `ALTER SYSTEM` pgdyno runs can be undone exactly, after a crash too.
 
-Records are appended and fsynced before the statement runs (pgdyno.journal, the one journal
+Records are appended and fsynced before the statement runs (pgdyno.undo.journal, the one journal
 implementation). The old state is what postgresql.auto.conf held for that setting (its value, or
 nothing), read from pg_file_settings: restoring is `ALTER SYSTEM SET name = old` or `ALTER SYSTEM
 RESET name`, which leaves the file as it was whatever postgresql.conf says. The effective value
@@ -19,7 +19,7 @@ a restart stays pending after its statement went back until the server has resta
 existing server by its connection string without the password. No command is ever stored: a
 restart at rollback is asked for again (a journal must not be a way to run commands as root).
 
-A line that cannot be read whole is salvaged (pgdyno.journal.salvage): when its id, server,
+A line that cannot be read whole is salvaged (pgdyno.undo.journal.salvage): when its id, server,
 name and old entry survive, it is restored like any other; otherwise it is unresolved, named to
 the user, and blocks new changes until confirmed.
 """
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgdyno.journal import JournalFile, Line, Unreadable, now, peek, read_changes
+from pgdyno.undo.journal import JournalFile, Line, Unreadable, now, peek, read_changes
 
 JOURNAL_NAME = "pg-journal.jsonl"
 WHAT = "the PostgreSQL journal"

@@ -15,9 +15,9 @@ from pgdyno.cli.common import environment, err, out, workdir_options
 from pgdyno.environment import Environment
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.experiment.target import existing_sandbox, running, server_address, workdir_lock
-from pgdyno.host.journal import HostRollback, pending_elsewhere
-from pgdyno.host.journal import rollback as rollback_host
-from pgdyno.journal import JournalDamaged
+from pgdyno.undo.host import HostRollback, pending_elsewhere
+from pgdyno.undo.host import rollback as rollback_host
+from pgdyno.undo.journal import JournalDamaged
 from pgdyno.postgres.cluster import all_sandboxes
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.remote.host import remote_host

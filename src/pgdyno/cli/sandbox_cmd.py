@@ -21,7 +21,7 @@ from pgdyno.cli.common import (
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import check_settings_for, open_sandbox, workdir_lock
-from pgdyno.host.journal import pending
+from pgdyno.undo.host import pending
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes, cluster_name, recover, taken_ports
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.sandbox_user import sandbox_user

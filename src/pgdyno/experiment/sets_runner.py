@@ -36,7 +36,7 @@ from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import SetStorage, expected_dataset_bytes
 from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
 from pgdyno.host.facts import HostFacts
-from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
+from pgdyno.undo.host import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries

@@ -1,5 +1,5 @@
 """The storage journal: every loop image, loop device, mkfs and mount pgdyno makes, recorded
-(pgdyno.journal: fsynced, under flock) before it is made, and marked when it is undone.
+(pgdyno.undo.journal: fsynced, under flock) before it is made, and marked when it is undone.
 
 Format: JSON lines in <workdir>/storage-journal.jsonl::
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import UsageError
-from pgdyno.journal import JournalFile, Line, Unreadable, now, peek, read_changes
+from pgdyno.undo.journal import JournalFile, Line, Unreadable, now, peek, read_changes
 from pgdyno.storage.model import storage_dir
 
 JOURNAL_NAME = "storage-journal.jsonl"

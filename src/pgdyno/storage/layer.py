@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pgdyno.errors import UsageError
-from pgdyno.host.held_signals import signals_held
+from pgdyno.undo.signals import signals_held
 from pgdyno.storage import blkid, kernel, loop, mounts
 from pgdyno.storage.check import check_request, check_requests, inspect_request, mkfs_command
 from pgdyno.storage.filesystems import KINDS, FsKind, mkfs_argv, mount_options

@@ -32,7 +32,7 @@ from pgdyno.changes.live import wait_for_server
 from pgdyno.changes.pg_journal import open_journal
 from pgdyno.environment import Environment
 from pgdyno.errors import PgdynoError
-from pgdyno.host.journal import HostChanges, ensure_clean
+from pgdyno.undo.host import HostChanges, ensure_clean
 from pgdyno.host.knobs import Knob
 from pgdyno.postgres.client import connect
 from pgdyno.tune.model import ApplyReport, Configuration, Done, Layer, Setting

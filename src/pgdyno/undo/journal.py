@@ -1,8 +1,9 @@
-"""One journal for every change pgdyno makes and must be able to undo, after a crash too.
+"""The one journal of every change pgdyno makes and must be able to undo, after a crash too.
 
-Each kind of change defines its records on top of this file: host settings
-(pgdyno.host.journal_format), PostgreSQL settings (pgdyno.changes.pg_journal), and the storage
-journals to come. What this module guarantees for all of them:
+Each kind of change gives it a `Codec` (its frozen record to a JSON line and back, and the
+words of its messages): host settings (pgdyno.undo.host), PostgreSQL settings
+(pgdyno.undo.server) and filesystems (pgdyno.undo.filesystems); `Journal` appends, marks,
+compacts and reads for all of them. What this module guarantees for every kind:
 
 - **journal first**: a record is one JSON line, written with one write(2) on a file opened
   O_APPEND and fsynced before the caller makes the change it describes; the directory is
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.textsafe import strict_json
@@ -477,3 +478,146 @@ class JournalDamaged(PgdynoError):
             "check that setting by hand and set it back, then run `pgdyno rollback "
             "--confirm-damaged` to set the damaged journal aside."
         )
+
+
+# -- one journal, any kind of change -----------------------------------------------------------
+
+
+class Codec[C](Protocol):
+    """What a kind of change tells the one journal: how its frozen record becomes a JSON line
+    and back, and the words of its messages."""
+
+    what: str  # "the host journal"
+    noun: str  # one change of this kind, for "holds 2 changes not restored"
+    undone: str  # "restored", "undone"
+    at_risk: str  # what a damaged line may record: "changes not restored"
+    left_by: str  # "left by an interrupted run"
+
+    def encode(self, change: C) -> dict[str, Any]:
+        """The "change" record of `change`, as written."""
+        ...
+
+    def decode(self, fields: dict[str, Any], salvaged: bool) -> C:
+        """A change from a record's fields (or a damaged line's salvaged ones); ValueError
+        naming what is missing."""
+        ...
+
+    def ident(self, change: C) -> int: ...
+
+    def known(self, fields: dict[str, Any]) -> str | None:
+        """What a damaged line still says of its change, for the message."""
+        ...
+
+
+@dataclass
+class Contents[C]:
+    """A journal read back: its changes in order, the ids restored (or undone), and the lines
+    it cannot act on."""
+
+    changes: list[C]
+    restored: set[int]
+    unreadable: list[Unreadable]
+    ident: Callable[[C], int]
+
+    @property
+    def pending(self) -> list[C]:
+        """Changes not yet restored, in the order they were made."""
+        return [change for change in self.changes if self.ident(change) not in self.restored]
+
+    @property
+    def unresolved(self) -> int:
+        """Changes still to restore, and lines that may record one."""
+        return len(self.pending) + len(self.unreadable)
+
+    def next_id(self) -> int:
+        return max((self.ident(change) for change in self.changes), default=0) + 1
+
+
+def decode[C](lines: list[Line], path: Path, codec: Codec[C]) -> Contents[C]:
+    found = read_changes(lines, path, codec.decode, codec.ident, codec.known)
+    return Contents(found.changes, found.restored, found.unreadable, codec.ident)
+
+
+def contents[C](path: Path, codec: Codec[C], *, check_free: bool = False) -> Contents[C]:
+    """The journal as it stands, without taking it (empty when there is none): for listings,
+    messages and checks. With `check_free`, UsageError while another process holds it."""
+    return decode(peek(path, what=codec.what, check_free=check_free), path, codec)
+
+
+def unclean[C](path: Path, found: Contents[C], codec: Codec[C]) -> UsageError:
+    """Why new changes are refused while `found` holds changes or damaged lines."""
+    if found.unreadable:
+        lines = ", ".join(str(u.line) for u in found.unreadable)
+        verb = "restore" if codec.undone == "restored" else "undo"
+        return UsageError(
+            f"{codec.what} {path} has damaged lines ({lines}) that may record {codec.at_risk}: "
+            f"run `pgdyno rollback` to {verb} what it can and name them."
+        )
+    count = len(found.pending)
+    noun = codec.noun if count == 1 else f"{codec.noun}s"
+    return UsageError(
+        f"{codec.what} {path} holds {count} {noun} not {codec.undone} ({codec.left_by}): run "
+        "`pgdyno rollback` first."
+    )
+
+
+def restored_record(change_id: int) -> dict[str, object]:
+    return {"op": "restored", "id": change_id, "at": now()}
+
+
+class Journal[C]:
+    """A journal of one kind of change, open for appending under its exclusive flock (a context
+    manager): append a change before making it, mark it restored, compact, set aside."""
+
+    def __init__(self, file: JournalFile, codec: Codec[C]) -> None:
+        self.file = file
+        self.codec = codec
+        self.path = file.path
+
+    @classmethod
+    def open(cls, path: Path, codec: Codec[C], *, create: bool) -> Journal[C] | None:
+        """The journal, locked, its torn tail dropped; None when it does not exist and `create`
+        is False. UsageError when another process holds it."""
+        file = JournalFile.open(path, what=codec.what, create=create)
+        return None if file is None else cls(file, codec)
+
+    def __enter__(self) -> Journal[C]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def read(self) -> Contents[C]:
+        return decode(self.file.lines(), self.path, self.codec)
+
+    def next_id(self) -> int:
+        return self.read().next_id()
+
+    def append(self, change: C) -> None:
+        """The change's record, fsynced: call before making the change."""
+        self.file.append(self.codec.encode(change))
+
+    def mark_restored(self, change: C) -> None:
+        self.file.append(restored_record(self.codec.ident(change)))
+
+    def ensure_clean(self) -> None:
+        """UsageError while the journal holds changes not restored or damaged lines."""
+        found = self.read()
+        if found.unresolved:
+            raise unclean(self.path, found, self.codec)
+
+    def compact(self) -> None:
+        """Empty the file once nothing in it is pending or unreadable (it is then of no use)."""
+        if not self.read().unresolved:
+            self.file.empty()
+
+    def set_aside(self) -> Path:
+        return self.file.set_aside()
+
+    def close(self) -> None:
+        self.file.close()
