@@ -17,8 +17,8 @@ import pytest
 
 from conftest import IS_ROOT, Result, new_workdir, one_clear_sentence, remove_workdir
 from debian_cluster import ADMIN_PASSWORD, DebianCluster
-from pgdyno.changes.pg_journal import JOURNAL_NAME, contents
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.server import JOURNAL_NAME, contents
 
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="restarts a server as its owner: needs root")
 Cli = Callable[..., Result]

@@ -29,9 +29,9 @@ from conftest import IS_ROOT, make_env
 from e2e.test_tune import advised_huge_pages, host_state, pg_state, seeded_host
 from host_conditions import huge_pages
 from pgdyno.experiment.target import open_sandbox
-from pgdyno.undo.journal import CRASH_ENV
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.journal import CRASH_ENV
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
 

@@ -18,9 +18,9 @@ import psycopg
 import pytest
 
 from conftest import IS_ROOT, Result, one_clear_sentence
-from pgdyno.undo.host import HostChanges
 from pgdyno.host.knobs import Knob
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.host import HostChanges
 
 PG_JOURNAL, HOST_JOURNAL = "pg-journal.jsonl", "host-journal.jsonl"
 LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}

@@ -21,7 +21,6 @@ import pytest
 from conftest import IS_ROOT, one_clear_sentence
 from pgdyno.errors import UsageError
 from pgdyno.host.devices import parse_mountinfo
-from pgdyno.undo.journal import CRASH_ENV
 from pgdyno.storage import kernel
 from pgdyno.storage.check import check_requests, inspect_request, mkfs_command
 from pgdyno.storage.filesystems import KINDS
@@ -35,6 +34,7 @@ from pgdyno.storage.layer import (
     rollback_storage,
 )
 from pgdyno.storage.model import Roots, StorageError
+from pgdyno.undo.journal import CRASH_ENV
 from storage_guard import assert_nothing_left, loops_under, mounts_under
 
 MIB = 2**20

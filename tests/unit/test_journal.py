@@ -1,4 +1,4 @@
-"""The one journal implementation (pgdyno.undo.journal): repair, tolerant reading, salvage, set aside."""
+"""The one journal (pgdyno.undo.journal): torn tails, tolerant reading, salvage, set aside."""
 
 from __future__ import annotations
 

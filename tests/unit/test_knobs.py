@@ -18,16 +18,6 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
-from pgdyno.undo.signals import signals_held as _signals_held
-from pgdyno.undo.host import (
-    AppliedKnob,
-    Change,
-    HostChanges,
-    RestoreError,
-    ensure_clean,
-    pending,
-    rollback,
-)
 from pgdyno.host.knob_write import write_value
 from pgdyno.host.knobs import (
     BLOCK_SETTINGS,
@@ -37,6 +27,16 @@ from pgdyno.host.knobs import (
     read_value,
     validate,
 )
+from pgdyno.undo.host import (
+    AppliedKnob,
+    Change,
+    HostChanges,
+    RestoreError,
+    ensure_clean,
+    pending,
+    rollback,
+)
+from pgdyno.undo.signals import signals_held as _signals_held
 
 # The live host: paths a knob names there (nothing here writes to it).
 LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}

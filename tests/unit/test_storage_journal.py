@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
-from pgdyno.undo.journal import parse_lines
 from pgdyno.storage.journal import (
     Step,
     change_record,
@@ -19,6 +18,7 @@ from pgdyno.storage.journal import (
     parse,
     unclean,
 )
+from pgdyno.undo.journal import parse_lines
 
 
 def lines_of(*records: dict[str, object], tail: str = "") -> bytes:

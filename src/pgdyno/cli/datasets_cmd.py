@@ -14,7 +14,6 @@ from typing import Any
 
 import click
 
-from pgdyno.changes.pg_journal import pending_changes, server_key
 from pgdyno.cli.common import (
     binaries_options,
     environment,
@@ -41,6 +40,7 @@ from pgdyno.postgres.footprint import (
     mib,
     read_footprint,
 )
+from pgdyno.undo.server import pending_changes, server_key
 
 NOTHING = Footprint((), (), None, ())
 

@@ -8,21 +8,21 @@ from pathlib import Path
 
 import click
 
-from pgdyno.changes import pg_journal
-from pgdyno.changes.handles import ServerHandle, over_ssh, sandbox_handle, server_handle
-from pgdyno.changes.restore import ServersRollback, rollback_servers
 from pgdyno.cli.common import environment, err, out, workdir_options
 from pgdyno.environment import Environment
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.experiment.target import existing_sandbox, running, server_address, workdir_lock
-from pgdyno.undo.host import HostRollback, pending_elsewhere
-from pgdyno.undo.host import rollback as rollback_host
-from pgdyno.undo.journal import JournalDamaged
 from pgdyno.postgres.cluster import all_sandboxes
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.remote.host import remote_host
 from pgdyno.storage.layer import pending_storage, rollback_storage
 from pgdyno.storage.undo import StorageRollbackError
+from pgdyno.undo import server as pg_journal
+from pgdyno.undo.handles import ServerHandle, over_ssh, sandbox_handle, server_handle
+from pgdyno.undo.host import HostRollback, pending_elsewhere
+from pgdyno.undo.host import rollback as rollback_host
+from pgdyno.undo.journal import JournalDamaged
+from pgdyno.undo.server import ServersRollback, rollback_servers
 
 
 @click.command()

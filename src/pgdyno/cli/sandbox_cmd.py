@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from pgdyno.changes import pg_journal
 from pgdyno.cli.common import (
     binaries_options,
     environment,
@@ -21,11 +20,12 @@ from pgdyno.cli.common import (
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import check_settings_for, open_sandbox, workdir_lock
-from pgdyno.undo.host import pending
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes, cluster_name, recover, taken_ports
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.render.terminal import sandbox_table
+from pgdyno.undo import server as pg_journal
+from pgdyno.undo.host import pending
 
 
 @click.group()
@@ -175,11 +175,7 @@ def _refuse_pending(env: Environment, names: list[str]) -> None:
     tell the rollback how to put them back in order."""
     contents = pg_journal.contents(env.data_dir)
     held = sorted(
-        {
-            c.server.get("cluster", "")
-            for c in contents.pending()
-            if c.server.get("kind") == "sandbox"
-        }
+        {c.server.get("cluster", "") for c in contents.pending if c.server.get("kind") == "sandbox"}
         & set(names)
     )
     host = pending(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)

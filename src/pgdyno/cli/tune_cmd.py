@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from pgdyno import __version__
-from pgdyno.changes.handles import ServerHandle, sandbox_handle, server_handle
 from pgdyno.cli.common import (
     adaptive_options,
     binaries_options,
@@ -62,6 +61,7 @@ from pgdyno.tune.session import (
     gather,
     pgdyno_configuration,
 )
+from pgdyno.undo.handles import ServerHandle, sandbox_handle, server_handle
 
 BASELINE_NAMES = ("pgtune", "timescaledb-tune")
 

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import UsageError
-from pgdyno.undo.journal import JournalFile, Line, Unreadable, now, peek, read_changes
 from pgdyno.storage.model import storage_dir
+from pgdyno.undo.journal import JournalFile, Line, Unreadable, now, peek, read_changes
 
 JOURNAL_NAME = "storage-journal.jsonl"
 WHAT = "the storage journal"

@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pgdyno.errors import UsageError
-from pgdyno.undo.signals import signals_held
 from pgdyno.storage import blkid, kernel, loop, mounts
 from pgdyno.storage.check import check_request, check_requests, inspect_request, mkfs_command
 from pgdyno.storage.filesystems import KINDS, FsKind, mkfs_argv, mount_options
@@ -33,6 +32,7 @@ from pgdyno.storage.model import (
 )
 from pgdyno.storage.tools import missing, run_tool
 from pgdyno.storage.undo import pending_storage, remove_empty, rollback_storage, undo_steps
+from pgdyno.undo.signals import signals_held
 
 __all__ = [
     "BuiltFs",

@@ -15,11 +15,11 @@ from contextlib import suppress
 from pathlib import Path
 
 from pgdyno.errors import PgdynoError
-from pgdyno.undo.signals import signals_held
-from pgdyno.undo.journal import JournalDamaged, Unreadable
 from pgdyno.storage import loop, mounts
 from pgdyno.storage.journal import Step, StorageJournal, contents, open_for_rollback
 from pgdyno.storage.model import Roots, StorageError, storage_dir
+from pgdyno.undo.journal import JournalDamaged, Unreadable
+from pgdyno.undo.signals import signals_held
 
 
 class StorageRollbackError(StorageError):

@@ -57,6 +57,7 @@ from pgdyno.undo.signals import signals_held
 
 JOURNAL_NAME = "host-journal.jsonl"
 
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """A journalled change that may be in effect."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.textsafe import strict_json
@@ -95,8 +95,10 @@ def split_tail(data: bytes) -> tuple[bytes, bytes]:
 def torn_note(what: str, path: Path, torn: bytes) -> str:
     """The one log line for a dropped torn tail.
 
-    >>> torn_note("the host journal", Path("/w/j"), b'{"op": "change", "id": 3, "name": "vm.sw')
-    'the host journal /w/j ended in a record whose write never completed ({"op": "change", "id": 3, "name": "vm.sw): its change was never made, so the record was dropped'
+    >>> print(torn_note("the test journal", Path("/j"), b'{"op": "change", "na'))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    the test journal /j ended in a record whose write never completed ({"op": "change", "na):
+    its change was never made, so the record was dropped
     """
     text = torn.strip(_PADDING).decode("utf-8", errors="replace")
     shown = text if len(text) <= 60 else text[:57] + "..."
@@ -487,11 +489,30 @@ class Codec[C](Protocol):
     """What a kind of change tells the one journal: how its frozen record becomes a JSON line
     and back, and the words of its messages."""
 
-    what: str  # "the host journal"
-    noun: str  # one change of this kind, for "holds 2 changes not restored"
-    undone: str  # "restored", "undone"
-    at_risk: str  # what a damaged line may record: "changes not restored"
-    left_by: str  # "left by an interrupted run"
+    @property
+    def what(self) -> str:
+        """The journal in messages: "the host journal"."""
+        ...
+
+    @property
+    def noun(self) -> str:
+        """One change of this kind, for "holds 2 changes not restored"."""
+        ...
+
+    @property
+    def undone(self) -> str:
+        """ "restored", "undone"."""
+        ...
+
+    @property
+    def at_risk(self) -> str:
+        """What a damaged line may record: "changes not restored"."""
+        ...
+
+    @property
+    def left_by(self) -> str:
+        """Who leaves changes behind: "left by an interrupted run"."""
+        ...
 
     def encode(self, change: C) -> dict[str, Any]:
         """The "change" record of `change`, as written."""
@@ -575,13 +596,13 @@ class Journal[C]:
         self.path = file.path
 
     @classmethod
-    def open(cls, path: Path, codec: Codec[C], *, create: bool) -> Journal[C] | None:
+    def open(cls, path: Path, codec: Codec[C], *, create: bool) -> Self | None:
         """The journal, locked, its torn tail dropped; None when it does not exist and `create`
         is False. UsageError when another process holds it."""
         file = JournalFile.open(path, what=codec.what, create=create)
         return None if file is None else cls(file, codec)
 
-    def __enter__(self) -> Journal[C]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
