@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from pgdyno.host.devices import parse_mountinfo
-from pgdyno.storage.journal import journal_path
 from pgdyno.storage.layer import pending_storage
+from pgdyno.undo.filesystems import journal_path
 
 
 def loops_under(directory: Path) -> list[str]:

@@ -24,7 +24,6 @@ from pgdyno.host.devices import parse_mountinfo
 from pgdyno.storage import kernel
 from pgdyno.storage.check import check_requests, inspect_request, mkfs_command
 from pgdyno.storage.filesystems import KINDS
-from pgdyno.storage.journal import journal_path
 from pgdyno.storage.layer import (
     FsRequest,
     bind_mounted,
@@ -34,6 +33,7 @@ from pgdyno.storage.layer import (
     rollback_storage,
 )
 from pgdyno.storage.model import Roots, StorageError
+from pgdyno.undo.filesystems import journal_path
 from pgdyno.undo.journal import CRASH_ENV
 from storage_guard import assert_nothing_left, loops_under, mounts_under
 

@@ -20,7 +20,6 @@ from pgdyno.errors import UsageError
 from pgdyno.storage import blkid, kernel, loop, mounts
 from pgdyno.storage.check import check_request, check_requests, inspect_request, mkfs_command
 from pgdyno.storage.filesystems import KINDS, FsKind, mkfs_argv, mount_options
-from pgdyno.storage.journal import Step, StorageJournal, held_journal
 from pgdyno.storage.model import (
     BuiltFs,
     FsRequest,
@@ -28,10 +27,10 @@ from pgdyno.storage.model import (
     StorageError,
     image_path,
     mount_point,
-    storage_dir,
 )
 from pgdyno.storage.tools import missing, run_tool
 from pgdyno.storage.undo import pending_storage, remove_empty, rollback_storage, undo_steps
+from pgdyno.undo.filesystems import Step, StorageJournal, held_journal, storage_dir
 from pgdyno.undo.signals import signals_held
 
 __all__ = [
@@ -119,7 +118,7 @@ class _Builder:
                 argv, what=" ".join(argv), package=kind.package, timeout=MKFS_TIMEOUT,
                 hint=f"check the mkfs options for {kind.name}",
             )  # fmt: skip
-            self.journal.mark_undone(step)  # nothing to take back: the image or device goes
+            self.journal.mark_restored(step)  # nothing to take back: the image or device goes
             self.steps.remove(step)
         self.log(f"made {kind.name} on {device}: {' '.join(argv)}")
 

@@ -16,8 +16,14 @@ from pathlib import Path
 
 from pgdyno.errors import PgdynoError
 from pgdyno.storage import loop, mounts
-from pgdyno.storage.journal import Step, StorageJournal, contents, open_for_rollback
-from pgdyno.storage.model import Roots, StorageError, storage_dir
+from pgdyno.storage.model import Roots, StorageError
+from pgdyno.undo.filesystems import (
+    Step,
+    StorageJournal,
+    contents,
+    open_for_rollback,
+    storage_dir,
+)
 from pgdyno.undo.journal import JournalDamaged, Unreadable
 from pgdyno.undo.signals import signals_held
 
@@ -131,7 +137,7 @@ def undo_steps(
                 line = undo_step(step, roots)
             except PgdynoError as error:
                 raise StorageRollbackError(str(error), done, [], failed=True) from None
-            journal.mark_undone(step)
+            journal.mark_restored(step)
             if line is not None:
                 log(line)
                 done.append(line)
@@ -164,7 +170,7 @@ def rollback_storage(
             message = str(JournalDamaged(found.unreadable))
             raise StorageRollbackError(message, done, found.unreadable, failed=False)
         if found.unreadable:
-            kept = journal.file.set_aside()
+            kept = journal.set_aside()
             done.append(f"set the damaged storage journal aside as {kept}")
         else:
             journal.compact()

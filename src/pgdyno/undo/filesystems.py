@@ -1,5 +1,6 @@
-"""The storage journal: every loop image, loop device, mkfs and mount pgdyno makes, recorded
+"""Filesystems and mounts: every loop image, loop device, mkfs and mount pgdyno makes, recorded
 (pgdyno.undo.journal: fsynced, under flock) before it is made, and marked when it is undone.
+storage/ builds the filesystems and takes them down (storage/undo.py) through this journal.
 
 Format: JSON lines in <workdir>/storage-journal.jsonl::
 
@@ -31,13 +32,13 @@ import os
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import UsageError
-from pgdyno.storage.model import storage_dir
-from pgdyno.undo.journal import JournalFile, Line, Unreadable, now, peek, read_changes
+from pgdyno.undo import journal
+from pgdyno.undo.journal import Contents, Journal, now
 
 JOURNAL_NAME = "storage-journal.jsonl"
 WHAT = "the storage journal"
@@ -46,6 +47,11 @@ KINDS = ("image", "loop", "mkfs", "mount", "bind")
 
 def journal_path(workdir: Path) -> Path:
     return workdir / JOURNAL_NAME
+
+
+def storage_dir(workdir: Path) -> Path:
+    """Where pgdyno's loop images and mount points live: the only place a step may act."""
+    return workdir / "storage"
 
 
 @dataclass(frozen=True)
@@ -142,76 +148,48 @@ def _known(fields: Mapping[str, Any]) -> str | None:
     return f"a {kind} step" if isinstance(kind, str) else None
 
 
-@dataclass
-class StorageContents:
-    steps: list[Step] = field(default_factory=list)
-    undone: set[int] = field(default_factory=set)
-    unreadable: list[Unreadable] = field(default_factory=list)
+@dataclass(frozen=True, slots=True)
+class StorageCodec:
+    """The storage journal's records for the one journal; a record is read against the work
+    directory it must stay inside."""
 
-    @property
-    def pending(self) -> list[Step]:
-        return [step for step in self.steps if step.id not in self.undone]
+    workdir: Path
+    what: str = WHAT
+    noun: str = "storage step"
+    undone: str = "undone"
+    at_risk: str = "mounts or loop devices still in place"
+    left_by: str = "left by an interrupted run"
 
-    def next_id(self) -> int:
-        return max((step.id for step in self.steps), default=0) + 1
+    def encode(self, change: Step) -> dict[str, Any]:
+        return change_record(change)
+
+    def decode(self, fields: dict[str, Any], salvaged: bool) -> Step:
+        return _step(fields, self.workdir, salvaged=salvaged)
+
+    def ident(self, change: Step) -> int:
+        return change.id
+
+    def known(self, fields: dict[str, Any]) -> str | None:
+        return _known(fields)
 
 
-def parse(lines: list[Line], path: Path, workdir: Path) -> StorageContents:
-    def build(fields: dict[str, Any], salvaged: bool) -> Step:
-        return _step(fields, workdir, salvaged=salvaged)
-
-    found = read_changes(lines, path, build, lambda step: step.id, _known)
-    return StorageContents(found.changes, found.restored, found.unreadable)
-
-
-def contents(workdir: Path) -> StorageContents:
+def contents(workdir: Path) -> Contents[Step]:
     """The journal as it stands, without taking it."""
-    path = journal_path(workdir)
-    return parse(peek(path, what=WHAT), path, workdir)
+    return journal.contents(journal_path(workdir), StorageCodec(workdir))
 
 
-def unclean(workdir: Path, found: StorageContents) -> UsageError:
-    if found.unreadable:
-        lines = ", ".join(str(u.line) for u in found.unreadable)
-        return UsageError(
-            f"the storage journal {journal_path(workdir)} has damaged lines ({lines}) that may "
-            "record mounts or loop devices still in place: run `pgdyno rollback` to undo what it "
-            "can and name them."
-        )
-    count = len(found.pending)
-    return UsageError(
-        f"the storage journal {journal_path(workdir)} holds {count} storage "
-        f"step{'s' if count != 1 else ''} not undone (left by an interrupted run): run "
-        "`pgdyno rollback` first."
-    )
+def unclean(workdir: Path, found: Contents[Step]) -> UsageError:
+    return journal.unclean(journal_path(workdir), found, StorageCodec(workdir))
 
 
-class StorageJournal:
+class StorageJournal(Journal[Step]):
     """The journal open for appending under its exclusive flock."""
-
-    def __init__(self, file: JournalFile, workdir: Path) -> None:
-        self.file = file
-        self.workdir = workdir
-
-    def read(self) -> StorageContents:
-        return parse(self.file.lines(), self.file.path, self.workdir)
 
     def record(self, kind: str, path: Path | str, source: str = "", detail: str = "") -> Step:
         """Append a step (fsynced) before it is made; the step as recorded."""
-        step = Step(
-            self.read().next_id(), kind, str(path), source, detail, os.getpid(), now()
-        )  # fmt: skip
-        self.file.append(change_record(step))
+        step = Step(self.next_id(), kind, str(path), source, detail, os.getpid(), now())
+        self.append(step)
         return step
-
-    def mark_undone(self, step: Step) -> None:
-        self.file.append({"op": "restored", "id": step.id, "at": now()})
-
-    def compact(self) -> None:
-        """Empty the file once nothing in it is pending or unreadable."""
-        found = self.read()
-        if not found.pending and not found.unreadable:
-            self.file.empty()
 
 
 @dataclass
@@ -232,17 +210,14 @@ def held_journal(workdir: Path) -> Iterator[StorageJournal]:
     with _held_lock:
         shared = _held.get(path)
         if shared is None:
-            file = JournalFile.open(path, what=WHAT, create=True)
-            assert file is not None  # create=True
-            journal = StorageJournal(file, workdir)
+            opened = StorageJournal.open(path, StorageCodec(workdir), create=True)
+            assert opened is not None  # create=True
             try:
-                found = journal.read()
-                if found.pending or found.unreadable:
-                    raise unclean(workdir, found)
+                opened.ensure_clean()
             except BaseException:
-                file.close()
+                opened.close()
                 raise
-            shared = _held[path] = _Shared(journal)
+            shared = _held[path] = _Shared(opened)
         shared.users += 1
     try:
         yield shared.journal
@@ -254,15 +229,15 @@ def held_journal(workdir: Path) -> Iterator[StorageJournal]:
                 try:
                     shared.journal.compact()
                 finally:
-                    shared.journal.file.close()
+                    shared.journal.close()
 
 
 @contextmanager
 def open_for_rollback(workdir: Path) -> Iterator[StorageJournal | None]:
     """The journal, exclusively (UsageError while a command holds it); None when there is none."""
-    file = JournalFile.open(journal_path(workdir), what=WHAT, create=False)
-    if file is None:
+    opened = StorageJournal.open(journal_path(workdir), StorageCodec(workdir), create=False)
+    if opened is None:
         yield None
         return
-    with file:
-        yield StorageJournal(file, workdir)
+    with opened:
+        yield opened
