@@ -24,13 +24,19 @@ from pgdyno.storage.model import (
     BuiltFs,
     FsRequest,
     Roots,
-    StorageError,
     image_path,
     mount_point,
 )
 from pgdyno.storage.tools import missing, run_tool
-from pgdyno.storage.undo import pending_storage, remove_empty, rollback_storage, undo_steps
-from pgdyno.undo.filesystems import Step, StorageJournal, held_journal, storage_dir
+from pgdyno.undo.filesystems import (
+    Step,
+    StorageError,
+    StorageJournal,
+    held_journal,
+    remove_empty,
+    storage_dir,
+    undo_steps,
+)
 from pgdyno.undo.signals import signals_held
 
 __all__ = [
@@ -41,8 +47,6 @@ __all__ = [
     "check_request",
     "check_requests",
     "inspect_request",
-    "pending_storage",
-    "rollback_storage",
 ]
 
 MKFS_TIMEOUT = 3600.0  # a large device with its inode tables zeroed up front takes minutes
@@ -198,7 +202,7 @@ def built_filesystem(
                 log(kernel.ext3_note(roots.release, mount_type))
             yield built
         finally:
-            undo_steps(journal, builder.steps, roots, log)
+            undo_steps(journal, builder.steps, mounts.LiveDevices(roots), log)
             remove_empty(storage_dir(workdir))
 
 
@@ -228,4 +232,4 @@ def bind_mounted(
                 mounts.bind(source, target)
             yield
         finally:
-            undo_steps(journal, steps, roots, log)
+            undo_steps(journal, steps, mounts.LiveDevices(roots), log)

@@ -11,17 +11,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgdyno.errors import PgdynoError
 from pgdyno.undo.filesystems import storage_dir
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "ext3")
 _ROLE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 ROLE_RULE = "lower-case letters, digits, '-' and '_', starting with a letter"
 ROLE_MAX = 32
-
-
-class StorageError(PgdynoError):
-    """A filesystem could not be built, mounted or taken down; the message says what to do."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Filesystems and mounts: every loop image, loop device, mkfs and mount pgdyno makes, recorded
 (pgdyno.undo.journal: fsynced, under flock) before it is made, and marked when it is undone.
-storage/ builds the filesystems and takes them down (storage/undo.py) through this journal.
+storage/ builds the filesystems through this journal; undoing them is here, with the host's
+mounts and loop devices reached through `Devices` (storage/mounts.py `LiveDevices`).
 
 Format: JSON lines in <workdir>/storage-journal.jsonl::
 
@@ -24,25 +25,38 @@ directory; a record naming anything else is unreadable, named to the user, never
 
 One process holds the journal (its flock) from its first step to its last undo; nested users
 in that process (the data and the WAL filesystem, bind mounts) share it.
+
+Undo: steps are undone newest first, each marked undone in the journal once it is (signals held
+in between, so a second Ctrl-C cannot leave it done but unmarked). Each undo looks at the host
+first: a mount that is not there, a loop device that is not attached, an image that is gone
+count as undone. The first step that cannot be undone stops the rest, since the older steps lie
+under it (a loop device under a busy mount, an image under its loop device); they stay in the
+journal for `pgdyno rollback`.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from pgdyno.errors import UsageError
+from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.host.devices import Mount
 from pgdyno.undo import journal
-from pgdyno.undo.journal import Contents, Journal, now
+from pgdyno.undo.journal import Contents, Journal, JournalDamaged, Unreadable, now
+from pgdyno.undo.signals import signals_held
 
 JOURNAL_NAME = "storage-journal.jsonl"
 WHAT = "the storage journal"
 KINDS = ("image", "loop", "mkfs", "mount", "bind")
+
+
+class StorageError(PgdynoError):
+    """A filesystem could not be built, mounted or taken down; the message says what to do."""
 
 
 def journal_path(workdir: Path) -> Path:
@@ -241,3 +255,174 @@ def open_for_rollback(workdir: Path) -> Iterator[StorageJournal | None]:
         return
     with opened:
         yield opened
+
+
+# -- taking steps back ----------------------------------------------------------------------------
+
+
+class Devices(Protocol):
+    """The host's mounts and loop devices, as storage/ reaches them (storage.mounts)."""
+
+    def mounts(self) -> list[Mount]:
+        """The mount table (/proc/self/mountinfo)."""
+        ...
+
+    def umount(self, target: Path) -> None: ...
+
+    def detach(self, image: Path) -> list[str]:
+        """Detach every loop device backed by `image`; the devices detached."""
+        ...
+
+
+def _mounts_at(target: Path, table: list[Mount]) -> list[Mount]:
+    """The mounts whose mount point is `target` (absolute), the topmost last."""
+    return [mount for mount in table if mount.mount_point == str(target)]
+
+
+class StorageRollbackError(StorageError):
+    """A step could not be undone (`failed`), or journal lines could not be read
+    (`unreadable`); `done` says what was undone all the same."""
+
+    def __init__(
+        self, message: str, done: list[str], unreadable: list[Unreadable], *, failed: bool
+    ) -> None:
+        super().__init__(message)
+        self.done = done
+        self.unreadable = unreadable
+        self.failed = failed
+
+
+def remove_empty(path: Path) -> None:
+    with suppress(OSError):
+        path.rmdir()  # only when empty: a mount point, or the storage directory at the end
+
+
+def _unmount(step: Step, devices: Devices) -> str | None:
+    target = Path(step.path)
+    done = False
+    for _ in range(8):  # a target mounted more than once is unmounted layer by layer
+        stacked = _mounts_at(target, devices.mounts())
+        ours = [m for m in stacked if not step.source or m.source == step.source]
+        if not ours:
+            break
+        if stacked[-1] not in ours:
+            raise StorageError(
+                f"{target} has another mount ({stacked[-1].source}) on top of pgdyno's "
+                f"{step.source}: unmount it by hand, then run `pgdyno rollback`."
+            )
+        devices.umount(target)
+        done = True
+    remove_empty(target)
+    if not done:
+        return None
+    return f"unmounted {target} ({step.source or 'its filesystem'})"
+
+
+def _unbind(step: Step, devices: Devices) -> str | None:
+    """A bind mount is pgdyno's when it is of the source's filesystem (its device numbers)."""
+    target = Path(step.path)
+    done = False
+    for _ in range(8):
+        stacked = _mounts_at(target, devices.mounts())
+        if not stacked or f"{stacked[-1].major}:{stacked[-1].minor}" != step.detail:
+            break
+        devices.umount(target)
+        done = True
+    return f"unmounted the bind mount of {step.source} on {target}" if done else None
+
+
+def _detach(step: Step, devices: Devices) -> str | None:
+    detached = devices.detach(Path(step.path))
+    return f"detached {', '.join(detached)} ({step.path})" if detached else None
+
+
+def _remove_image(step: Step, _devices: Devices) -> str | None:
+    image = Path(step.path)
+    try:
+        image.unlink()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise StorageError(
+            f"cannot remove the loop image {image} ({error.strerror}): remove it by hand."
+        ) from None
+    return f"removed the loop image {image}"
+
+
+def _mkfs(step: Step, _devices: Devices) -> str | None:
+    if step.path.startswith("/dev/loop"):
+        return None  # on pgdyno's own image, which goes with it
+    return (
+        f"mkfs {step.detail} on {step.path} was cut short: the device may hold no usable "
+        "filesystem (it was named with destroy_device = true)"
+    )
+
+
+_UNDO: dict[str, Callable[[Step, Devices], str | None]] = {
+    "mount": _unmount,
+    "bind": _unbind,
+    "loop": _detach,
+    "image": _remove_image,
+    "mkfs": _mkfs,
+}
+
+
+def undo_step(step: Step, devices: Devices) -> str | None:
+    """Undo one step; a line saying what was done, or None when there was nothing to do."""
+    undo = _UNDO.get(step.kind)
+    if undo is None:
+        raise StorageError(f"unknown storage step {step.kind!r}: run a newer pgdyno's rollback.")
+    return undo(step, devices)
+
+
+def undo_steps(
+    journal: StorageJournal, steps: Iterable[Step], devices: Devices, log: Callable[[str], None]
+) -> list[str]:
+    """Undo `steps` newest first, each marked undone; StorageRollbackError at the first that
+    cannot be (with the lines of what was done before it). SIGINT and SIGTERM wait until the
+    end: a second Ctrl-C while pgdyno takes its filesystems down must not leave half of them."""
+    done: list[str] = []
+    with signals_held():
+        for step in sorted(steps, key=lambda s: s.id, reverse=True):
+            try:
+                line = undo_step(step, devices)
+            except PgdynoError as error:
+                raise StorageRollbackError(str(error), done, [], failed=True) from None
+            journal.mark_restored(step)
+            if line is not None:
+                log(line)
+                done.append(line)
+    return done
+
+
+def pending_storage(workdir: Path) -> list[Step]:
+    """What a crashed run left in the storage journal, oldest first (without taking it)."""
+    return contents(workdir.resolve()).pending
+
+
+def rollback_storage(
+    workdir: Path, devices: Devices, log: Callable[[str], None], *, confirm_damaged: bool = False
+) -> list[str]:
+    """Undo everything the storage journal holds that is not undone, newest first; lines saying
+    what was done. Idempotent. StorageRollbackError (with `done`) when a step cannot be undone,
+    or when damaged lines remain (set aside with `confirm_damaged` once the rest is undone)."""
+    workdir = workdir.resolve()
+    with open_for_rollback(workdir) as journal:
+        if journal is None:
+            return []
+        found = journal.read()
+        try:
+            done = undo_steps(journal, found.pending, devices, log)
+        except StorageRollbackError as error:
+            error.unreadable = found.unreadable
+            raise
+        if found.unreadable and not confirm_damaged:
+            message = str(JournalDamaged(found.unreadable))
+            raise StorageRollbackError(message, done, found.unreadable, failed=False)
+        if found.unreadable:
+            kept = journal.set_aside()
+            done.append(f"set the damaged storage journal aside as {kept}")
+        else:
+            journal.compact()
+    remove_empty(storage_dir(workdir))
+    return done

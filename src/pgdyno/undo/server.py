@@ -595,3 +595,22 @@ def _finish(
         _mark(journal, pending, [])
     left = [] if restarted else waiting
     result.restored.append(ServerRestored(handle.label, pending, restarted, left))
+
+
+def check_dsn(workdir: Path, dsn: str, label: str) -> None:
+    """UsageError unless the journal of `workdir` holds changes to the server `dsn` names (the
+    password `pgdyno rollback --dsn` carries is for that one only)."""
+    pending = pending_changes(workdir)
+    servers = {str(found) for c in pending if (found := c.server.get("dsn"))}
+    if dsn in servers:
+        return
+    if servers:
+        held = f"changes to other servers only ({', '.join(sorted(servers))})"
+        todo = "give one of those servers' connection strings"
+    else:
+        held = "changes to pgdyno's sandbox only" if pending else "no change to any server"
+        todo = (
+            "run `pgdyno rollback` without --dsn, or give the --workdir of the command that "
+            "changed that server"
+        )
+    raise UsageError(f"--dsn names {label}, but the journal of {workdir} holds {held}: {todo}.")
