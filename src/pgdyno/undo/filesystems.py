@@ -53,6 +53,13 @@ from pgdyno.undo.signals import signals_held
 JOURNAL_NAME = "storage-journal.jsonl"
 WHAT = "the storage journal"
 KINDS = ("image", "loop", "mkfs", "mount", "bind")
+WORDS = journal.Words(
+    what=WHAT,
+    noun="storage step",
+    undone="undone",
+    at_risk="mounts or loop devices still in place",
+    left_by="left by an interrupted run",
+)
 
 
 class StorageError(PgdynoError):
@@ -168,20 +175,13 @@ class StorageCodec:
     directory it must stay inside."""
 
     workdir: Path
-    what: str = WHAT
-    noun: str = "storage step"
-    undone: str = "undone"
-    at_risk: str = "mounts or loop devices still in place"
-    left_by: str = "left by an interrupted run"
+    words: journal.Words = WORDS
 
     def encode(self, change: Step) -> dict[str, Any]:
         return change_record(change)
 
     def decode(self, fields: dict[str, Any], salvaged: bool) -> Step:
         return _step(fields, self.workdir, salvaged=salvaged)
-
-    def ident(self, change: Step) -> int:
-        return change.id
 
     def known(self, fields: dict[str, Any]) -> str | None:
         return _known(fields)
@@ -193,7 +193,7 @@ def contents(workdir: Path) -> Contents[Step]:
 
 
 def unclean(workdir: Path, found: Contents[Step]) -> UsageError:
-    return journal.unclean(journal_path(workdir), found, StorageCodec(workdir))
+    return journal.unclean(journal_path(workdir), found, WORDS)
 
 
 class StorageJournal(Journal[Step]):

@@ -44,7 +44,6 @@ import os
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from pgdyno.errors import UsageError
@@ -52,10 +51,17 @@ from pgdyno.host.knob_write import restore_writes, write_value
 from pgdyno.host.knobs import KNOB_KINDS, HostChangeError, Knob, read_value, validate
 from pgdyno.undo import journal
 from pgdyno.undo.hostlock import HostLock, journal_named, lock_path
-from pgdyno.undo.journal import Contents, Journal, JournalError, Unreadable, now
+from pgdyno.undo.journal import Contents, Journal, JournalError, Unreadable, Words, now
 from pgdyno.undo.signals import signals_held
 
 JOURNAL_NAME = "host-journal.jsonl"
+WORDS = Words(
+    what="the host journal",
+    noun="change",
+    undone="restored",
+    at_risk="changes not restored",
+    left_by="left by an interrupted run or by `pgdyno tune --apply`",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +199,7 @@ class HostCodec:
 
     proc_root: Path
     sys_root: Path
-    what: str = "the host journal"
-    noun: str = "change"
-    undone: str = "restored"
-    at_risk: str = "changes not restored"
-    left_by: str = "left by an interrupted run or by `pgdyno tune --apply`"
+    words: Words = WORDS
 
     def encode(self, change: Change) -> dict[str, Any]:
         return change_record(change)
@@ -206,9 +208,6 @@ class HostCodec:
         if salvaged:
             return _salvaged(fields, self.proc_root, self.sys_root)
         return _change(fields, self.proc_root, self.sys_root)
-
-    def ident(self, change: Change) -> int:
-        return change.id
 
     def known(self, fields: dict[str, Any]) -> str | None:
         return _known(fields)
@@ -225,7 +224,7 @@ def read(
 
 
 def unclean(path: Path, found: Contents[Change]) -> UsageError:
-    return journal.unclean(path, found, HostCodec(Path("/proc"), Path("/sys")))
+    return journal.unclean(path, found, WORDS)
 
 
 def pending(journal_path: Path, *, proc_root: Path, sys_root: Path) -> list[Change]:
@@ -504,12 +503,7 @@ class HostChanges:
         self._journal = opened
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
         journal = self._require()
         try:
             if not self.keep or exc is not None:

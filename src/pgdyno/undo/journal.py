@@ -36,7 +36,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol, Self
 
 from pgdyno.errors import PgdynoError, UsageError
@@ -187,7 +186,20 @@ def _fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-class JournalFile:
+class Closing:
+    """A context manager that closes what it holds however the block ends."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class JournalFile(Closing):
     """A journal open for appending under an exclusive flock (a context manager).
 
     `what` names the journal in messages ("the host journal", "the PostgreSQL journal").
@@ -229,17 +241,6 @@ class JournalFile:
             journal.close()
             raise
         return journal
-
-    def __enter__(self) -> JournalFile:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def fd(self) -> int:
@@ -485,34 +486,30 @@ class JournalDamaged(PgdynoError):
 # -- one journal, any kind of change -----------------------------------------------------------
 
 
-class Codec[C](Protocol):
+class Identified(Protocol):
+    """A change as a kind's frozen record holds it: its id in the journal comes first."""
+
+    @property
+    def id(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """How a kind of journal names itself and its changes in messages."""
+
+    what: str  # "the host journal"
+    noun: str  # one change, for "holds 2 changes not restored"
+    undone: str  # "restored", "undone"
+    at_risk: str  # what a damaged line may record: "changes not restored"
+    left_by: str  # "left by an interrupted run"
+
+
+class Codec[C: Identified](Protocol):
     """What a kind of change tells the one journal: how its frozen record becomes a JSON line
     and back, and the words of its messages."""
 
     @property
-    def what(self) -> str:
-        """The journal in messages: "the host journal"."""
-        ...
-
-    @property
-    def noun(self) -> str:
-        """One change of this kind, for "holds 2 changes not restored"."""
-        ...
-
-    @property
-    def undone(self) -> str:
-        """ "restored", "undone"."""
-        ...
-
-    @property
-    def at_risk(self) -> str:
-        """What a damaged line may record: "changes not restored"."""
-        ...
-
-    @property
-    def left_by(self) -> str:
-        """Who leaves changes behind: "left by an interrupted run"."""
-        ...
+    def words(self) -> Words: ...
 
     def encode(self, change: C) -> dict[str, Any]:
         """The "change" record of `change`, as written."""
@@ -523,27 +520,24 @@ class Codec[C](Protocol):
         naming what is missing."""
         ...
 
-    def ident(self, change: C) -> int: ...
-
     def known(self, fields: dict[str, Any]) -> str | None:
         """What a damaged line still says of its change, for the message."""
         ...
 
 
 @dataclass
-class Contents[C]:
+class Contents[C: Identified]:
     """A journal read back: its changes in order, the ids restored (or undone), and the lines
     it cannot act on."""
 
     changes: list[C]
     restored: set[int]
     unreadable: list[Unreadable]
-    ident: Callable[[C], int]
 
     @property
     def pending(self) -> list[C]:
         """Changes not yet restored, in the order they were made."""
-        return [change for change in self.changes if self.ident(change) not in self.restored]
+        return [change for change in self.changes if change.id not in self.restored]
 
     @property
     def unresolved(self) -> int:
@@ -551,33 +545,35 @@ class Contents[C]:
         return len(self.pending) + len(self.unreadable)
 
     def next_id(self) -> int:
-        return max((self.ident(change) for change in self.changes), default=0) + 1
+        return max((change.id for change in self.changes), default=0) + 1
 
 
-def decode[C](lines: list[Line], path: Path, codec: Codec[C]) -> Contents[C]:
-    found = read_changes(lines, path, codec.decode, codec.ident, codec.known)
-    return Contents(found.changes, found.restored, found.unreadable, codec.ident)
+def decode[C: Identified](lines: list[Line], path: Path, codec: Codec[C]) -> Contents[C]:
+    found = read_changes(lines, path, codec.decode, lambda change: change.id, codec.known)
+    return Contents(found.changes, found.restored, found.unreadable)
 
 
-def contents[C](path: Path, codec: Codec[C], *, check_free: bool = False) -> Contents[C]:
+def contents[C: Identified](
+    path: Path, codec: Codec[C], *, check_free: bool = False
+) -> Contents[C]:
     """The journal as it stands, without taking it (empty when there is none): for listings,
     messages and checks. With `check_free`, UsageError while another process holds it."""
-    return decode(peek(path, what=codec.what, check_free=check_free), path, codec)
+    return decode(peek(path, what=codec.words.what, check_free=check_free), path, codec)
 
 
-def unclean[C](path: Path, found: Contents[C], codec: Codec[C]) -> UsageError:
+def unclean[C: Identified](path: Path, found: Contents[C], words: Words) -> UsageError:
     """Why new changes are refused while `found` holds changes or damaged lines."""
     if found.unreadable:
         lines = ", ".join(str(u.line) for u in found.unreadable)
-        verb = "restore" if codec.undone == "restored" else "undo"
+        verb = "restore" if words.undone == "restored" else "undo"
         return UsageError(
-            f"{codec.what} {path} has damaged lines ({lines}) that may record {codec.at_risk}: "
+            f"{words.what} {path} has damaged lines ({lines}) that may record {words.at_risk}: "
             f"run `pgdyno rollback` to {verb} what it can and name them."
         )
     count = len(found.pending)
-    noun = codec.noun if count == 1 else f"{codec.noun}s"
+    noun = words.noun if count == 1 else f"{words.noun}s"
     return UsageError(
-        f"{codec.what} {path} holds {count} {noun} not {codec.undone} ({codec.left_by}): run "
+        f"{words.what} {path} holds {count} {noun} not {words.undone} ({words.left_by}): run "
         "`pgdyno rollback` first."
     )
 
@@ -586,7 +582,7 @@ def restored_record(change_id: int) -> dict[str, object]:
     return {"op": "restored", "id": change_id, "at": now()}
 
 
-class Journal[C]:
+class Journal[C: Identified](Closing):
     """A journal of one kind of change, open for appending under its exclusive flock (a context
     manager): append a change before making it, mark it restored, compact, set aside."""
 
@@ -599,19 +595,8 @@ class Journal[C]:
     def open(cls, path: Path, codec: Codec[C], *, create: bool) -> Self | None:
         """The journal, locked, its torn tail dropped; None when it does not exist and `create`
         is False. UsageError when another process holds it."""
-        file = JournalFile.open(path, what=codec.what, create=create)
+        file = JournalFile.open(path, what=codec.words.what, create=create)
         return None if file is None else cls(file, codec)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def read(self) -> Contents[C]:
         return decode(self.file.lines(), self.path, self.codec)
@@ -624,13 +609,13 @@ class Journal[C]:
         self.file.append(self.codec.encode(change))
 
     def mark_restored(self, change: C) -> None:
-        self.file.append(restored_record(self.codec.ident(change)))
+        self.file.append(restored_record(change.id))
 
     def ensure_clean(self) -> None:
         """UsageError while the journal holds changes not restored or damaged lines."""
         found = self.read()
         if found.unresolved:
-            raise unclean(self.path, found, self.codec)
+            raise unclean(self.path, found, self.codec.words)
 
     def compact(self) -> None:
         """Empty the file once nothing in it is pending or unreadable (it is then of no use)."""

@@ -58,6 +58,13 @@ from pgdyno.undo.journal import Contents, Journal, Unreadable
 
 JOURNAL_NAME = "pg-journal.jsonl"
 WHAT = "the PostgreSQL journal"
+WORDS = journal.Words(
+    what=WHAT,
+    noun="change",
+    undone="restored",
+    at_risk="settings not restored",
+    left_by="left by an interrupted run or by `pgdyno tune --apply`",
+)
 MARKER = "pgdyno.changed_by"
 
 Server = Mapping[str, str]
@@ -162,20 +169,13 @@ def _known(fields: Mapping[str, Any]) -> str | None:
 class PgCodec:
     """The PostgreSQL journal's records (see the module's docstring) for the one journal."""
 
-    what: str = WHAT
-    noun: str = "change"
-    undone: str = "restored"
-    at_risk: str = "settings not restored"
-    left_by: str = "left by an interrupted run or by `pgdyno tune --apply`"
+    words: journal.Words = WORDS
 
     def encode(self, change: PgChange) -> dict[str, Any]:
         return change.record()
 
     def decode(self, fields: dict[str, Any], salvaged: bool) -> PgChange:
         return _change(fields, salvaged=salvaged)
-
-    def ident(self, change: PgChange) -> int:
-        return change.id
 
     def known(self, fields: dict[str, Any]) -> str | None:
         return _known(fields)
