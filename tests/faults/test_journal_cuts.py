@@ -64,7 +64,9 @@ def test_pg_journal_cut_at_every_point_of_its_last_record(
         assert cli(workdir, *apply).code == 0
         journal = workdir / PG_JOURNAL
         fresh = journal.read_text().splitlines()  # the same changes, new time stamps
-        assert len(fresh) == len(lines)
+        # The same last record (track_io_timing comes and goes with the timing overhead the
+        # advice measures on a busy machine, so the count of records above it may move).
+        assert json.loads(fresh[-1])["name"] == name
         journal.write_text("\n".join(fresh[:-1]) + "\n" + fresh[-1][:cut])
         back = cli(workdir, "rollback")
         assert back.code == 0, (cut, back.stderr)
