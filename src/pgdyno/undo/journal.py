@@ -32,7 +32,7 @@ import fcntl
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -421,53 +421,6 @@ def why_damaged(line: Line) -> str:
     return "it is not a JSON record"
 
 
-@dataclass
-class Read[C]:
-    """A journal of changes read back: its changes in order, the ids restored, and the lines
-    it cannot act on."""
-
-    changes: list[C]
-    restored: set[int]
-    unreadable: list[Unreadable]
-
-
-def read_changes[C](
-    lines: list[Line],
-    path: Path,
-    build: Callable[[dict[str, Any], bool], C],
-    ident: Callable[[C], int],
-    known: Callable[[dict[str, Any]], str | None],
-) -> Read[C]:
-    """The "change" and "restored" records every kind of journal holds. `build(fields,
-    salvaged)` makes a change or raises ValueError naming what is missing; a damaged line is
-    salvaged, and one that cannot be built is unreadable, with what `known` says of it. A
-    damaged "restored" line leaves its change pending (restoring it again is harmless), and
-    one naming no change above is of no use either way."""
-    read: Read[C] = Read([], set(), [])
-    ids: set[int] = set()
-    for line in lines:
-        fields = fields_of(line, ("change", "restored"))
-        op = fields.get("op")
-        if op == "restored":
-            change_id = fields.get("id")
-            if line.record is not None and isinstance(change_id, int) and change_id in ids:
-                read.restored.add(change_id)
-            continue
-        try:
-            if op != "change":
-                raise ValueError(f"unknown op {op!r}")
-            change = build(fields, line.record is None)
-            if ident(change) in ids:
-                raise ValueError(f"change {ident(change)} is recorded twice")
-        except ValueError as error:
-            why = why_damaged(line) if line.record is None else str(error)
-            read.unreadable.append(Unreadable(path, line.number, why, known(fields)))
-            continue
-        ids.add(ident(change))
-        read.changes.append(change)
-    return read
-
-
 class JournalDamaged(PgdynoError):
     """Journal lines pgdyno cannot act on: named, kept, and blocking new changes until the user
     confirms them with `pgdyno rollback --confirm-damaged`."""
@@ -549,8 +502,34 @@ class Contents[C: Identified]:
 
 
 def decode[C: Identified](lines: list[Line], path: Path, codec: Codec[C]) -> Contents[C]:
-    found = read_changes(lines, path, codec.decode, lambda change: change.id, codec.known)
-    return Contents(found.changes, found.restored, found.unreadable)
+    """The "change" and "restored" records of a journal's lines. `codec.decode` makes a change
+    or raises ValueError naming what is missing; a damaged line is salvaged, and one that cannot
+    be decoded is unreadable, with what `codec.known` says of it. A damaged "restored" line
+    leaves its change pending (restoring it again is harmless), and one naming no change above
+    is of no use either way."""
+    found: Contents[C] = Contents([], set(), [])
+    ids: set[int] = set()
+    for line in lines:
+        fields = fields_of(line, ("change", "restored"))
+        op = fields.get("op")
+        if op == "restored":
+            change_id = fields.get("id")
+            if line.record is not None and isinstance(change_id, int) and change_id in ids:
+                found.restored.add(change_id)
+            continue
+        try:
+            if op != "change":
+                raise ValueError(f"unknown op {op!r}")
+            change = codec.decode(fields, line.record is None)
+            if change.id in ids:
+                raise ValueError(f"change {change.id} is recorded twice")
+        except ValueError as error:
+            why = why_damaged(line) if line.record is None else str(error)
+            found.unreadable.append(Unreadable(path, line.number, why, codec.known(fields)))
+            continue
+        ids.add(change.id)
+        found.changes.append(change)
+    return found
 
 
 def contents[C: Identified](
