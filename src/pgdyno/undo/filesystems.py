@@ -54,12 +54,9 @@ JOURNAL_NAME = "storage-journal.jsonl"
 WHAT = "the storage journal"
 KINDS = ("image", "loop", "mkfs", "mount", "bind")
 WORDS = journal.Words(
-    what=WHAT,
-    noun="storage step",
-    undone="undone",
-    at_risk="mounts or loop devices still in place",
-    left_by="left by an interrupted run",
-)
+    WHAT, "storage step", "undone", "mounts or loop devices still in place",
+    "left by an interrupted run",
+)  # fmt: skip
 
 
 class StorageError(PgdynoError):

@@ -56,12 +56,9 @@ from pgdyno.undo.signals import signals_held
 
 JOURNAL_NAME = "host-journal.jsonl"
 WORDS = Words(
-    what="the host journal",
-    noun="change",
-    undone="restored",
-    at_risk="changes not restored",
-    left_by="left by an interrupted run or by `pgdyno tune --apply`",
-)
+    "the host journal", "change", "restored", "changes not restored",
+    "left by an interrupted run or by `pgdyno tune --apply`",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

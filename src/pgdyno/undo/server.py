@@ -59,12 +59,9 @@ from pgdyno.undo.journal import Contents, Journal, Unreadable
 JOURNAL_NAME = "pg-journal.jsonl"
 WHAT = "the PostgreSQL journal"
 WORDS = journal.Words(
-    what=WHAT,
-    noun="change",
-    undone="restored",
-    at_risk="settings not restored",
-    left_by="left by an interrupted run or by `pgdyno tune --apply`",
-)
+    WHAT, "change", "restored", "settings not restored",
+    "left by an interrupted run or by `pgdyno tune --apply`",
+)  # fmt: skip
 MARKER = "pgdyno.changed_by"
 
 Server = Mapping[str, str]
