@@ -82,15 +82,15 @@ def remove_workdir(path: Path) -> None:
 def python_sigint() -> Iterator[None]:
     """SIGINT as a fresh Python process has it (KeyboardInterrupt, no signals held), for a
     test about Ctrl-C, whatever an earlier test in this process left; put back after."""
-    from pgdyno.host import held_signals
+    from pgdyno.undo import signals
 
-    handler, holding = signal.getsignal(signal.SIGINT), held_signals._holding
+    handler, holding = signal.getsignal(signal.SIGINT), signals._holding
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    held_signals._holding = False
+    signals._holding = False
     try:
         yield
     finally:
-        held_signals._holding = holding
+        signals._holding = holding
         signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
 
 

@@ -9,8 +9,7 @@ import subprocess
 from pathlib import Path
 
 from pgdyno.host.disks import parse_mountinfo
-from pgdyno.storage.journal import journal_path
-from pgdyno.storage.layer import pending_storage
+from pgdyno.undo.filesystems import journal_path, pending_storage
 
 
 def loops_under(directory: Path) -> list[str]:

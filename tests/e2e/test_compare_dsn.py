@@ -23,9 +23,9 @@ from conftest import (
     one_clear_sentence,
     plain_role,
 )
-from pgdyno.changes.pg_journal import pending_changes
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.server import pending_changes
 
 SECRET = "not-a-secret-compare-dsn"
 # Scale 1, 3 s runs, one round, every transaction logged (no rate probe): a tiny real plan.

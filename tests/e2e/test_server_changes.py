@@ -17,8 +17,8 @@ import pytest
 
 from conftest import IS_ROOT, Cli, make_env, new_workdir, one_clear_sentence, remove_workdir, run_in
 from debian_cluster import ADMIN_PASSWORD, DebianCluster
-from pgdyno.changes.pg_journal import JOURNAL_NAME, contents
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.server import JOURNAL_NAME, contents
 
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="restarts a server as its owner: needs root")
 
@@ -84,7 +84,7 @@ def test_a_packaged_server_restarted_by_pg_ctl_comes_back_and_rolls_back_exactly
     assert plain.code == 1
     sentence = one_clear_sentence(plain.stderr)
     assert "waits for a restart" in sentence and "shared_buffers" in sentence
-    assert [c.name for c in contents(workdir).pending()] != []  # kept until restarted
+    assert [c.name for c in contents(workdir).pending] != []  # kept until restarted
     refused = cli(workdir, *pg_only("--dsn", dsn))
     assert refused.code == 2 and "rollback" in one_clear_sentence(refused.stderr)
 
@@ -139,7 +139,7 @@ def test_one_server_has_one_owner_across_work_directories(
         )
         compared = cli(other_workdir, "compare", str(plan), "--dsn", dsn)
         assert compared.code == 2 and "another pgdyno changed" in compared.stderr
-        assert contents(other_workdir).pending() == []
+        assert contents(other_workdir).pending == []
     finally:
         assert cli(workdir, "rollback").code == 0
     assert "pgdyno.changed_by" not in server.auto_conf()
@@ -154,7 +154,7 @@ def test_a_restart_command_that_does_not_exist_is_refused_before_anything(
     assert result.code == 2
     assert "not an executable program" in one_clear_sentence(result.stderr)
     assert diff(before, state(server.conninfo(), server.data_dir)) == {}
-    assert contents(workdir).pending() == []
+    assert contents(workdir).pending == []
 
 
 def test_a_configuration_the_server_would_refuse_at_start_is_refused_first(
@@ -204,7 +204,7 @@ def test_a_server_that_does_not_start_is_put_back_and_started_again(
     assert "FATAL" in sentence and "put its previous settings back and started it again" in sentence
     assert server.postmaster_pid() is not None
     assert diff(before, state(server.conninfo(), server.data_dir)) == {}
-    assert contents(workdir).pending() == []
+    assert contents(workdir).pending == []
 
 
 def test_rollback_of_a_work_directory_that_does_not_exist_says_so(cli: Cli, tmp_path: Path) -> None:
@@ -253,6 +253,6 @@ def test_broken_configuration_files_are_refused_before_a_restart(
             "already hold a line PostgreSQL would refuse" in sentence and "commit_delay" in sentence
         )
         assert diff(before, state(server.conninfo(), server.data_dir)) == {}
-        assert contents(workdir).pending() == []
+        assert contents(workdir).pending == []
     finally:
         conf.write_text(original)

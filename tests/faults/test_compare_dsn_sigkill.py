@@ -16,9 +16,9 @@ from pathlib import Path
 
 from conftest import one_clear_sentence, wait_for
 from e2e.test_compare_dsn import existing, server_state
-from pgdyno.changes.pg_journal import JOURNAL_NAME, pending_changes
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import pid_cmdline
+from pgdyno.undo.server import JOURNAL_NAME, pending_changes
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
 PLAN = """name = "kill-mid-compare-dsn"

@@ -1,7 +1,7 @@
 """The crash-point sweep: a real pgdyno killed at every journal write, then `pgdyno rollback`.
 
 Storage engines test recovery this way: the process is killed at each point where its durable
-record and the world can disagree. pgdyno's points are its journal writes (pgdyno.journal): a
+record and the world can disagree. pgdyno's points are its journal writes (pgdyno.undo.journal): a
 record comes before its change, so a SIGKILL right *after* write N falls between record N and
 its change, and one right *before* write N between change N-1 and record N.
 `PGDYNO_CRASH_AT=after:N` makes the journal module send itself SIGKILL there.
@@ -29,9 +29,9 @@ from conftest import IS_ROOT, make_env
 from e2e.test_tune import advised_huge_pages, host_state, pg_state, seeded_host
 from host_conditions import huge_pages
 from pgdyno.experiment.target import open_sandbox
-from pgdyno.journal import CRASH_ENV
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.journal import CRASH_ENV
 
 PGDYNO = Path(sys.executable).parent / "pgdyno"
 

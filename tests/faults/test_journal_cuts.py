@@ -1,10 +1,14 @@
-"""Journals cut at every byte of their last record, and damaged in the middle, on real settings:
-after each, `pgdyno rollback` leaves the server or host exactly as before, or exits non-zero
-naming what the user must do. Never exit 0 with a change left behind.
+"""Journals cut at every byte of their last record, and damaged in the middle, on real settings.
+
+A last line without its newline is a record whose write never completed (issue 32): every
+record is fsynced before its change, so pgdyno takes that change as never made. After each cut,
+`pgdyno rollback` drops the torn record with one log line, exits 0 and puts back every change
+the whole records name; the setting of the torn record is left as it is (here the cut was made
+after the fact, so the test sets it back by hand, as the user would). Damage inside a complete
+line still exits non-zero naming what the user must do, until `--confirm-damaged`.
 
 The PostgreSQL journal is cut after a real `tune --apply --dsn` of a sandbox reached only
-through --dsn; the host journal after real sysctl changes (root). The cut is what a file
-system or a person can do to a journal after the fact: the changes it records were made.
+through --dsn; the host journal after real sysctl changes (root).
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ import psycopg
 import pytest
 
 from conftest import IS_ROOT, Cli, one_clear_sentence
-from pgdyno.host.journal import HostChanges
 from pgdyno.host.knobs import Knob
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.host import HostChanges
 
 PG_JOURNAL, HOST_JOURNAL = "pg-journal.jsonl", "host-journal.jsonl"
 LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
@@ -49,34 +53,26 @@ def test_pg_journal_cut_at_every_point_of_its_last_record(
     lines = (workdir / PG_JOURNAL).read_text().splitlines()
     assert run_cli(workdir, "rollback").code == 0
     last = lines[-1]
-    exact = named = 0
+    name = json.loads(last)["name"]
     for cut in cuts(len(last)):
         assert run_cli(workdir, *apply).code == 0
         journal = workdir / PG_JOURNAL
         fresh = journal.read_text().splitlines()  # the same changes, new time stamps
-        assert len(fresh) == len(lines)
+        # The same last record (track_io_timing comes and goes with the timing overhead the
+        # advice measures on a busy machine, so the count of records above it may move).
+        assert json.loads(fresh[-1])["name"] == name
         journal.write_text("\n".join(fresh[:-1]) + "\n" + fresh[-1][:cut])
         back = run_cli(workdir, "rollback")
-        if back.code == 0:
-            assert pg_state(server) == before, cut
-            exact += 1
-            continue
-        sentence = one_clear_sentence(back.stderr)
-        assert back.code == 1 and f"line {len(lines)} of" in sentence, (cut, sentence)
-        assert "--confirm-damaged" in sentence
-        # Everything the journal could still say is back; the cut setting is the user's to check.
-        name = json.loads(last)["name"]
+        assert back.code == 0, (cut, back.stderr)
+        # Everything the whole records say is back; the torn record's setting is left.
         left = {k for k, v in pg_state(server)["settings"].items()
                 if v != before["settings"].get(k)}  # fmt: skip
         assert left <= {name}, (cut, left)
-        confirmed = run_cli(workdir, "rollback", "--confirm-damaged")
-        assert confirmed.code == 0, confirmed.stderr
+        assert run_cli(workdir, "rollback").code == 0
         with psycopg.connect(dsn, autocommit=True) as conn:  # the user sets it back by hand
             conn.execute(f"ALTER SYSTEM RESET {name}")
             conn.execute("SELECT pg_reload_conf()")
-        named += 1
-    print(f"PostgreSQL journal: {exact + named} cuts, {exact} restored exactly, {named} named")
-    assert exact and named
+    print(f"PostgreSQL journal: {len(cuts(len(last)))} cuts, each torn record dropped")
 
 
 @pytest.fixture
@@ -109,26 +105,18 @@ def test_host_journal_cut_at_every_point_and_damaged_in_the_middle(
     lines = change_host(workdir)
     assert run_cli(workdir, "rollback").code == 0 and host_state() == before
     last = lines[-1]
-    outcomes = {"exact": 0, "named": 0}
     for cut in cuts(len(last)):
         fresh = change_host(workdir)  # the same changes, new time stamps
         assert len(fresh) == len(lines)
         (workdir / HOST_JOURNAL).write_text("\n".join(fresh[:-1]) + "\n" + fresh[-1][:cut])
         back = run_cli(workdir, "rollback")
-        if back.code == 0:
-            assert host_state() == before, cut
-            outcomes["exact"] += 1
-            continue
-        sentence = one_clear_sentence(back.stderr)
-        assert back.code == 1 and "--confirm-damaged" in sentence, (cut, sentence)
-        assert host_state()["vm.swappiness"] == before["vm.swappiness"]  # intact: restored
-        assert run_cli(workdir, "rollback", "--confirm-damaged").code == 0
+        assert back.code == 0, (cut, back.stderr)
+        assert host_state()["vm.swappiness"] == before["vm.swappiness"]  # whole: restored
         Path("/proc/sys/vm/dirty_expire_centisecs").write_text(
             before["vm.dirty_expire_centisecs"] + "\n"
-        )  # the user, by hand
-        outcomes["named"] += 1
-    print(f"host journal: {sum(outcomes.values())} cuts, {outcomes}")
-    assert outcomes["exact"] and outcomes["named"]
+        )  # the torn record's change, set back by the user
+        assert host_state() == before
+    print(f"host journal: {len(cuts(len(last)))} cuts, each torn record dropped")
 
     change_host(workdir)
     journal = workdir / HOST_JOURNAL

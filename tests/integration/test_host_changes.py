@@ -20,9 +20,9 @@ import pytest
 
 from conftest import IS_ROOT
 from pgdyno.errors import Interrupted, UsageError
-from pgdyno.host.journal import HostChanges, ensure_clean, pending, rollback
 from pgdyno.host.knob_write import write_value
 from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate
+from pgdyno.undo.host import HostChanges, ensure_clean, pending, rollback
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="changes real kernel settings: needs root")
 
@@ -42,7 +42,7 @@ CHILD = """
 import json, signal, sys, time
 from pathlib import Path
 from pgdyno.cli import _raise_interrupted
-from pgdyno.host.journal import HostChanges
+from pgdyno.undo.host import HostChanges
 from pgdyno.host.knobs import Knob
 
 signal.signal(signal.SIGTERM, _raise_interrupted)  # as the CLI does

@@ -21,20 +21,19 @@ import pytest
 from conftest import IS_ROOT, one_clear_sentence
 from pgdyno.errors import UsageError
 from pgdyno.host.disks import parse_mountinfo
-from pgdyno.journal import CRASH_ENV
 from pgdyno.storage import kernel
 from pgdyno.storage.check import check_requests, inspect_request, mkfs_command
 from pgdyno.storage.filesystems import KINDS
-from pgdyno.storage.journal import journal_path
 from pgdyno.storage.layer import (
     FsRequest,
     bind_mounted,
     built_filesystem,
     check_request,
-    pending_storage,
-    rollback_storage,
 )
-from pgdyno.storage.model import Roots, StorageError
+from pgdyno.storage.model import Roots
+from pgdyno.storage.mounts import LiveDevices
+from pgdyno.undo.filesystems import StorageError, journal_path, pending_storage, rollback_storage
+from pgdyno.undo.journal import CRASH_ENV
 from storage_guard import assert_nothing_left, loops_under, mounts_under
 
 MIB = 2**20
@@ -227,7 +226,7 @@ def test_sigkill_then_rollback_leaves_nothing(storage_workdir: Path, run_cli) ->
     assert_nothing_left(storage_workdir)
     again = run_cli(storage_workdir, "rollback")
     assert again.code == 0 and again.stdout == "nothing to restore (no pending change)\n"
-    assert rollback_storage(storage_workdir, print) == []
+    assert rollback_storage(storage_workdir, LiveDevices(Roots()), print) == []
 
 
 @needs("ext4")
@@ -284,7 +283,7 @@ def test_a_crash_at_any_journal_write_is_rolled_back(storage_workdir: Path, poin
     child = start_child(storage_workdir, {**os.environ, CRASH_ENV: point})
     _out, err = child.communicate(timeout=120)
     assert child.returncode == -signal.SIGKILL, err
-    rollback_storage(storage_workdir, print)
+    rollback_storage(storage_workdir, LiveDevices(Roots()), print)
     assert_nothing_left(storage_workdir)
 
 

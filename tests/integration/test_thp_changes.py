@@ -20,8 +20,8 @@ import pytest
 
 from conftest import IS_ROOT
 from pgdyno.errors import UsageError
-from pgdyno.host.journal import HostChanges, ensure_clean, pending, rollback
 from pgdyno.host.knobs import THP_SETTINGS, Knob
+from pgdyno.undo.host import HostChanges, ensure_clean, pending, rollback
 
 THP = Path("/sys/kernel/mm/transparent_hugepage")
 LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
@@ -40,7 +40,7 @@ pytestmark = [
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from pgdyno.host.journal import HostChanges
+from pgdyno.undo.host import HostChanges
 from pgdyno.host.knobs import Knob
 
 roots = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}

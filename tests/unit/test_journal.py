@@ -1,4 +1,4 @@
-"""The one journal implementation (pgdyno.journal): repair, tolerant reading, salvage, set aside."""
+"""The one journal (pgdyno.undo.journal): torn tails, tolerant reading, salvage, set aside."""
 
 from __future__ import annotations
 
@@ -10,15 +10,36 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pgdyno.errors import PgdynoError, UsageError
-from pgdyno.journal import JournalFile, parse_lines, peek, salvage
+from pgdyno.undo.journal import JournalFile, parse_lines, peek, salvage
 
 RECORD = {"op": "change", "id": 12, "kind": "sysctl", "name": "vm.swappiness", "old": "60",
           "new": "1", "partner": {"name": "x", "old": "0"}, "ok": True}  # fmt: skip
 
 
-def test_a_record_is_one_fsynced_line_and_a_torn_tail_gets_its_newline(tmp_path: Path) -> None:
+def test_a_torn_tail_is_dropped_on_open_with_one_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32: a last line without its newline is a record whose write never completed, so
+    its change was never made; it used to be kept as a damaged line that blocked everything."""
     path = tmp_path / "j.jsonl"
-    path.write_bytes(b'{"op": "change", "id": 1}\n{"op": "chan')
+    path.write_bytes(b'{"op": "change", "id": 1}\n{"op": "change", "id": 2, "name": "work_m')
+    assert [line.record for line in peek(path, what="the test journal")] == [
+        {"op": "change", "id": 1}
+    ]  # readers never see it
+    with JournalFile.open(path, what="the test journal", create=False) as journal:
+        assert journal is not None
+        journal.append({"op": "restored", "id": 1})
+        lines = journal.lines()
+    assert [line.damaged for line in lines] == [False, False]
+    assert path.read_bytes() == b'{"op": "change", "id": 1}\n{"op": "restored", "id": 1}\n'
+    (logged,) = caplog.messages
+    assert "never completed" in logged and '"name": "work_m' in logged
+
+
+def test_damage_inside_a_complete_line_is_kept(tmp_path: Path) -> None:
+    """A cut line that an older pgdyno ended with a newline is damage, not a torn tail."""
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(b'{"op": "change", "id": 1}\n{"op": "chan\n')
     with JournalFile.open(path, what="the test journal", create=False) as journal:
         assert journal is not None
         journal.append({"op": "restored", "id": 1})

@@ -18,16 +18,6 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
-from pgdyno.host.held_signals import signals_held as _signals_held
-from pgdyno.host.journal import (
-    AppliedKnob,
-    Change,
-    HostChanges,
-    RestoreError,
-    ensure_clean,
-    pending,
-    rollback,
-)
 from pgdyno.host.knob_write import write_value
 from pgdyno.host.knobs import (
     BLOCK_SETTINGS,
@@ -37,6 +27,16 @@ from pgdyno.host.knobs import (
     read_value,
     validate,
 )
+from pgdyno.undo.host import (
+    AppliedKnob,
+    Change,
+    HostChanges,
+    RestoreError,
+    ensure_clean,
+    pending,
+    rollback,
+)
+from pgdyno.undo.signals import signals_held as _signals_held
 
 # The live host: paths a knob names there (nothing here writes to it).
 LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
@@ -474,11 +474,12 @@ def crashed(tree: Tree, *tail: str, boot_id: str = "boot-a") -> None:
 def test_a_cut_record_that_names_too_little_is_unresolved_until_confirmed(
     tree_ready: Tree,
 ) -> None:
-    """The last record cut before its old value: intact ones are restored, the cut one is
-    named, new changes are refused, and only a confirmation sets the journal aside."""
+    """A record cut before its old value and ended by a newline (what an older pgdyno's repair
+    left: damage inside a complete line): intact ones are restored, the cut one is named, new
+    changes are refused, and only a confirmation sets the journal aside."""
     tree = tree_ready
     torn = change_line(tree, 3, "vm.dirty_ratio", "20", "40", "boot-a")[:37]
-    crashed(tree, torn)
+    crashed(tree, torn + "\n")
     with pytest.raises(UsageError, match="has damaged lines \\(4\\)"):
         ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
@@ -497,13 +498,14 @@ def test_a_cut_record_that_names_too_little_is_unresolved_until_confirmed(
 
 @pytest.mark.parametrize("cut", range(1, 260, 3))
 def test_a_record_cut_at_any_byte_is_restored_or_named(tree_ready: Tree, cut: int) -> None:
-    """The change was made (a file cut after the fact): it is put back exactly when the cut
-    record still holds what a restore needs, and named otherwise; never skipped silently."""
+    """The change was made (a line cut inside, then ended by a newline): it is put back exactly
+    when the cut record still holds what a restore needs, and named otherwise; never skipped
+    silently."""
     tree = tree_ready
     line = change_line(tree, 3, "vm.dirty_ratio", "20", "40", "boot-a").rstrip("\n")
     if cut >= len(line):
         cut = len(line) - 1
-    crashed(tree, line[:cut])
+    crashed(tree, line[:cut] + "\n")
     tree.sysctl("vm.dirty_ratio").path.write_text("40\n")
     result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
     names = {r.knob.name for r in result.restored}
@@ -513,6 +515,34 @@ def test_a_record_cut_at_any_byte_is_restored_or_named(tree_ready: Tree, cut: in
         assert result.unreadable == []
     else:
         assert [u.line for u in result.unreadable] == [4]
+
+
+@pytest.mark.parametrize("cut", range(1, 260, 3))
+def test_a_torn_tail_is_dropped_and_blocks_nothing(
+    tree_ready: Tree, cut: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32: a last record without its newline was never completed, so its change was
+    never made (the record is fsynced before the change): it is dropped with one log line,
+    new changes are not refused, and rollback restores the rest and exits clean."""
+    tree = tree_ready
+    line = change_line(tree, 3, "vm.dirty_ratio", "20", "40", "boot-a").rstrip("\n")
+    crashed(tree, line[: min(cut, len(line) - 1)])
+    result = rollback(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    assert [r.knob.name for r in result.restored] == ["vm.dirty_expire_centisecs"]
+    assert result.unreadable == [] and result.failed is None
+    assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"  # never changed, never written
+    assert tree.journal.read_text() == ""
+    assert [m for m in caplog.messages if "never completed" in m] != []
+    ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+
+
+def test_a_torn_tail_does_not_refuse_new_changes(tree_ready: Tree) -> None:
+    tree = tree_ready
+    tree.journal.write_text(change_line(tree, 1, "vm.dirty_ratio", "20", "40", "boot-a")[:60])
+    ensure_clean(tree.journal, proc_root=tree.proc, sys_root=tree.sys)
+    with tree.changes() as host:
+        host.apply(tree.sysctl("vm.dirty_ratio"), 30)
+    assert read_value(tree.sysctl("vm.dirty_ratio")) == "20"
 
 
 @pytest.mark.parametrize("tail", ["\0" * 40, '{"op": "rest', '{"op": "restored", "id": 1'])

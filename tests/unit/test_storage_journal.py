@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
-from pgdyno.journal import parse_lines
-from pgdyno.storage.journal import (
+from pgdyno.undo.filesystems import (
     Step,
+    StorageCodec,
     change_record,
     contents,
     held_journal,
     journal_path,
-    parse,
     unclean,
 )
+from pgdyno.undo.journal import decode, parse_lines
 
 
 def lines_of(*records: dict[str, object], tail: str = "") -> bytes:
@@ -43,8 +43,8 @@ def test_records_round_trip_and_pending(tmp_path: Path) -> None:
         ),
     ]
     data = lines_of(*(change_record(s) for s in steps), {"op": "restored", "id": 4, "at": "t"})
-    found = parse(parse_lines(data), journal_path(tmp_path), tmp_path)
-    assert found.steps == steps and found.undone == {4} and not found.unreadable
+    found = decode(parse_lines(data), journal_path(tmp_path), StorageCodec(tmp_path))
+    assert found.changes == steps and found.restored == {4} and not found.unreadable
     assert [s.id for s in found.pending] == [1, 2, 3]
     assert found.next_id() == 5
 
@@ -52,7 +52,7 @@ def test_records_round_trip_and_pending(tmp_path: Path) -> None:
 def test_a_cut_mount_line_is_salvaged(tmp_path: Path) -> None:
     target = f"{tmp_path}/storage/mnt-data"
     cut = json.dumps(change_record(Step(1, "mount", target, "/dev/loop3", "ext4")))[:-30]
-    found = parse(parse_lines(cut.encode()), journal_path(tmp_path), tmp_path)
+    found = decode(parse_lines(cut.encode()), journal_path(tmp_path), StorageCodec(tmp_path))
     (step,) = found.pending
     assert (step.kind, step.path, step.salvaged) == ("mount", target, True)
 
@@ -72,8 +72,8 @@ def test_steps_outside_the_work_directory_are_not_acted_on(
 ) -> None:
     record = {"op": "change", "id": 1, "kind": kind, "path": path.format(w=tmp_path),
               "source": "/x", "numbers": "7:1", "at": "t", "pid": 1}  # fmt: skip
-    found = parse(parse_lines(lines_of(record)), journal_path(tmp_path), tmp_path)
-    assert not found.steps
+    found = decode(parse_lines(lines_of(record)), journal_path(tmp_path), StorageCodec(tmp_path))
+    assert not found.changes
     (unreadable,) = found.unreadable
     assert why in unreadable.why
 
@@ -93,6 +93,18 @@ def test_nested_users_share_one_journal(tmp_path: Path) -> None:
     with held_journal(tmp_path) as outer, held_journal(tmp_path) as inner:
         assert outer is inner
         step = inner.record("image", tmp_path / "storage" / "data.img")
-        inner.mark_undone(step)
+        inner.mark_restored(step)
     # the last user compacted it: nothing pending, nothing kept
+    assert journal_path(tmp_path).read_bytes() == b""
+
+
+@pytest.mark.parametrize("cut", [1, 20, 45, 70])
+def test_a_torn_tail_does_not_block_new_steps(tmp_path: Path, cut: int) -> None:
+    """Issue 32: a last step record without its newline was never completed, so the step was
+    never taken: it is dropped on open, and the journal is clean."""
+    record = change_record(Step(1, "image", f"{tmp_path}/storage/data.img", at="t", pid=1))
+    journal_path(tmp_path).write_bytes(lines_of(tail=json.dumps(record)[:cut]))
+    assert contents(tmp_path).pending == [] and not contents(tmp_path).unreadable
+    with held_journal(tmp_path) as journal:
+        assert journal.read().changes == []
     assert journal_path(tmp_path).read_bytes() == b""

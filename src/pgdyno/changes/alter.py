@@ -7,8 +7,7 @@ for the setting before the statement runs, so a rollback puts the file back exac
 `pgdyno.changed_by`, naming the host and the journal; it is journalled like any other change
 (old entry: none), so the rollback that undoes the rest removes it too. Any pgdyno, from any
 work directory or host, reads it before changing or comparing that server and refuses while it
-names another journal. PostgreSQL before 17 refuses `ALTER SYSTEM` for a custom setting it has
-not seen in the session, so a `SET` of it comes first.
+names another journal. The statement itself, its record and its undo are pgdyno.undo.server's.
 """
 
 from __future__ import annotations
@@ -19,18 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgdyno.changes.handles import ServerHandle
-from pgdyno.changes.pg_journal import PgChange, PgJournal
 from pgdyno.errors import InsufficientPrivilege, QueryRefused, UsageError
-from pgdyno.journal import now
-from pgdyno.postgres.client import Client, compose, identifier, literal
+from pgdyno.postgres.client import Client
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import auto_conf_settings
 from pgdyno.postgres.queries import load
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_meta import SettingMeta
-
-MARKER = "pgdyno.changed_by"
+from pgdyno.undo.handles import ServerHandle
+from pgdyno.undo.journal import now
+from pgdyno.undo.server import MARKER, PgChange, PgJournal, alter_setting
 
 
 def auto_conf(client: Client) -> dict[str, str]:
@@ -105,15 +102,6 @@ def settings_state(client: Client, names: list[str]) -> dict[str, tuple[Any, ...
     return {row[0]: row for row in client.rows(load("tune_settings_state"), {"names": names})}
 
 
-def _set(client: Client, name: str, value: str | None) -> None:
-    if name == MARKER:
-        client.execute(compose("SET {} = ''", identifier(name)))  # a placeholder, see above
-    if value is None:
-        client.execute(compose("ALTER SYSTEM RESET {}", identifier(name)))
-    else:
-        client.execute(compose("ALTER SYSTEM SET {} = {}", identifier(name), literal(value)))
-
-
 def alter_system(
     client: Client,
     journal: PgJournal,
@@ -162,18 +150,12 @@ def _journalled(
         old_source=None if row is None else str(row[4]), new=value,
         restart=row is not None and row[5] == "postmaster", at=now(),
     )  # fmt: skip
-    journal.append(change.record())
+    journal.append(change)
     try:
-        _set(client, name, value)
+        alter_setting(client, name, value)
     except QueryRefused as exc:
         raise UsageError(f"{handle.label} refused {name} = {value!r}: {exc}") from None
     return change
-
-
-def put_back(client: Client, changes: list[PgChange]) -> None:
-    """ALTER SYSTEM back to the old entry of each change, newest first (no reload)."""
-    for change in reversed(changes):
-        _set(client, change.name, change.old_auto)
 
 
 NOT_APPLIED = "setting could not be applied"

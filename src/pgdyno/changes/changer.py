@@ -11,9 +11,9 @@
 4. each `ALTER SYSTEM` is journalled first; then pg_file_settings is asked whether the files
    hold anything the server would refuse: if so, every change goes back before the error;
 5. a reload (waited for until the server has read its files), or a restart that never leaves
-   the server down (pgdyno.changes.restart).
+   the server down (pgdyno.undo.server).
 
-`undo()` takes back every pending change of this server (pgdyno.changes.restore).
+`undo()` takes back every pending change of this server (pgdyno.undo.server).
 """
 
 from __future__ import annotations
@@ -24,15 +24,22 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.changes import alter, preflight
-from pgdyno.changes.handles import ServerHandle
 from pgdyno.changes.hugepages import start_facts
-from pgdyno.changes.live import by_lower_name, reloaded, same_value
-from pgdyno.changes.pg_journal import PgChange, PgJournal
-from pgdyno.changes.restart import restart
-from pgdyno.changes.restore import ServerRestored, restore_server
+from pgdyno.changes.live import by_lower_name, same_value
 from pgdyno.errors import UsageError
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.undo.handles import ServerHandle
+from pgdyno.undo.server import (
+    MARKER,
+    PgChange,
+    PgJournal,
+    ServerRestored,
+    put_back,
+    reloaded,
+    restart,
+    restore_server,
+)
 
 
 @dataclass
@@ -85,7 +92,7 @@ class ServerChanger:
                 )
             alter.check_owner(client, self.handle.label, self.marker)
         if pending:
-            kept = ", ".join(c.name for c in pending if c.name != alter.MARKER)
+            kept = ", ".join(c.name for c in pending if c.name != MARKER)
             self.log(f"continuing the earlier apply on {self.handle.label}: {kept} stay as it "
                      "set them")  # fmt: skip
 
@@ -158,7 +165,7 @@ class ServerChanger:
             return
         name, error = errors[0]
         pending = self.journal.pending(self.handle.identity)
-        alter.put_back(client, pending)
+        put_back(client, pending)
         for change in pending:
             self.journal.mark_restored(change)
         self.journal.compact()
@@ -184,5 +191,5 @@ def _part_of(pending: list[PgChange], values: Mapping[str, str], marker: str) ->
     """True when every pending change set a value `values` sets too (names in any case),
     under this work directory's owner marker."""
     wanted = {name.lower(): value for name, value in values.items()}
-    wanted[alter.MARKER] = marker
+    wanted[MARKER] = marker
     return all(wanted.get(c.name.lower()) == c.new and not c.salvaged for c in pending)

@@ -8,21 +8,17 @@ from pathlib import Path
 
 import click
 
-from pgdyno.changes import pg_journal
-from pgdyno.changes.handles import ServerHandle, over_ssh, sandbox_handle, server_handle
-from pgdyno.changes.restore import ServersRollback, rollback_servers
 from pgdyno.cli.common import environment, err, out, workdir_options
 from pgdyno.environment import Environment
-from pgdyno.errors import PgdynoError, UsageError
+from pgdyno.errors import UsageError
 from pgdyno.experiment.target import existing_sandbox, running, server_address, workdir_lock
-from pgdyno.host.journal import HostRollback, pending_elsewhere
-from pgdyno.host.journal import rollback as rollback_host
-from pgdyno.journal import JournalDamaged
-from pgdyno.postgres.cluster import all_sandboxes
-from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.remote.host import remote_host
-from pgdyno.storage.layer import pending_storage, rollback_storage
-from pgdyno.storage.undo import StorageRollbackError
+from pgdyno.storage.model import Roots
+from pgdyno.storage.mounts import LiveDevices
+from pgdyno.undo.handles import ServerHandle, over_ssh, sandbox_handle, server_handle
+from pgdyno.undo.rollback import RollbackOutcome
+from pgdyno.undo.rollback import rollback as undo_all
+from pgdyno.undo.server import MARKER, check_dsn
 
 
 @click.command()
@@ -85,62 +81,21 @@ def rollback(
             f"the work directory {env.data_dir} does not exist: give the --workdir of the "
             "command that changed the settings."
         )
-    console = out(env)
     options = _RollbackOptions(yes, restart_command, dsn)
-    _check_dsn(env, options)
+    if options.address is not None:
+        check_dsn(env.data_dir, options.address.dsn, options.address.label)
     with workdir_lock(env):
-        servers, host = rollback_servers(
-            env.data_dir,
+        outcome = undo_all(
+            env,
             lambda identity: _handle(env, identity, options),
-            lambda: rollback_host(
-                env.journal_path,
-                proc_root=env.proc_root,
-                sys_root=env.sys_root,
-                confirm_damaged=confirm_damaged,
-            ),
+            LiveDevices(Roots()),
             err(env).print,
             confirm_damaged=confirm_damaged,
         )
-        storage = _rollback_storage(env, confirm_damaged)
-    _print(console.print, servers, host, storage)
-    elsewhere = pending_elsewhere(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)
-    if elsewhere is not None:  # this work directory's rollback cannot restore them
-        console.print(f"{elsewhere}: run `pgdyno rollback --workdir {elsewhere.journal.parent}`")
-    if servers.set_aside or host.set_aside:
-        for kept in (servers.set_aside, host.set_aside):
-            if kept:
-                console.print(f"set the damaged journal aside as {kept}")
-    _finish(servers, host, storage, options)
-
-
-class _StorageRollback:
-    """What the storage rollback did (`done`), and what stopped it (`error`)."""
-
-    def __init__(self, done: list[str], error: StorageRollbackError | None) -> None:
-        self.done = done
-        self.error = error
-
-
-def _rollback_storage(env: Environment, confirm_damaged: bool) -> _StorageRollback:
-    """Last. A sandbox whose data directory is still bind-mounted on a set's storage (its
-    watchdog had not stopped it yet after pgdyno was killed) is pgdyno's own: it is stopped
-    first, so that nothing holds the mounts."""
-    stopped = _stop_sandboxes_on_storage(env)
-    try:
-        done = rollback_storage(env.data_dir, lambda _line: None, confirm_damaged=confirm_damaged)
-    except StorageRollbackError as error:
-        return _StorageRollback([*stopped, *error.done], error)
-    return _StorageRollback([*stopped, *done], None)
-
-
-def _stop_sandboxes_on_storage(env: Environment) -> list[str]:
-    targets = {Path(step.path) for step in pending_storage(env.data_dir) if step.kind == "bind"}
-    stopped = []
-    for box in all_sandboxes(env.clusters_dir, sandbox_user(env.is_root)):
-        if box.data_dir in targets and box.postmaster_pid() is not None:
-            box.stop()
-            stopped.append(f"stopped sandbox {box.root.name}, which ran on a set's storage")
-    return stopped
+    _print(out(env).print, outcome)
+    failure = outcome.failure(dsn_given=options.address is not None)
+    if failure is not None:
+        raise failure
 
 
 class _RollbackOptions:
@@ -150,93 +105,29 @@ class _RollbackOptions:
         self.address = server_address(dsn) if dsn is not None else None
 
 
-def _check_dsn(env: Environment, o: _RollbackOptions) -> None:
-    """--dsn must name a server the journal holds changes to (its password is for that one)."""
-    if o.address is None:
-        return
-    pending = pg_journal.pending_changes(env.data_dir)
-    servers = {str(dsn) for c in pending if (dsn := c.server.get("dsn"))}
-    if o.address.dsn in servers:
-        return
-    if servers:
-        held = f"changes to other servers only ({', '.join(sorted(servers))})"
-        todo = "give one of those servers' connection strings"
-    else:
-        held = "changes to pgdyno's sandbox only" if pending else "no change to any server"
-        todo = (
-            "run `pgdyno rollback` without --dsn, or give the --workdir of the command that "
-            "changed that server"
-        )
-    raise UsageError(
-        f"--dsn names {o.address.label}, but the journal of {env.data_dir} holds {held}: {todo}."
-    )
-
-
-def _print(
-    say: Callable[[str], None], servers: ServersRollback, host: HostRollback,
-    storage: _StorageRollback,
-) -> None:  # fmt: skip
-    for server in servers.restored:
+def _print(say: Callable[[str], None], outcome: RollbackOutcome) -> None:
+    for server in outcome.servers.restored:
         if server.note:
             say(server.note)
             continue
         for change in reversed(server.changes):
-            if change.name == "pgdyno.changed_by":
+            if change.name == MARKER:
                 continue
             back = change.old_auto if change.old_auto is not None else "(reset)"
             say(
                 f"restored {change.name} on {server.server} to {back} (pgdyno had set {change.new})"
             )
-    for r in host.restored:
+    for r in outcome.host.restored:
         say(f"restored {r.knob} to {r.old} (pgdyno had set {r.set_to or '-'})")
-    for line in storage.done:
+    for line in outcome.storage.done:
         say(line)
-    if (
-        not servers.restored
-        and not host.restored
-        and not storage.done
-        and not _unfinished(servers, host, storage)
-    ):
+    if outcome.nothing_done and not outcome.unfinished:
         say("nothing to restore (no pending change)")
-
-
-def _unfinished(servers: ServersRollback, host: HostRollback, storage: _StorageRollback) -> bool:
-    waiting = any(s.waiting_for_restart for s in servers.restored)
-    return bool(waiting or servers.failures or servers.unreadable or host.failed
-                or host.unreadable or storage.error)  # fmt: skip
-
-
-def _finish(
-    servers: ServersRollback, host: HostRollback, storage: _StorageRollback, o: _RollbackOptions
-) -> None:
-    """Exit non-zero, in one sentence, while anything is left to do."""
-    damaged = [*servers.unreadable, *host.unreadable]
-    problems = [*servers.failures]
-    if storage.error is not None:
-        damaged += storage.error.unreadable
-        if storage.error.failed:
-            problems.append(str(storage.error).rstrip("."))
-    if servers.failures and o.address is None:
-        problems.append(
-            "a server that needs a password is reached with `pgdyno rollback --dsn "
-            "CONNINFO` (the password is used for this rollback only); the journal keeps "
-            "what was not restored"
-        )
-    if host.failed is not None:
-        problems.append(str(host.failed).rstrip("."))
-    for server in servers.restored:
-        if server.waiting_for_restart:
-            problems.append(
-                f"{server.server} has {', '.join(server.waiting_for_restart)} back in "
-                "postgresql.auto.conf but waits for a restart to use the old value (the journal "
-                "keeps it): restart it, or run `pgdyno rollback --yes --restart-command CMD` "
-                "(or --data-dir is taken from the journal when it was given)"
-            )
-    if damaged:
-        note = ("; ".join(problems) + "; also, ") if problems else ""
-        raise JournalDamaged(damaged, note)
-    if problems:
-        raise PgdynoError("; ".join(problems) + ".")
+    elsewhere = outcome.elsewhere
+    if elsewhere is not None:  # this work directory's rollback cannot restore them
+        say(f"{elsewhere}: run `pgdyno rollback --workdir {elsewhere.journal.parent}`")
+    for kept in outcome.set_aside:
+        say(f"set the damaged journal aside as {kept}")
 
 
 @contextmanager

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pgdyno import __version__
-from pgdyno.changes.pg_journal import pending_changes
 from pgdyno.cli.common import err, out, print_json
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.cli.tune_request import VerifyOptions
@@ -24,6 +23,7 @@ from pgdyno.store.open import open_results
 from pgdyno.textsafe import safe_text
 from pgdyno.tune.model import Configuration
 from pgdyno.tune.verify import Matrix, ladder_plan, plan_text, sets_plan, verdict_lines
+from pgdyno.undo.server import pending_changes
 
 
 def verify_plans(

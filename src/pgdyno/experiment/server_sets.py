@@ -5,7 +5,7 @@ An existing server is not pgdyno's, so a set's PostgreSQL settings go in exactly
 (pgdyno.changes.changer): each `ALTER SYSTEM` is journalled first with what postgresql.auto.conf
 held for the setting, then the server reloads, or restarts when a changed setting needs it and
 the user consented (`--yes` with `--restart-command`, or pg_ctl on a local `--data-dir`:
-pgdyno.changes.handles). Every value is read back. Before the next set, and on every way out,
+pgdyno.undo.handles). Every value is read back. Before the next set, and on every way out,
 the previous set is undone, so each set starts from the server as it was found; after a crash
 `pgdyno rollback` does the same from the journal. A server another pgdyno changed (its marker
 names another journal) is refused.
@@ -29,14 +29,11 @@ from pathlib import Path
 
 from pgdyno.changes.alter import auto_conf, marker_value
 from pgdyno.changes.changer import ServerChanger
-from pgdyno.changes.handles import ServerHandle, over_ssh, server_handle
 from pgdyno.changes.live import by_lower_name, restart_settings, same_value
-from pgdyno.changes.pg_journal import open_journal
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, PgdynoError, UsageError
 from pgdyno.experiment.target import Target, server_address
 from pgdyno.host.disks import device_for_path
-from pgdyno.host.held_signals import signals_held
 from pgdyno.plan.check import (
     DEFAULT_PG_VERSION,
     BinariesFinder,
@@ -52,6 +49,9 @@ from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import ServerInfo, connect
 from pgdyno.postgres.inventory import is_local
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.undo.handles import ServerHandle, over_ssh, server_handle
+from pgdyno.undo.server import open_journal
+from pgdyno.undo.signals import signals_held
 
 CONSENT = "add --yes with --restart-command CMD (or --data-dir DIR)"
 

@@ -25,7 +25,6 @@ from functools import partial
 from typing import Any, Protocol
 
 from pgdyno.changes.alter import refuse_changed_sandbox
-from pgdyno.changes.live import reloaded
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, UsageError
 from pgdyno.experiment.bench import Connected, connected, resolve_scales, run_cells
@@ -35,7 +34,6 @@ from pgdyno.experiment.rounds import RoundLog, RoundPlan, judge_round, run_round
 from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import SetStorage, expected_dataset_bytes
 from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
-from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
 from pgdyno.host.machine import HostFacts
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
@@ -46,6 +44,8 @@ from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
 from pgdyno.records.stored import NewComparison
 from pgdyno.store.interface import ComparisonsBackend
+from pgdyno.undo.host import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
+from pgdyno.undo.server import reloaded
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Writing host knobs: one plain write(2) on the kernel file, the value read back, huge pages
 asked for again after compacting memory, and the writes that restore coupled sysctls.
 
-host/knobs.py knows the knobs and checks values first; host/journal.py journals the old value
+host/knobs.py knows the knobs and checks values first; undo/host.py journals the old value
 before `write_value` is called (see host/knobs.py for the whole safety model).
 """
 

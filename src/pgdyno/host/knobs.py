@@ -6,7 +6,7 @@ A knob is a sysctl under /proc/sys, a queue setting of a block device under
 setting under /sys/kernel/mm/transparent_hugepage (only those in `THP_SETTINGS`: an allow-list,
 so nothing else under /sys is reachable). This module only knows single
 knobs; it never changes anything on its own. The safety model lives in
-`pgdyno.host.journal`: a change is journalled (old value, fsynced) before `write_value` is
+`pgdyno.undo.host`: a change is journalled (old value, fsynced) before `write_value` is
 called, and restored afterwards.
 
 - `validate` runs before anything is journalled: it refuses knobs that do not exist, that

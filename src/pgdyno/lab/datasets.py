@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgdyno.changes.pg_journal import pending_changes, server_key
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import (
@@ -29,6 +28,7 @@ from pgdyno.postgres.footprint import (
     mib,
     read_footprint,
 )
+from pgdyno.undo.server import pending_changes, server_key
 
 NOTHING = Footprint((), (), None, ())
 

@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgdyno.changes import pg_journal
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.experiment.target import (
@@ -16,7 +15,6 @@ from pgdyno.experiment.target import (
     sandbox_binaries,
     workdir_lock,
 )
-from pgdyno.host.journal import pending
 from pgdyno.postgres.cluster import (
     Sandbox,
     all_sandboxes,
@@ -26,6 +24,8 @@ from pgdyno.postgres.cluster import (
 )
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.records import Status
+from pgdyno.undo import server as pg_journal
+from pgdyno.undo.host import pending
 
 
 @dataclass(frozen=True)
@@ -101,11 +101,7 @@ def _refuse_pending(env: Environment, names: list[str]) -> None:
     tell the rollback how to put them back in order."""
     contents = pg_journal.contents(env.data_dir)
     held = sorted(
-        {
-            c.server.get("cluster", "")
-            for c in contents.pending()
-            if c.server.get("kind") == "sandbox"
-        }
+        {c.server.get("cluster", "") for c in contents.pending if c.server.get("kind") == "sandbox"}
         & set(names)
     )
     host = pending(env.journal_path, proc_root=env.proc_root, sys_root=env.sys_root)

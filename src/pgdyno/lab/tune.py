@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno import __version__
-from pgdyno.changes.handles import ServerHandle, sandbox_handle, server_handle
 from pgdyno.doctor.snapshot import load_snapshot
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
@@ -29,6 +28,7 @@ from pgdyno.tune.session import (
     gather,
     pgdyno_configuration,
 )
+from pgdyno.undo.handles import ServerHandle, sandbox_handle, server_handle
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,6 @@ Module map, one external system each: `model` (the request and what was built: p
 `filesystems` (data/filesystems.toml), `kernel` (/proc/filesystems and the module lists),
 `blkid` (signatures on a device), `loop` (losetup and /sys/block/loop*), `mkfs`, `mounts`
 (mount, umount, /proc/self/mountinfo), `device_checks` (whether a named device may be used),
-`journal` (the storage journal's records), `undo` (taking steps back, `rollback_storage`),
-`check` (what `plan check` says) and `layer` (the context managers the runner uses).
+`check` (what `plan check` says) and `layer` (the context managers the runner uses). The
+storage journal, taking steps back and `rollback_storage` are pgdyno.undo.filesystems'.
 """

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno.process import last_line
-from pgdyno.storage.model import StorageError
 from pgdyno.storage.tools import run_tool
+from pgdyno.undo.filesystems import StorageError
 
 NOTHING = 2  # blkid's exit status when it finds no signature
 AMBIVALENT = 8  # several signatures that contradict each other

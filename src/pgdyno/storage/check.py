@@ -16,10 +16,10 @@ from pathlib import Path
 from pgdyno.storage import kernel
 from pgdyno.storage.device_checks import device_problems
 from pgdyno.storage.filesystems import KINDS, FsKind, mkfs_option_problems, mount_option_problems
-from pgdyno.storage.journal import contents, unclean
 from pgdyno.storage.loop import loop_support_problem
 from pgdyno.storage.model import FsRequest, Roots, request_shape_problems
 from pgdyno.storage.tools import find, missing
+from pgdyno.undo.filesystems import contents, unclean
 
 MIB = 2**20
 

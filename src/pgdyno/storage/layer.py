@@ -17,22 +17,27 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pgdyno.errors import UsageError
-from pgdyno.host.held_signals import signals_held
 from pgdyno.storage import blkid, kernel, loop, mounts
 from pgdyno.storage.check import check_request, check_requests, inspect_request, mkfs_command
 from pgdyno.storage.filesystems import KINDS, FsKind, mkfs_argv, mount_options
-from pgdyno.storage.journal import Step, StorageJournal, held_journal
 from pgdyno.storage.model import (
     BuiltFs,
     FsRequest,
     Roots,
-    StorageError,
     image_path,
     mount_point,
-    storage_dir,
 )
 from pgdyno.storage.tools import missing, run_tool
-from pgdyno.storage.undo import pending_storage, remove_empty, rollback_storage, undo_steps
+from pgdyno.undo.filesystems import (
+    Step,
+    StorageError,
+    StorageJournal,
+    held_journal,
+    remove_empty,
+    storage_dir,
+    undo_steps,
+)
+from pgdyno.undo.signals import signals_held
 
 __all__ = [
     "BuiltFs",
@@ -42,8 +47,6 @@ __all__ = [
     "check_request",
     "check_requests",
     "inspect_request",
-    "pending_storage",
-    "rollback_storage",
 ]
 
 MKFS_TIMEOUT = 3600.0  # a large device with its inode tables zeroed up front takes minutes
@@ -119,7 +122,7 @@ class _Builder:
                 argv, what=" ".join(argv), package=kind.package, timeout=MKFS_TIMEOUT,
                 hint=f"check the mkfs options for {kind.name}",
             )  # fmt: skip
-            self.journal.mark_undone(step)  # nothing to take back: the image or device goes
+            self.journal.mark_restored(step)  # nothing to take back: the image or device goes
             self.steps.remove(step)
         self.log(f"made {kind.name} on {device}: {' '.join(argv)}")
 
@@ -199,7 +202,7 @@ def built_filesystem(
                 log(kernel.ext3_note(roots.release, mount_type))
             yield built
         finally:
-            undo_steps(journal, builder.steps, roots, log)
+            undo_steps(journal, builder.steps, mounts.LiveDevices(roots), log)
             remove_empty(storage_dir(workdir))
 
 
@@ -229,4 +232,4 @@ def bind_mounted(
                 mounts.bind(source, target)
             yield
         finally:
-            undo_steps(journal, steps, roots, log)
+            undo_steps(journal, steps, mounts.LiveDevices(roots), log)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pgdyno.storage.model import Roots, StorageError
+from pgdyno.storage.model import Roots
 from pgdyno.storage.tools import run_tool
+from pgdyno.undo.filesystems import StorageError
 
 _DELETED = " (deleted)"
 

@@ -11,16 +11,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgdyno.errors import PgdynoError
+from pgdyno.undo.filesystems import storage_dir
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "ext3")
 _ROLE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 ROLE_RULE = "lower-case letters, digits, '-' and '_', starting with a letter"
 ROLE_MAX = 32
-
-
-class StorageError(PgdynoError):
-    """A filesystem could not be built, mounted or taken down; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +83,6 @@ def is_plain_role(role: str) -> bool:
     (True, False)
     """
     return _ROLE.fullmatch(role) is not None
-
-
-def storage_dir(workdir: Path) -> Path:
-    return workdir / "storage"
 
 
 def image_path(workdir: Path, role: str) -> Path:

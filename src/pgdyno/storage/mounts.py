@@ -11,8 +11,10 @@ import os
 from pathlib import Path
 
 from pgdyno.host.disks import Mount, parse_mountinfo
-from pgdyno.storage.model import Roots, StorageError
+from pgdyno.storage import loop
+from pgdyno.storage.model import Roots
 from pgdyno.storage.tools import run_tool
+from pgdyno.undo.filesystems import StorageError
 
 
 def read_mounts(roots: Roots) -> list[Mount]:
@@ -69,3 +71,20 @@ def umount(target: Path) -> None:
         ["umount", str(target)], what=f"umount {target}",
         hint=f"stop what uses it (`fuser -vm {target}`), then run `pgdyno rollback`",
     )  # fmt: skip
+
+
+class LiveDevices:
+    """The host's mounts and loop devices under `roots`, for undoing storage steps
+    (pgdyno.undo.filesystems.Devices)."""
+
+    def __init__(self, roots: Roots) -> None:
+        self.roots = roots
+
+    def mounts(self) -> list[Mount]:
+        return read_mounts(self.roots)
+
+    def umount(self, target: Path) -> None:
+        umount(target)
+
+    def detach(self, image: Path) -> list[str]:
+        return loop.detach(image, self.roots)

@@ -16,7 +16,7 @@ from pathlib import Path
 from pgdyno.errors import ProcessError
 from pgdyno.process import last_line, run
 from pgdyno.storage.filesystems import TOOLS
-from pgdyno.storage.model import StorageError
+from pgdyno.undo.filesystems import StorageError
 
 _SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 

@@ -26,17 +26,16 @@ from typing import Any
 
 from pgdyno.changes.alter import auto_conf, marker_value, settings_state
 from pgdyno.changes.changer import ServerChanger
-from pgdyno.changes.handles import ServerHandle
 from pgdyno.changes.hugepages import needed_huge_pages
-from pgdyno.changes.live import wait_for_server
-from pgdyno.changes.pg_journal import open_journal
 from pgdyno.environment import Environment
 from pgdyno.errors import PgdynoError
-from pgdyno.host.journal import HostChanges, ensure_clean
 from pgdyno.host.knobs import Knob
 from pgdyno.postgres.client import connect
 from pgdyno.tune.model import ApplyReport, Configuration, Done, Layer, Setting
 from pgdyno.tune.recommend import shown
+from pgdyno.undo.handles import ServerHandle
+from pgdyno.undo.host import HostChanges, ensure_clean
+from pgdyno.undo.server import open_journal, wait_for_server
 
 
 def apply_configuration(

@@ -1,8 +1,9 @@
-"""One journal for every change pgdyno makes and must be able to undo, after a crash too.
+"""The one journal of every change pgdyno makes and must be able to undo, after a crash too.
 
-Each kind of change defines its records on top of this file: host settings
-(pgdyno.host.journal_format), PostgreSQL settings (pgdyno.changes.pg_journal), and the storage
-journals to come. What this module guarantees for all of them:
+Each kind of change gives it a `Codec` (its frozen record to a JSON line and back, and the
+words of its messages): host settings (pgdyno.undo.host), PostgreSQL settings
+(pgdyno.undo.server) and filesystems (pgdyno.undo.filesystems); `Journal` appends, marks,
+compacts and reads for all of them. What this module guarantees for every kind:
 
 - **journal first**: a record is one JSON line, written with one write(2) on a file opened
   O_APPEND and fsynced before the caller makes the change it describes; the directory is
@@ -10,10 +11,14 @@ journals to come. What this module guarantees for all of them:
   was never made.
 - **one writer**: whoever appends holds an exclusive flock for as long as the file is open, so
   a rollback cannot race a running command; the kernel drops the lock of a killed process.
-- **a torn tail is repaired on open**: a last line without its newline (a crash or a cut file)
-  gets one before anything is appended, so the next record never lands glued to it. The cut line
-  is kept, not dropped: it may be the record of a change that was made (a file cut after the
-  fact), and `salvage` reads whatever fields it still holds whole.
+- **a torn tail is dropped on open**: a last line without its newline is a record whose write
+  never completed. Since every record is on the disk before its change is made, that change was
+  never made: the line is cut off with one log line, as a write-ahead log ends at its last whole
+  record (https://www.postgresql.org/docs/current/wal-internals.html), and readers never see
+  it. Padding a crash left after the last newline goes too.
+- **damage inside a complete line needs the user**: a line that ends with its newline but does
+  not decode (garbled, or cut and then ended by an older pgdyno) is `salvage`d where its fields
+  survive whole, and otherwise named.
 - **reading never stops at damage**: every line comes back with its number, parsed or not; the
   kind of journal decides what an unreadable line means (pgdyno's rule: a change it cannot
   read whole is *unresolved*, named to the user with what is known of it, and blocks new
@@ -25,18 +30,20 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, Self
 
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.textsafe import strict_json
 
 _WHITESPACE = " \t\r"
+_PADDING = b" \t\r\0"
+_log = logging.getLogger(__name__)
 
 
 class JournalError(PgdynoError):
@@ -69,6 +76,35 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
+
+
+def split_tail(data: bytes) -> tuple[bytes, bytes]:
+    """A journal's whole lines, and what follows its last newline: a torn record, padding, or
+    nothing.
+
+    >>> split_tail(b'{"id": 1}\\n{"id": 2}\\n{"op": "chan')
+    (b'{"id": 1}\\n{"id": 2}\\n', b'{"op": "chan')
+    >>> split_tail(b'{"id": 1}\\n')
+    (b'{"id": 1}\\n', b'')
+    """
+    cut = data.rfind(b"\n") + 1
+    return data[:cut], data[cut:]
+
+
+def torn_note(what: str, path: Path, torn: bytes) -> str:
+    """The one log line for a dropped torn tail.
+
+    >>> print(torn_note("the test journal", Path("/j"), b'{"op": "change", "na'))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    the test journal /j ended in a record whose write never completed ({"op": "change", "na):
+    its change was never made, so the record was dropped
+    """
+    text = torn.strip(_PADDING).decode("utf-8", errors="replace")
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return (
+        f"{what} {path} ended in a record whose write never completed ({shown}): its change "
+        "was never made, so the record was dropped"
+    )
 
 
 def parse_lines(data: bytes) -> list[Line]:
@@ -150,7 +186,20 @@ def _fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-class JournalFile:
+class Closing:
+    """A context manager that closes what it holds however the block ends."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class JournalFile(Closing):
     """A journal open for appending under an exclusive flock (a context manager).
 
     `what` names the journal in messages ("the host journal", "the PostgreSQL journal").
@@ -193,17 +242,6 @@ class JournalFile:
             raise
         return journal
 
-    def __enter__(self) -> JournalFile:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     @property
     def fd(self) -> int:
         if self._fd is None:
@@ -211,20 +249,19 @@ class JournalFile:
         return self._fd
 
     def _repair(self) -> None:
-        """End the file with a newline, so that the next record starts a line of its own; the
-        cut line stays for `salvage`. Padding a crash left after the last newline is cut."""
+        """Cut a torn tail (see the module's docstring) and padding after the last newline,
+        so that the file holds whole records only and the next one starts a line of its own."""
         data = _read_all(self.fd)
-        if not data or data.endswith(b"\n"):
+        whole, torn = split_tail(data)
+        if len(whole) == len(data):
             return
-        end = data.rstrip(b"\0")
         try:
-            if len(end) < len(data):
-                os.ftruncate(self.fd, len(end))
-            if end and not end.endswith(b"\n"):
-                os.write(self.fd, b"\n")
+            os.ftruncate(self.fd, len(whole))
             os.fsync(self.fd)
         except OSError as error:
             raise self._write_error(error) from None
+        if torn.strip(_PADDING):
+            _log.warning("%s", torn_note(self.what, self.path, torn))
 
     def _write_error(self, error: OSError) -> JournalError:
         return JournalError(
@@ -233,7 +270,7 @@ class JournalFile:
         )
 
     def lines(self) -> list[Line]:
-        return parse_lines(_read_all(self.fd))
+        return parse_lines(split_tail(_read_all(self.fd))[0])
 
     def append(self, record: Mapping[str, Any]) -> None:
         """One record, on a line of its own, on the disk when this returns."""
@@ -308,7 +345,7 @@ def peek(path: Path, *, what: str, check_free: bool = False) -> list[Line]:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise in_use(path, what) from None
-        return parse_lines(_read_all(fd))
+        return parse_lines(split_tail(_read_all(fd))[0])
     finally:
         os.close(fd)
 
@@ -384,53 +421,6 @@ def why_damaged(line: Line) -> str:
     return "it is not a JSON record"
 
 
-@dataclass
-class Read[C]:
-    """A journal of changes read back: its changes in order, the ids restored, and the lines
-    it cannot act on."""
-
-    changes: list[C]
-    restored: set[int]
-    unreadable: list[Unreadable]
-
-
-def read_changes[C](
-    lines: list[Line],
-    path: Path,
-    build: Callable[[dict[str, Any], bool], C],
-    ident: Callable[[C], int],
-    known: Callable[[dict[str, Any]], str | None],
-) -> Read[C]:
-    """The "change" and "restored" records every kind of journal holds. `build(fields,
-    salvaged)` makes a change or raises ValueError naming what is missing; a damaged line is
-    salvaged, and one that cannot be built is unreadable, with what `known` says of it. A
-    damaged "restored" line leaves its change pending (restoring it again is harmless), and
-    one naming no change above is of no use either way."""
-    read: Read[C] = Read([], set(), [])
-    ids: set[int] = set()
-    for line in lines:
-        fields = fields_of(line, ("change", "restored"))
-        op = fields.get("op")
-        if op == "restored":
-            change_id = fields.get("id")
-            if line.record is not None and isinstance(change_id, int) and change_id in ids:
-                read.restored.add(change_id)
-            continue
-        try:
-            if op != "change":
-                raise ValueError(f"unknown op {op!r}")
-            change = build(fields, line.record is None)
-            if ident(change) in ids:
-                raise ValueError(f"change {ident(change)} is recorded twice")
-        except ValueError as error:
-            why = why_damaged(line) if line.record is None else str(error)
-            read.unreadable.append(Unreadable(path, line.number, why, known(fields)))
-            continue
-        ids.add(ident(change))
-        read.changes.append(change)
-    return read
-
-
 class JournalDamaged(PgdynoError):
     """Journal lines pgdyno cannot act on: named, kept, and blocking new changes until the user
     confirms them with `pgdyno rollback --confirm-damaged`."""
@@ -444,3 +434,175 @@ class JournalDamaged(PgdynoError):
             "check that setting by hand and set it back, then run `pgdyno rollback "
             "--confirm-damaged` to set the damaged journal aside."
         )
+
+
+# -- one journal, any kind of change -----------------------------------------------------------
+
+
+class Identified(Protocol):
+    """A change as a kind's frozen record holds it: its id in the journal comes first."""
+
+    @property
+    def id(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """How a kind of journal names itself and its changes in messages."""
+
+    what: str  # "the host journal"
+    noun: str  # one change, for "holds 2 changes not restored"
+    undone: str  # "restored", "undone"
+    at_risk: str  # what a damaged line may record: "changes not restored"
+    left_by: str  # "left by an interrupted run"
+
+
+class Codec[C: Identified](Protocol):
+    """What a kind of change tells the one journal: how its frozen record becomes a JSON line
+    and back, and the words of its messages."""
+
+    @property
+    def words(self) -> Words: ...
+
+    def encode(self, change: C) -> dict[str, Any]:
+        """The "change" record of `change`, as written."""
+        ...
+
+    def decode(self, fields: dict[str, Any], salvaged: bool) -> C:
+        """A change from a record's fields (or a damaged line's salvaged ones); ValueError
+        naming what is missing."""
+        ...
+
+    def known(self, fields: dict[str, Any]) -> str | None:
+        """What a damaged line still says of its change, for the message."""
+        ...
+
+
+@dataclass
+class Contents[C: Identified]:
+    """A journal read back: its changes in order, the ids restored (or undone), and the lines
+    it cannot act on."""
+
+    changes: list[C]
+    restored: set[int]
+    unreadable: list[Unreadable]
+
+    @property
+    def pending(self) -> list[C]:
+        """Changes not yet restored, in the order they were made."""
+        return [change for change in self.changes if change.id not in self.restored]
+
+    @property
+    def unresolved(self) -> int:
+        """Changes still to restore, and lines that may record one."""
+        return len(self.pending) + len(self.unreadable)
+
+    def next_id(self) -> int:
+        return max((change.id for change in self.changes), default=0) + 1
+
+
+def decode[C: Identified](lines: list[Line], path: Path, codec: Codec[C]) -> Contents[C]:
+    """The "change" and "restored" records of a journal's lines. `codec.decode` makes a change
+    or raises ValueError naming what is missing; a damaged line is salvaged, and one that cannot
+    be decoded is unreadable, with what `codec.known` says of it. A damaged "restored" line
+    leaves its change pending (restoring it again is harmless), and one naming no change above
+    is of no use either way."""
+    found: Contents[C] = Contents([], set(), [])
+    ids: set[int] = set()
+    for line in lines:
+        fields = fields_of(line, ("change", "restored"))
+        op = fields.get("op")
+        if op == "restored":
+            change_id = fields.get("id")
+            if line.record is not None and isinstance(change_id, int) and change_id in ids:
+                found.restored.add(change_id)
+            continue
+        try:
+            if op != "change":
+                raise ValueError(f"unknown op {op!r}")
+            change = codec.decode(fields, line.record is None)
+            if change.id in ids:
+                raise ValueError(f"change {change.id} is recorded twice")
+        except ValueError as error:
+            why = why_damaged(line) if line.record is None else str(error)
+            found.unreadable.append(Unreadable(path, line.number, why, codec.known(fields)))
+            continue
+        ids.add(change.id)
+        found.changes.append(change)
+    return found
+
+
+def contents[C: Identified](
+    path: Path, codec: Codec[C], *, check_free: bool = False
+) -> Contents[C]:
+    """The journal as it stands, without taking it (empty when there is none): for listings,
+    messages and checks. With `check_free`, UsageError while another process holds it."""
+    return decode(peek(path, what=codec.words.what, check_free=check_free), path, codec)
+
+
+def unclean[C: Identified](path: Path, found: Contents[C], words: Words) -> UsageError:
+    """Why new changes are refused while `found` holds changes or damaged lines."""
+    if found.unreadable:
+        lines = ", ".join(str(u.line) for u in found.unreadable)
+        verb = "restore" if words.undone == "restored" else "undo"
+        return UsageError(
+            f"{words.what} {path} has damaged lines ({lines}) that may record {words.at_risk}: "
+            f"run `pgdyno rollback` to {verb} what it can and name them."
+        )
+    count = len(found.pending)
+    noun = words.noun if count == 1 else f"{words.noun}s"
+    return UsageError(
+        f"{words.what} {path} holds {count} {noun} not {words.undone} ({words.left_by}): run "
+        "`pgdyno rollback` first."
+    )
+
+
+def restored_record(change_id: int) -> dict[str, object]:
+    return {"op": "restored", "id": change_id, "at": now()}
+
+
+class Journal[C: Identified](Closing):
+    """A journal of one kind of change, open for appending under its exclusive flock (a context
+    manager): append a change before making it, mark it restored, compact, set aside."""
+
+    def __init__(self, file: JournalFile, codec: Codec[C]) -> None:
+        self.file = file
+        self.codec = codec
+        self.path = file.path
+
+    @classmethod
+    def open(cls, path: Path, codec: Codec[C], *, create: bool) -> Self | None:
+        """The journal, locked, its torn tail dropped; None when it does not exist and `create`
+        is False. UsageError when another process holds it."""
+        file = JournalFile.open(path, what=codec.words.what, create=create)
+        return None if file is None else cls(file, codec)
+
+    def read(self) -> Contents[C]:
+        return decode(self.file.lines(), self.path, self.codec)
+
+    def next_id(self) -> int:
+        return self.read().next_id()
+
+    def append(self, change: C) -> None:
+        """The change's record, fsynced: call before making the change."""
+        self.file.append(self.codec.encode(change))
+
+    def mark_restored(self, change: C) -> None:
+        self.file.append(restored_record(change.id))
+
+    def ensure_clean(self) -> None:
+        """UsageError while the journal holds changes not restored or damaged lines."""
+        found = self.read()
+        if found.unresolved:
+            raise unclean(self.path, found, self.codec.words)
+
+    def compact(self) -> None:
+        """Empty the file once nothing in it is pending or unreadable (it is then of no use)."""
+        if not self.read().unresolved:
+            self.file.empty()
+
+    def set_aside(self) -> Path:
+        return self.file.set_aside()
+
+    def close(self) -> None:
+        self.file.close()
