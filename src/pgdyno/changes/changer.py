@@ -26,12 +26,13 @@ from typing import Any
 from pgdyno.changes import alter, preflight
 from pgdyno.changes.handles import ServerHandle
 from pgdyno.changes.hugepages import start_facts
-from pgdyno.changes.live import by_lower_name, reloaded, same_value
+from pgdyno.changes.live import by_lower_name, same_value
 from pgdyno.changes.pg_journal import PgChange, PgJournal
 from pgdyno.changes.restart import restart
 from pgdyno.changes.restore import ServerRestored, restore_server
 from pgdyno.errors import UsageError
 from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.server import reloaded
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 
 

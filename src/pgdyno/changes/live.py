@@ -1,54 +1,22 @@
 """Waiting until a change is in effect, and telling whether it is.
 
-`reloaded` is the one way pgdyno waits for a reload: the server's clock is read before the
-request, and the wait ends when pg_conf_load_time() has moved past it (pg_reload_conf only
-signals the postmaster, which re-reads its files a moment later; new connections then see the
-values). `wait_for_server` waits for a restarted server to accept connections. `same_value`
-tells whether a value means what pg_settings shows, as PostgreSQL reads both.
+`wait_for_server` waits for a restarted server to accept connections (the wait for a reload is
+`postgres.server.reloaded`). `same_value` tells whether a value means what pg_settings shows,
+as PostgreSQL reads both.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from datetime import datetime
+from collections.abc import Mapping
 
-from pgdyno.errors import ClusterError, PgdynoError
-from pgdyno.postgres.client import Client, compose, connect
+from pgdyno.errors import PgdynoError
+from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.server import effective_settings
 from pgdyno.postgres.setting_values import convert_to_setting_unit, parse_bool, read_number
 from pgdyno.postgres.settings_meta import SettingMeta
 
-RELOAD_WAIT_S = 30.0
 START_WAIT_S = 120.0
-
-
-def _server_clock(client: Client) -> datetime:
-    value = client.rows("SELECT clock_timestamp()")[0][0]
-    assert isinstance(value, datetime)
-    return value
-
-
-def reloaded(
-    dsn: str, password: str | None, label: str, request: Callable[[Client], None] | None = None
-) -> None:
-    """Ask for a reload (`request`, default pg_reload_conf()) and wait until the postmaster has
-    read its files again."""
-    with connect(dsn, password) as client:
-        asked = _server_clock(client)
-        if request is None:
-            client.execute(compose("SELECT pg_reload_conf()"))
-        else:
-            request(client)
-    deadline = time.monotonic() + RELOAD_WAIT_S
-    while time.monotonic() < deadline:
-        with connect(dsn, password) as client:
-            if client.rows("SELECT pg_conf_load_time() >= %(t)s", {"t": asked})[0][0]:
-                return
-        time.sleep(0.05)
-    raise ClusterError(
-        f"{label} did not reload its configuration within {RELOAD_WAIT_S:.0f} s: check the "
-        "server's log."
-    )
 
 
 def wait_for_server(dsn: str, password: str | None, timeout: float = START_WAIT_S) -> None:
@@ -67,14 +35,8 @@ def wait_for_server(dsn: str, password: str | None, timeout: float = START_WAIT_
 def waiting_for_restart(client: Client, names: list[str]) -> list[str]:
     """The settings among `names` whose file value the running server has not taken because it
     needs a restart (pg_settings.pending_restart), in order."""
-    if not names:
-        return []
-    rows = client.rows(
-        "SELECT name FROM pg_settings WHERE pending_restart AND lower(name) = ANY(%(n)s)"
-        " ORDER BY name",
-        {"n": [name.lower() for name in names]},
-    )
-    return [str(row[0]) for row in rows]
+    found = effective_settings(client, names)
+    return [name for name, setting in found.items() if setting.pending_restart]
 
 
 def by_lower_name(meta: Mapping[str, SettingMeta]) -> dict[str, SettingMeta]:

@@ -24,12 +24,13 @@ from pathlib import Path
 
 from pgdyno.changes import alter
 from pgdyno.changes.handles import ServerHandle
-from pgdyno.changes.live import reloaded, wait_for_server, waiting_for_restart
+from pgdyno.changes.live import wait_for_server, waiting_for_restart
 from pgdyno.changes.pg_journal import PgChange, PgJournal, open_journal, server_key
 from pgdyno.changes.restart import start_as_before
 from pgdyno.errors import ConnectionFailed, PgdynoError
 from pgdyno.journal import Unreadable
 from pgdyno.postgres.client import connect
+from pgdyno.postgres.server import reloaded
 
 
 @dataclass(frozen=True)
