@@ -261,13 +261,6 @@ class Client:
     def server_info(self) -> ServerInfo:
         return self.records(load("server_info"), ServerInfo)[0]
 
-    def non_default_settings(self) -> dict[str, str]:
-        """name -> value with unit ("shared_buffers" -> "16384 8kB") for the run record."""
-        return {
-            name: f"{setting} {unit}" if unit else str(setting)
-            for name, setting, unit, _source in self.rows(load("non_default_settings"))
-        }
-
 
 @contextmanager
 def connect(dsn: str, password: str | None = None) -> Iterator[Client]:

@@ -73,14 +73,27 @@ class EffectiveSetting:
     boot_val: str | None
 
 
-def effective_settings(client: Client, names: Iterable[str]) -> dict[str, EffectiveSetting]:
-    """The settings among `names` the server has (matched case-insensitively), by pg_settings'
-    own name; a name the server lacks is left out."""
-    lowered = sorted({name.lower() for name in names})
-    if not lowered:
+def effective_settings(
+    client: Client, names: Iterable[str] | None = None
+) -> dict[str, EffectiveSetting]:
+    """The settings among `names` the server has (matched case-insensitively), or every one
+    the role may see (`names` None), by pg_settings' own name; a name the server lacks is left
+    out."""
+    lowered = None if names is None else sorted({name.lower() for name in names})
+    if lowered == []:
         return {}
     rows = client.records(load("effective_settings"), EffectiveSetting, {"names": lowered})
     return {row.name: row for row in rows}
+
+
+def non_default_settings(client: Client) -> dict[str, str]:
+    """name -> value with unit ("shared_buffers" -> "16384 8kB") of every setting that does
+    not come from the built-in default, for the run record."""
+    return {
+        name: f"{s.setting} {s.unit}" if s.unit else str(s.setting)
+        for name, s in effective_settings(client).items()
+        if s.source not in ("default", "override")
+    }
 
 
 @dataclass(frozen=True)

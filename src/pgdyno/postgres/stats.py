@@ -28,17 +28,17 @@ def combined(queries: list[str]) -> str:
         f"'{query}', (SELECT to_jsonb(q) FROM (\n{load(query).strip().rstrip(';')}\n) AS q)"
         for query in queries
     ]
-    return "SELECT jsonb_build_object(\n" + ",\n".join(parts) + "\n)"
+    return "SELECT jsonb_build_object(\n" + ",\n".join(parts) + "\n) AS found"
 
 
 def alone(query: str) -> str:
     """One query's statement, its row as one JSON object.
 
-    >>> alone("pgstat_database").startswith("SELECT to_jsonb(q) FROM (\\n")
+    >>> alone("pgstat_database").startswith("SELECT to_jsonb(q) AS found FROM (\\n")
     True
     """
     text = load(query).strip().rstrip(";")
-    return f"SELECT to_jsonb(q) FROM (\n{text}\n) AS q"
+    return f"SELECT to_jsonb(q) AS found FROM (\n{text}\n) AS q"
 
 
 @dataclass(frozen=True)
