@@ -36,7 +36,7 @@ import pytest
 
 from conftest import schema_1_database
 from pgdyno.errors import StoreUnavailable
-from pgdyno.postgres.setting_values import shown_settings
+from pgdyno.postgres.settings import shown_settings
 from pgdyno.report import content
 from pgdyno.report.drilldown import settings_diff
 from pgdyno.report.export import summary_csv

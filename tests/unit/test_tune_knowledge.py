@@ -24,9 +24,8 @@ from pgdyno.doctor.snapshot import FORMAT, conf_value, load_snapshot, setting_va
 from pgdyno.host.device_inventory import device_fields
 from pgdyno.host.devices import device_for_path
 from pgdyno.knowledge.expr import BACKEND_BYTES
-from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings import SettingMeta, check_setting
 from pgdyno.postgres.settings_catalog import recorded_settings
-from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.records.tune import PROFILES, STORAGES, Disk, Storage, TuneFacts
 from pgdyno.tune.baselines import BaselineInputs, pgtune
 from pgdyno.tune.facts import Given, offline_facts, storage_of

@@ -33,8 +33,7 @@ from pgdyno.postgres.server import (
     set_placeholder,
 )
 from pgdyno.postgres.server import file_errors as config_file_errors
-from pgdyno.postgres.setting_checks import check_setting
-from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.postgres.settings import SettingMeta, check_setting
 
 MARKER = "pgdyno.changed_by"
 

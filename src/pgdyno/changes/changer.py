@@ -33,7 +33,7 @@ from pgdyno.changes.restore import ServerRestored, restore_server
 from pgdyno.errors import UsageError
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.server import reloaded
-from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.postgres.settings import SettingMeta, load_settings_meta
 
 
 @dataclass

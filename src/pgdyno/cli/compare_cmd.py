@@ -46,7 +46,7 @@ from pgdyno.plan.check import (
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.model import applied_sets
 from pgdyno.plan.policy import Allowed
-from pgdyno.postgres.setting_values import convert_to_setting_unit, read_number
+from pgdyno.postgres.settings import convert_to_setting_unit, read_number
 from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
 from pgdyno.stats.analysis import Analysis

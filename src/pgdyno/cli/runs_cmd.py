@@ -11,7 +11,7 @@ from rich.text import Text
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
-from pgdyno.postgres.setting_values import shown_settings
+from pgdyno.postgres.settings import shown_settings
 from pgdyno.records.interference import Interference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv

@@ -51,7 +51,7 @@ from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import ServerInfo, connect
 from pgdyno.postgres.inventory import is_local
-from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.postgres.settings import SettingMeta, load_settings_meta
 
 CONSENT = "add --yes with --restart-command CMD (or --data-dir DIR)"
 

@@ -42,7 +42,7 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.server import effective_settings, file_errors, reloaded
-from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.postgres.settings import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
 from pgdyno.records.stored import NewComparison
 from pgdyno.store.interface import ComparisonsBackend
