@@ -12,8 +12,6 @@ from typing import Any
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.queries import load
 
-CONDITIONS = (1, 2, 3, 4)
-
 
 @dataclass(frozen=True)
 class _NewOrders:
