@@ -25,8 +25,7 @@ from conftest import IS_ROOT, one_clear_sentence
 from host_conditions import huge_pages, no_steal, quiet_pgdyno
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.queries import load
-from pgdyno.postgres.setting_checks import check_setting
-from pgdyno.postgres.settings_meta import settings_meta_from_rows
+from pgdyno.postgres.settings import check_setting, settings_meta_from_rows
 from pgdyno.textsafe import strict_loads
 from pgdyno.tune.files import ALTER_SQL, PG_CONF, SYSCTL, THP
 

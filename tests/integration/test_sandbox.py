@@ -18,6 +18,7 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox, recover, taken_ports
 from pgdyno.postgres.sandbox_user import SANDBOX_USER, sandbox_user
+from pgdyno.postgres.server import non_default_settings
 
 
 def sandbox(workdir: Path, cache_dir: Path, binaries: Binaries) -> tuple[Environment, Sandbox]:
@@ -47,7 +48,7 @@ def test_start_with_settings_then_stop(workdir: Path, cache_dir: Path, binaries:
         assert client.rows("SHOW shared_buffers")[0][0] == "64MB"
         assert client.rows("SHOW listen_addresses")[0][0] == "127.0.0.1"
         assert client.rows("SHOW log_checkpoints")[0][0] == "on"
-        settings = client.non_default_settings()
+        settings = non_default_settings(client)
         assert settings["work_mem"] == "7168 kB"
     # TCP is local-only and not trusted: without a password nobody gets in.
     with pytest.raises(psycopg.OperationalError):

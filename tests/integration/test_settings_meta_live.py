@@ -11,13 +11,13 @@ from conftest import make_env
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries, inspect_bin_dir
 from pgdyno.postgres.client import connect
-from pgdyno.postgres.setting_checks import check_setting
-from pgdyno.postgres.settings_catalog import describe_config, describe_settings
-from pgdyno.postgres.settings_meta import (
+from pgdyno.postgres.settings import (
     SettingMeta,
+    check_setting,
     load_settings_meta,
     settings_meta_from_json,
 )
+from pgdyno.postgres.settings_catalog import describe_config, describe_settings
 
 RECORDED = Path(__file__).parent.parent / "data" / "pg_settings" / "pg18.json"
 

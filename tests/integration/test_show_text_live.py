@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
-from pgdyno.postgres.setting_values import show_text
+from pgdyno.postgres.settings import show_text
 
 # Session values that are not whole in a larger unit, or are reals below their unit.
 ODD = {

@@ -14,8 +14,7 @@ from pgdyno.plan.check import DEFAULT_PG_VERSION
 from pgdyno.plan.load import load_plan
 from pgdyno.plan.model import applied_sets
 from pgdyno.plan.policy import Allowed, check_pg_name, check_sysctl_name, check_sysctl_value
-from pgdyno.postgres.setting_checks import check_settings
-from pgdyno.postgres.settings_meta import settings_meta_from_json
+from pgdyno.postgres.settings import check_settings, settings_meta_from_json
 
 EXAMPLES = sorted((Path(__file__).parent.parent.parent / "examples").glob("*.toml"))
 PG_SETTINGS = Path(__file__).parent.parent / "data" / "pg_settings"

@@ -11,7 +11,7 @@ import pytest
 from pgdyno.changes.preflight import check_start, constraints, future_settings, refusals
 from pgdyno.errors import UsageError
 from pgdyno.knowledge.load import KnowledgeFileError
-from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.postgres.settings import SettingMeta
 
 Row = tuple[str, str, str | None, str]  # name, vartype, unit, value
 ROWS: list[Row] = [

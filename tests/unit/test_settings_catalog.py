@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pgdyno.postgres.settings import settings_meta_from_json
 from pgdyno.postgres.settings_catalog import (
     CATALOG_FILE,
     HEADER,
@@ -18,7 +19,6 @@ from pgdyno.postgres.settings_catalog import (
     parse_catalog,
     recorded_settings,
 )
-from pgdyno.postgres.settings_meta import settings_meta_from_json
 
 DATA = Path(__file__).parent.parent / "data" / "pg_settings"
 VERSIONS = (14, 15, 16, 17, 18)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings import check_setting
 from pgdyno.postgres.settings_catalog import (
     CATALOG_COLUMNS,
     CATALOG_FILE,

@@ -10,18 +10,20 @@ import pytest
 
 from pgdyno.errors import BinariesError, UsageError
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.postgres.setting_checks import check_setting, check_settings
-from pgdyno.postgres.setting_values import convert_to_setting_unit, format_amount
+from pgdyno.postgres.settings import (
+    SettingMeta,
+    check_setting,
+    check_settings,
+    convert_to_setting_unit,
+    format_amount,
+    settings_meta_from_json,
+    settings_meta_to_json,
+)
 from pgdyno.postgres.settings_catalog import (
     describe_settings,
     merge,
     parse_describe_config,
     recorded_settings,
-)
-from pgdyno.postgres.settings_meta import (
-    SettingMeta,
-    settings_meta_from_json,
-    settings_meta_to_json,
 )
 
 DATA = Path(__file__).parent.parent / "data" / "pg_settings"

@@ -41,7 +41,7 @@ import pytest
 
 from conftest import keeps_old_keys, schema_1_database
 from pgdyno.errors import StoreUnavailable
-from pgdyno.postgres.setting_values import shown_settings
+from pgdyno.postgres.settings import shown_settings
 from pgdyno.report import content
 from pgdyno.report.drilldown import settings_diff
 from pgdyno.report.export import summary_csv

@@ -9,7 +9,7 @@ import pytest
 
 from pgdyno.cli.tune_request import VerifyOptions, check_verify, workload_names
 from pgdyno.errors import UsageError
-from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings import check_setting
 from pgdyno.postgres.settings_catalog import recorded_defaults, recorded_settings
 from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.facts import Given, offline_facts

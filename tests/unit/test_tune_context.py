@@ -20,7 +20,7 @@ import pytest
 from pgdyno.doctor.evaluate import audit
 from pgdyno.doctor.rules import load_rules
 from pgdyno.errors import UsageError
-from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings import check_setting
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.records.tune import Disk, Storage
 from pgdyno.tune.facts import Given, offline_facts

@@ -23,9 +23,8 @@ from pgdyno.doctor.rules import load_rules
 from pgdyno.doctor.snapshot import FORMAT, conf_value, load_snapshot, setting_value
 from pgdyno.host.disks import device_fields, device_for_path
 from pgdyno.knowledge.expr import BACKEND_BYTES
-from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings import SettingMeta, check_setting
 from pgdyno.postgres.settings_catalog import recorded_settings
-from pgdyno.postgres.settings_meta import SettingMeta
 from pgdyno.records.tune import PROFILES, STORAGES, Disk, Storage, TuneFacts
 from pgdyno.tune.baselines import BaselineInputs, pgtune
 from pgdyno.tune.facts import Given, offline_facts, storage_of

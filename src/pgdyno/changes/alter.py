@@ -16,15 +16,14 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pgdyno.errors import InsufficientPrivilege, QueryRefused, UsageError
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import auto_conf_settings
-from pgdyno.postgres.queries import load
-from pgdyno.postgres.setting_checks import check_setting
-from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.postgres.server import EffectiveSetting, custom_setting, effective_settings
+from pgdyno.postgres.server import file_errors as config_file_errors
+from pgdyno.postgres.settings import SettingMeta, check_setting
 from pgdyno.undo.handles import ServerHandle
 from pgdyno.undo.journal import now
 from pgdyno.undo.server import MARKER, PgChange, PgJournal, alter_setting
@@ -54,9 +53,7 @@ def read_marker(client: Client) -> str | None:
     try:
         entries = auto_conf_settings(client)
     except InsufficientPrivilege:
-        rows = client.rows(f"SELECT current_setting('{MARKER}', true)")
-        value = rows[0][0] if rows else None
-        return str(value) if value else None
+        return custom_setting(client, MARKER) or None
     found = [e.setting for e in entries if e.name == MARKER and e.setting]
     return found[-1] if found else None
 
@@ -93,13 +90,12 @@ class Altered:
     changed: list[PgChange] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)  # already at the value
     missing: list[str] = field(default_factory=list)  # the server has no such setting
-    old_rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # pg_settings before
+    old_rows: dict[str, EffectiveSetting] = field(default_factory=dict)  # pg_settings before
 
 
-def settings_state(client: Client, names: list[str]) -> dict[str, tuple[Any, ...]]:
-    """queries/tune_settings_state.sql rows by name: name, setting, unit, vartype, source,
-    context, pending_restart, boot_val."""
-    return {row[0]: row for row in client.rows(load("tune_settings_state"), {"names": names})}
+def settings_state(client: Client, names: list[str]) -> dict[str, EffectiveSetting]:
+    """The settings among `names` as the server has them, by exact name."""
+    return {n: s for n, s in effective_settings(client, names).items() if n in names}
 
 
 def alter_system(
@@ -140,15 +136,15 @@ def _journalled(
     name: str,
     value: str,
     before: Mapping[str, str],
-    row: tuple[Any, ...] | None,
+    row: EffectiveSetting | None,
 ) -> PgChange:
     # The marker's old entry is none: `check_owner` let only our own (stale) one through.
     old_auto = None if name == MARKER else before.get(name)
     change = PgChange(
         id=journal.next_id(), server=handle.identity, name=name, old_auto=old_auto,
-        old_setting=None if row is None else str(row[1]),
-        old_source=None if row is None else str(row[4]), new=value,
-        restart=row is not None and row[5] == "postmaster", at=now(),
+        old_setting=None if row is None else str(row.setting),
+        old_source=None if row is None else row.source, new=value,
+        restart=row is not None and row.context == "postmaster", at=now(),
     )  # fmt: skip
     journal.append(change)
     try:
@@ -168,17 +164,14 @@ def file_errors(client: Client, meta: Mapping[str, SettingMeta]) -> list[tuple[s
     server could have taken is refused; a postmaster one is refused when its value is not valid
     for the setting (type, range, enum)."""
     try:
-        rows = client.rows(
-            "SELECT coalesce(name, sourcefile), setting, error FROM pg_file_settings"
-            " WHERE error IS NOT NULL ORDER BY seqno"
-        )
+        rows = config_file_errors(client)
     except InsufficientPrivilege:
         return []
     errors = []
-    for name, value, error in rows:
-        found = _refused(meta, str(name), None if value is None else str(value), str(error))
+    for row in rows:
+        found = _refused(meta, row.name, row.setting, row.error)
         if found is not None:
-            errors.append((str(name), found))
+            errors.append((row.name, found))
     return errors
 
 

@@ -28,7 +28,8 @@ from pgdyno.changes.hugepages import start_facts
 from pgdyno.changes.live import by_lower_name, same_value
 from pgdyno.errors import UsageError
 from pgdyno.postgres.client import Client, connect
-from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.postgres.server import reloaded
+from pgdyno.postgres.settings import SettingMeta, load_settings_meta
 from pgdyno.undo.handles import ServerHandle
 from pgdyno.undo.server import (
     MARKER,
@@ -36,7 +37,6 @@ from pgdyno.undo.server import (
     PgJournal,
     ServerRestored,
     put_back,
-    reloaded,
     restart,
     restore_server,
 )

@@ -15,22 +15,26 @@ from typing import Any
 
 from pgdyno.host.machine import parse_meminfo
 from pgdyno.postgres.client import Client
+from pgdyno.postgres.server import effective_settings
 
 
 def needed_huge_pages(client: Client) -> int | None:
     """shared_memory_size_in_huge_pages of the running server; None before PostgreSQL 15 or
     where huge pages are not supported (-1)."""
-    rows = client.rows(
-        "SELECT setting FROM pg_settings WHERE name = 'shared_memory_size_in_huge_pages'"
-    )
-    if not rows or rows[0][0] in (None, "-1"):
+    value = _setting(client, "shared_memory_size_in_huge_pages")
+    if value in (None, "-1"):
         return None
-    return int(rows[0][0])
+    return int(value)
+
+
+def _setting(client: Client, name: str) -> str | None:
+    """The setting as pg_settings shows it; None where the server has no such setting."""
+    found = effective_settings(client, [name]).get(name)
+    return None if found is None else found.setting
 
 
 def _status(client: Client) -> str | None:
-    rows = client.rows("SELECT setting FROM pg_settings WHERE name = 'huge_pages_status'")
-    return str(rows[0][0]) if rows else None
+    return _setting(client, "huge_pages_status")
 
 
 def start_facts(

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pgdyno.postgres.setting_values import convert_to_setting_unit, parse_bool, read_number
-from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.postgres.settings import SettingMeta, convert_to_setting_unit, parse_bool, read_number
 
 
 def by_lower_name(meta: Mapping[str, SettingMeta]) -> dict[str, SettingMeta]:
@@ -18,7 +17,7 @@ def by_lower_name(meta: Mapping[str, SettingMeta]) -> dict[str, SettingMeta]:
 def restart_settings(pg: Mapping[str, str], meta: Mapping[str, SettingMeta]) -> list[str]:
     """The settings of `pg` that need a restart and differ from the server's (as found).
 
-    >>> from pgdyno.postgres.settings_meta import settings_meta_from_rows
+    >>> from pgdyno.postgres.settings import settings_meta_from_rows
     >>> meta = settings_meta_from_rows(
     ...     [("shared_buffers", "integer", "8kB", "16", "1073741823", None, "postmaster", "16384"),
     ...      ("work_mem", "integer", "kB", "64", "2147483647", None, "user", "4096")])
@@ -39,7 +38,7 @@ def same_value(meta: SettingMeta, text: str) -> bool:
     """Whether `text` (a checked value) means the value `meta` shows (pg_settings.setting, in
     the setting's own unit), as PostgreSQL reads both.
 
-    >>> from pgdyno.postgres.settings_meta import SettingMeta as M
+    >>> from pgdyno.postgres.settings import SettingMeta as M
     >>> sb = M("shared_buffers", "integer", "8kB", 16, 1e9, (), "postmaster", "16384")
     >>> same_value(sb, "128MB"), same_value(sb, "131072kB"), same_value(sb, "1GB")
     (True, True, False)

@@ -23,8 +23,7 @@ from pgdyno.doctor.snapshot import in_base_units, setting_value
 from pgdyno.errors import UsageError
 from pgdyno.knowledge import expr
 from pgdyno.knowledge.load import FactNames, read
-from pgdyno.postgres.setting_values import convert_to_setting_unit, parse_bool, read_number
-from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.postgres.settings import SettingMeta, convert_to_setting_unit, parse_bool, read_number
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pgdyno.cli.common import environment, json_option, out, print_json, workdir
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.lab import runs as runs_in
-from pgdyno.postgres.setting_values import shown_settings
+from pgdyno.postgres.settings import shown_settings
 from pgdyno.records.interference import Interference
 from pgdyno.render.terminal import run_detail, runs_table
 from pgdyno.render.timeline import compact_table, timeline_csv

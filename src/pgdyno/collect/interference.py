@@ -48,6 +48,7 @@ from pgdyno.collect.procfs import parse_stat
 from pgdyno.errors import ConnectionFailed, ParseError, QueryRefused
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.inventory import connects_here
+from pgdyno.postgres.server import backend_pid
 from pgdyno.records.interference import Interference
 from pgdyno.textsafe import escape_control
 
@@ -314,7 +315,7 @@ def server_pid(client: Client, dsn: str, proc_root: Path) -> int | None:
     if not connects_here(dsn):
         return None
     try:
-        backend = int(client.rows("SELECT pg_backend_pid()")[0][0])
+        backend = backend_pid(client)
     except (QueryRefused, ConnectionFailed):
         return None
     return postmaster_of(backend, proc_root)

@@ -32,7 +32,7 @@ from pgdyno.collect.waits import WaitSampler
 from pgdyno.errors import QueryRefused, ServerTrouble
 from pgdyno.metrics import pg_counters
 from pgdyno.postgres.client import Client
-from pgdyno.postgres.queries import load
+from pgdyno.postgres.stats import alone, combined, json_row
 
 __all__ = ["PgStatsSampler", "combined", "pg_sample", "queries_for"]
 
@@ -76,24 +76,6 @@ def key_prefix(query: str) -> str:
     ('pgstat_wal', 'pgstat_database')
     """
     return _VERSION_SUFFIX.sub("", query)
-
-
-def combined(queries: list[str]) -> str:
-    """One statement for a whole snapshot: every query's row as a JSON object under its name.
-
-    A single round trip a second instead of one per view: the sampler's thread and the server
-    backend that answers it wake once, and psycopg prepares the one statement after a few
-    ticks (its `prepare_threshold`), so the server plans it no more.
-
-    >>> print(combined(["pgstat_wal_post180000"]).splitlines()[0])
-    SELECT jsonb_build_object(
-    """
-    # Each file's text on lines of its own: a trailing comment must not swallow the ")".
-    parts = [
-        f"'{query}', (SELECT to_jsonb(q) FROM (\n{load(query).strip().rstrip(';')}\n) AS q)"
-        for query in queries
-    ]
-    return "SELECT jsonb_build_object(\n" + ",\n".join(parts) + "\n)"
 
 
 def numbers(prefix: str, row: Mapping[str, object]) -> dict[str, float]:
@@ -157,10 +139,7 @@ class PgStatsSampler:
             return {}
         if self._statement is None or self._statement[0] != tuple(self.queries):
             self._statement = (tuple(self.queries), combined(self.queries))
-        rows = self._rows(self._statement[1])
-        found = rows[0][0] if rows else None
-        if not isinstance(found, dict):
-            return {}
+        found = json_row(self.client, self._statement[1], self.dbname)
         return {query: dict(row) for query, row in found.items() if isinstance(row, dict)}
 
     def _read_each(self) -> dict[str, dict[str, object]]:
@@ -178,16 +157,7 @@ class PgStatsSampler:
 
     def _read(self, query: str) -> dict[str, object]:
         """The query's one row as column -> value (empty when it returns no row)."""
-        # Client.rows gives no column names: the row comes back as one JSON object instead.
-        text = load(query).strip().rstrip(";")
-        rows = self._rows(f"SELECT to_jsonb(q) FROM (\n{text}\n) AS q")
-        if not rows or not isinstance(rows[0][0], dict):
-            return {}
-        return dict(rows[0][0])
-
-    def _rows(self, statement: str) -> list[tuple[object, ...]]:
-        params = {"dbname": self.dbname} if "%(dbname)s" in statement else None
-        return self.client.rows(statement, params)
+        return json_row(self.client, alone(query), self.dbname)
 
 
 # -- metrics of an interval -------------------------------------------------------------------

@@ -16,12 +16,13 @@ average active sessions and the run's profile.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pgdyno.errors import QueryRefused
+from pgdyno.postgres import stats
 from pgdyno.postgres.client import Client
-from pgdyno.postgres.queries import load
+from pgdyno.postgres.stats import WaitCount, WaitSamplingCheck
 
 DEFAULT_HZ = 10
 MAX_HZ = 50
@@ -46,14 +47,15 @@ class WaitTally:
         self.counts.setdefault(second, Counter()).update(found)
 
 
-def _counted(rows: list[tuple[object, ...]]) -> Counter[Key]:
+def _counted(rows: Iterable[WaitCount]) -> Counter[Key]:
     """Rows of (process, event, sessions) as a Counter; malformed rows are skipped.
 
-    >>> _counted([("", "CPU*", 3), ("checkpointer", "IO:DataFileSync", 1), ("", None, 2)])
+    >>> W = WaitCount
+    >>> _counted([W("", "CPU*", 3), W("checkpointer", "IO:DataFileSync", 1), W("", None, 2)])
     Counter({('', 'CPU*'): 3, ('checkpointer', 'IO:DataFileSync'): 1})
     """
     found: Counter[Key] = Counter()
-    for process, event, sessions in rows:
+    for process, event, sessions in ((r.process, r.event, r.count) for r in rows):
         if isinstance(process, str) and isinstance(event, str) and isinstance(sessions, int):
             found[(process, event)] += sessions
     return found
@@ -71,19 +73,18 @@ class ExtensionCheck:
     sample_cpu: bool | None  # None: a version without the setting, which never samples CPU
 
     @classmethod
-    def of(cls, row: tuple[object, ...]) -> ExtensionCheck:
+    def of(cls, row: WaitSamplingCheck) -> ExtensionCheck:
         """
-        >>> ExtensionCheck.of(("postgres", True, "10", "on", None))
+        >>> ExtensionCheck.of(WaitSamplingCheck("postgres", True, "10", "on", None))
         ExtensionCheck(dbname='postgres', created=True, period_ms=10.0, profile_pid=True, \
 sample_cpu=None)
         """
-        dbname, created, period, profile_pid, sample_cpu = row
         return cls(
-            dbname=str(dbname),
-            created=created is True,
-            period_ms=_milliseconds(period),
-            profile_pid=profile_pid == "on",
-            sample_cpu=None if sample_cpu is None else sample_cpu == "on",
+            dbname=str(row.dbname),
+            created=row.created is True,
+            period_ms=_milliseconds(row.period_ms),
+            profile_pid=row.profile_pid == "on",
+            sample_cpu=None if row.sample_cpu is None else row.sample_cpu == "on",
         )
 
     @property
@@ -138,10 +139,10 @@ sample_cpu=None)
 def check_extension(client: Client) -> ExtensionCheck | None:
     """pg_wait_sampling as the client's database has it; None when that cannot be read."""
     try:
-        rows = client.rows(load("wait_sampling_check"))
+        found = stats.wait_sampling_check(client)
     except QueryRefused:
         return None
-    return ExtensionCheck.of(rows[0]) if rows else None
+    return ExtensionCheck.of(found) if found is not None else None
 
 
 class ProfileReader:
@@ -151,13 +152,13 @@ class ProfileReader:
 
     def __init__(self, client: Client, dbname: str, period_s: float, tally: WaitTally) -> None:
         self.client = client
-        self.params = {"dbname": dbname}
+        self.dbname = dbname
         self.period_s = period_s
         self.tally = tally
         self._previous: tuple[float, Counter[Key]] | None = None
 
     def read(self, at: float) -> None:
-        total = _counted(self.client.rows(load("wait_sampling_profile"), self.params))
+        total = _counted(stats.wait_profile(self.client, self.dbname))
         if self._previous is not None:
             since, before = self._previous
             grown = Counter({k: n - before.get(k, 0) for k, n in total.items()})
@@ -178,7 +179,7 @@ class WaitSampler:
 
     def __init__(self, client: Client, dbname: str, hz: int, log: Callable[[str], None]) -> None:
         self.client = client
-        self.params = {"dbname": dbname}
+        self.dbname = dbname
         self.log = log
         found = check_extension(client)
         period_s = found.period_s if found is not None else None
@@ -199,7 +200,7 @@ class WaitSampler:
         cumulative profile with the extension. An error is raised to the timeline sampler,
         which switches the source off and flags the run (its series end there)."""
         if self.profile is None:
-            found = _counted(self.client.rows(load("wait_sample"), self.params))
+            found = _counted(stats.wait_sample(self.client, self.dbname))
             self.tally.add(int(at), 1.0, found)
         else:
             self.profile.read(at)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pgdyno.postgres.setting_values import format_amount
+from pgdyno.postgres.settings import format_amount
 from pgdyno.postgres.settings_catalog import recorded_defaults, recorded_settings
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pgdyno.errors import UsageError
 from pgdyno.knowledge.expr import Facts
-from pgdyno.postgres.setting_values import parse_bool, read_number, unit_kind, unit_size
+from pgdyno.postgres.settings import parse_bool, read_number, unit_kind, unit_size
 from pgdyno.textsafe import strict_json, strict_loads
 
 FORMAT = "pgdyno-doctor/1"

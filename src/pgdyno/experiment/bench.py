@@ -36,6 +36,7 @@ from pgdyno.pgbench.driver import Driver, LocalDriver
 from pgdyno.pgbench.scale import ScaleChoice, choose_scale
 from pgdyno.postgres.client import Client, ServerInfo, connect
 from pgdyno.postgres.footprint import BENCH_DB
+from pgdyno.postgres.server import non_default_settings
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.records.devices import DeviceLayout
 from pgdyno.stats.stopping import decide, level_interval
@@ -169,7 +170,7 @@ def connected(
             cell=RunCell(0, 0, "", 0, 0, 0), status="ok", started_at="", finished_at="",
             duration_s=spec.duration_s, protocol=spec.protocol, rate=spec.rate,
             warmup_s=spec.warmup_s, pg_version=info.version, pgbench_version=pgbench_version,
-            pgbench_argv=(), settings=client.non_default_settings(), dataset_bytes=None,
+            pgbench_argv=(), settings=non_default_settings(client), dataset_bytes=None,
             devices=devices,
         )  # fmt: skip
 

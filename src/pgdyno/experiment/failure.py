@@ -17,6 +17,7 @@ from pgdyno import process
 from pgdyno.errors import ConnectionFailed, ConnectionLost, ParseError, PgbenchFailed
 from pgdyno.host.disks import device_for_path
 from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.server import ping
 from pgdyno.postgres.serverlog import LogProblem, problems_since
 from pgdyno.records import RunRecord
 
@@ -152,7 +153,7 @@ def describe_disk(path: Path | None, proc_root: Path, sys_root: Path) -> str | N
 def server_state(client: Client, dsn: str, password: str | None, data_path: Path | None) -> str:
     """How the server is: "up", "stopped" or "restarted" (a crash restart cut every session)."""
     try:
-        client.rows("SELECT 1")
+        ping(client)
         return "up"
     except ConnectionLost:
         pass

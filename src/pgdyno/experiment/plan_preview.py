@@ -25,7 +25,7 @@ from pgdyno.plan.check import CheckedSet, check_plan, find_installed, is_install
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.postgres.setting_values import convert_to_setting_unit, read_number
+from pgdyno.postgres.settings import convert_to_setting_unit, read_number
 from pgdyno.postgres.settings_catalog import describe_settings
 
 

@@ -48,7 +48,7 @@ from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import ServerInfo, connect
 from pgdyno.postgres.inventory import is_local
-from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.postgres.settings import SettingMeta, load_settings_meta
 from pgdyno.undo.handles import ServerHandle, over_ssh, server_handle
 from pgdyno.undo.server import open_journal
 from pgdyno.undo.signals import signals_held

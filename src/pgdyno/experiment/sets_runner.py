@@ -40,12 +40,12 @@ from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox, taken_ports
-from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
+from pgdyno.postgres.server import effective_settings, file_errors, reloaded
+from pgdyno.postgres.settings import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
 from pgdyno.records.stored import NewComparison
 from pgdyno.store.interface import ComparisonsBackend
 from pgdyno.undo.host import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
-from pgdyno.undo.server import reloaded
 
 
 @dataclass
@@ -136,22 +136,16 @@ def effective_pg(client: Client, names: list[str]) -> dict[str, str]:
     """The values in effect, as PostgreSQL shows them; errors in the files are fatal."""
     if not names:
         return {}  # pg_file_settings may need a privilege a baseline set does not
-    errors = client.rows(
-        "SELECT name, error FROM pg_file_settings WHERE error IS NOT NULL AND name = ANY(%(n)s)",
-        {"n": names},
-    )
+    errors = [e for e in file_errors(client) if e.name in names]
     if errors:
-        name, error = errors[0]
-        raise UsageError(f"PostgreSQL did not accept {name}: {error}; fix the plan.")
-    rows = client.rows(
-        "SELECT name, current_setting(name), pending_restart FROM pg_settings"
-        " WHERE name = ANY(%(n)s)",
-        {"n": names},
-    )
-    pending = [r[0] for r in rows if r[2]]
+        raise UsageError(
+            f"PostgreSQL did not accept {errors[0].name}: {errors[0].error}; fix the plan."
+        )
+    found = {n: s for n, s in effective_settings(client, names).items() if n in names}
+    pending = [n for n, s in found.items() if s.pending_restart]
     if pending:
         raise ClusterError(f"settings {', '.join(pending)} still wait for a restart.")
-    return {str(r[0]): str(r[1]) for r in rows}
+    return {n: s.shown for n, s in found.items()}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pgdyno.postgres.binaries import Binaries, inspect_bin_dir, resolve, system_
 from pgdyno.postgres.client import describe, split_password
 from pgdyno.postgres.cluster import Sandbox, all_sandboxes, cluster_name, recover, taken_ports
 from pgdyno.postgres.sandbox_user import sandbox_user
-from pgdyno.postgres.setting_checks import check_setting
+from pgdyno.postgres.settings import check_setting
 from pgdyno.postgres.settings_catalog import describe_settings
 from pgdyno.remote.host import RemoteHost
 

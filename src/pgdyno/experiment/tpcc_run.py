@@ -17,7 +17,7 @@ from pgdyno.experiment.measure import Measured
 from pgdyno.pgbench.command import Workload
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.footprint import BENCH_DB
-from pgdyno.postgres.queries import load
+from pgdyno.postgres.stats import client_sessions, database_xacts
 from pgdyno.process import wait_until
 from pgdyno.records import Sample
 from pgdyno.records.pgbench import Summary
@@ -41,9 +41,7 @@ def read_counters(client: Client, bench_dsn: str, password: str | None, bench_db
     counter is read in the benchmark database itself."""
     with connect(bench_dsn, password) as bench:
         orders = new_orders(bench)
-    rows = client.rows(load("bench_xacts"), {"dbname": bench_db})
-    xacts = int(rows[0][0]) if rows and rows[0][0] is not None else None
-    return Counters(orders, xacts)
+    return Counters(orders, database_xacts(client, bench_db))
 
 
 def wait_sessions_gone(client: Client, bench_db: str) -> bool:
@@ -51,8 +49,7 @@ def wait_sessions_gone(client: Client, bench_db: str) -> bool:
     then flushed); False when some are still there after SESSIONS_GONE_WAIT_S."""
 
     def gone() -> bool:
-        left = client.rows(load("bench_sessions"), {"dbname": bench_db})
-        return not left or int(left[0][0]) == 0
+        return client_sessions(client, bench_db) == 0
 
     return wait_until(gone, SESSIONS_GONE_WAIT_S, tick=0.05)
 

@@ -25,7 +25,8 @@ from pgdyno.errors import (
     QueryRefused,
 )
 from pgdyno.pgbench.command import INIT_STEPS, init_argv
-from pgdyno.postgres.client import Client, compose, connect, identifier, literal, with_dbname
+from pgdyno.postgres import databases
+from pgdyno.postgres.client import Client, connect, with_dbname
 from pgdyno.postgres.footprint import (
     BENCH_DB,
     EXTENSION_NOTE,
@@ -33,7 +34,6 @@ from pgdyno.postgres.footprint import (
     PRISTINE,
 )
 from pgdyno.postgres.footprint import template_name as footprint_template_name
-from pgdyno.postgres.queries import load
 from pgdyno.records import Event
 from pgdyno.tpcc import load as tpcc_load
 
@@ -84,14 +84,14 @@ def marker(scale: int, steps: str = INIT_STEPS, kind: str = "pgbench") -> str:
 def ready_templates(client: Client) -> dict[str, int]:
     """Complete templates on the server: name -> size in bytes."""
     return {
-        name: int(size)
-        for name, note, size in client.rows(load("dataset_templates"))
-        if note and str(note).startswith(MARKER_PREFIX)
+        found.datname: found.size_bytes
+        for found in databases.templates(client)
+        if found.marker and found.marker.startswith(MARKER_PREFIX)
     }
 
 
 def _drop(client: Client, dbname: str) -> None:
-    client.execute(compose("DROP DATABASE IF EXISTS {} WITH (FORCE)", identifier(dbname)))
+    databases.drop_database(client, dbname)
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def ensure_dataset(client: Client, scale: int, how: Generator) -> Dataset:
         return Dataset(name, scale, existing[name], False, took, how.kind, None, time.time())
     with _as_dataset_error(f"creating the database {name} for {what}"):
         _drop(client, name)  # an incomplete one from an interrupted run
-        client.execute(compose("CREATE DATABASE {}", identifier(name)))
+        databases.create_database(client, name)
     table_bytes = None
     try:
         if how.kind == "tpcc":
@@ -137,7 +137,7 @@ def ensure_dataset(client: Client, scale: int, how: Generator) -> Dataset:
     with _as_dataset_error(f"finishing the dataset {name}"):
         _comment(client, name, marker(scale, kind=how.kind))
         _checkpoint(client)
-        size = client.database_size(name)
+        size = databases.database_size(client, name)
     took = time.monotonic() - started
     return Dataset(name, scale, size, True, took, how.kind, table_bytes, time.time())
 
@@ -182,7 +182,7 @@ def _checkpoint(client: Client) -> None:
 
     Needs superuser or pg_checkpoint (15+); without it the copy's own checkpoint does it."""
     with contextlib.suppress(InsufficientPrivilege):
-        client.execute(compose("CHECKPOINT"))
+        databases.checkpoint(client)
 
 
 def reset_bench_db(client: Client, template: str, server_version_num: int) -> None:
@@ -194,24 +194,22 @@ def reset_bench_db(client: Client, template: str, server_version_num: int) -> No
     filesystem has them), falling back to a plain copy where that is refused.
     """
     _drop(client, BENCH_DB)
-    create = compose(
-        "CREATE DATABASE {} TEMPLATE {}"
-        + (" STRATEGY FILE_COPY" if server_version_num >= 150000 else ""),
-        identifier(BENCH_DB),
-        identifier(template),
-    )
+
+    def create() -> None:
+        databases.copy_database(client, BENCH_DB, template, version_num=server_version_num)
+
     try:
         if server_version_num >= 180000:
             try:
-                client.execute(compose("SET file_copy_method = clone"))
-                client.execute(create)
+                databases.clone_copy(client, True)
+                create()
                 _comment(client, BENCH_DB, PRISTINE.format(template=template))
                 return
             except QueryRefused:
                 _drop(client, BENCH_DB)
             finally:
-                client.execute(compose("RESET file_copy_method"))
-        client.execute(create)
+                databases.clone_copy(client, False)
+        create()
         _comment(client, BENCH_DB, PRISTINE.format(template=template))
     except QueryRefused as exc:
         raise DatasetError(
@@ -221,7 +219,7 @@ def reset_bench_db(client: Client, template: str, server_version_num: int) -> No
 
 
 def _comment(client: Client, dbname: str, text: str) -> None:
-    client.execute(compose("COMMENT ON DATABASE {} IS {}", identifier(dbname), literal(text)))
+    databases.comment_on_database(client, dbname, text)
 
 
 def prewarm(dsn: str, password: str | None) -> int:
@@ -235,8 +233,8 @@ def prewarm(dsn: str, password: str | None) -> int:
         try:
             _create_extension(client, "pg_prewarm")
             blocks = 0
-            for oid, _name in client.rows(load("prewarm_relations")):
-                blocks += int(client.rows(load("prewarm_relation"), {"oid": oid})[0][0])
+            for relation in databases.prewarm_relations(client):
+                blocks += databases.prewarm_relation(client, relation.oid)
         except QueryRefused as exc:
             raise DatasetError(
                 f"prewarm failed ({exc.reason}); install PostgreSQL's "
@@ -247,17 +245,14 @@ def prewarm(dsn: str, password: str | None) -> int:
 
 def _create_extension(client: Client, name: str) -> None:
     """CREATE EXTENSION when missing, with pgdyno's comment on it (only on one it created)."""
-    if client.rows(load("extension_exists"), {"name": name}):
+    if databases.has_extension(client, name):
         return
-    client.execute(compose("CREATE EXTENSION IF NOT EXISTS {}", identifier(name)))
-    note = literal(EXTENSION_NOTE)
-    client.execute(compose("COMMENT ON EXTENSION {} IS {}", identifier(name), note))
+    databases.create_extension(client, name, EXTENSION_NOTE)
 
 
 def is_pristine(client: Client, template: str) -> bool:
     """True when the bench database is an untouched copy of `template`."""
-    rows = client.rows(load("database_comment"), {"db": BENCH_DB})
-    return bool(rows) and rows[0][0] == PRISTINE.format(template=template)
+    return databases.database_comment(client, BENCH_DB) == PRISTINE.format(template=template)
 
 
 def mark_in_use(client: Client) -> None:

@@ -29,8 +29,7 @@ from pgdyno.postgres.binaries import (
     validate_major,
 )
 from pgdyno.postgres.conf import check_name
-from pgdyno.postgres.setting_checks import check_setting
-from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.postgres.settings import SettingMeta, check_setting
 from pgdyno.storage.layer import check_request
 from pgdyno.storage.model import FsRequest
 

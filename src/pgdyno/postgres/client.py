@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, LiteralString
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import conninfo as pg_conninfo
 from psycopg import sql
+from psycopg.rows import class_row
 
 from pgdyno.errors import (
     ConnectionFailed,
@@ -24,6 +25,8 @@ from pgdyno.postgres.queries import load
 from pgdyno.textsafe import scrub_secrets
 
 CONNECT_TIMEOUT_S = 10
+
+Row = TypeVar("Row")
 
 
 @dataclass(frozen=True)
@@ -214,10 +217,27 @@ class Client:
         return self.conn.info.host
 
     def rows(self, query: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Positional rows: for the typed functions of postgres/ only (tests/unit/
+        test_postgres_layer.py keeps every other module away from it)."""
         # Queries come from pgdyno's .sql files; values always travel as parameters.
         with self._own_errors(), self.conn.cursor() as cur:
             cur.execute(query.encode(), params)
             return cur.fetchall() if cur.description else []
+
+    def records(
+        self, query: str, row: type[Row], params: Mapping[str, Any] | None = None
+    ) -> list[Row]:
+        """Rows as frozen records, each column passed to `row` by its name (psycopg's
+        `class_row`); for the typed functions of postgres/ only."""
+        with self._own_errors(), self.conn.cursor(row_factory=class_row(row)) as cur:
+            cur.execute(query.encode(), params)
+            return cur.fetchall() if cur.description else []
+
+    def run(self, script: str, params: Mapping[str, Any] | None = None) -> None:
+        """Run a workload's own statements (a `.sql` file of its schema or data steps) and keep
+        no rows."""
+        with self._own_errors(), self.conn.cursor() as cur:
+            cur.execute(script.encode(), params)
 
     def execute(self, statement: Statement) -> None:
         """Run a statement made with `compose` (DDL, where values cannot be parameters)."""
@@ -239,18 +259,7 @@ class Client:
             raise refused(exc, describe(self.dsn)) from exc
 
     def server_info(self) -> ServerInfo:
-        row = self.rows(load("server_info"))[0]
-        return ServerInfo(int(row[0]), str(row[1]), row[2], int(row[3]), bool(row[4]), bool(row[5]))
-
-    def non_default_settings(self) -> dict[str, str]:
-        """name -> value with unit ("shared_buffers" -> "16384 8kB") for the run record."""
-        return {
-            name: f"{setting} {unit}" if unit else str(setting)
-            for name, setting, unit, _source in self.rows(load("non_default_settings"))
-        }
-
-    def database_size(self, dbname: str) -> int:
-        return int(self.rows(load("database_size"), {"dbname": dbname})[0][0])
+        return self.records(load("server_info"), ServerInfo)[0]
 
 
 @contextmanager

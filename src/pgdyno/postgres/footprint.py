@@ -153,11 +153,28 @@ def template_name(scale: int, dataset: str = "pgbench") -> str:
     return f"pgdyno_tpl_s{scale}" if dataset == "pgbench" else f"pgdyno_tpl_tpcc_w{scale}"
 
 
+@dataclass(frozen=True)
+class _Database:
+    """A row of queries/pgdyno_databases.sql."""
+
+    datname: str
+    note: str | None
+    bytes: int | None  # None: the role may not read its size
+
+
+@dataclass(frozen=True)
+class _Extension:
+    """A row of queries/pgdyno_extensions.sql."""
+
+    extname: str
+    extversion: str
+
+
 def pgdyno_databases(client: Client) -> list[PgdynoDatabase]:
     """pgdyno's databases on the server, templates by scale, then the bench copy."""
     found = [
-        database_of(str(name), note, None if size is None else int(size))
-        for name, note, size in client.rows(load("pgdyno_databases"), {"bench": BENCH_DB})
+        database_of(row.datname, row.note, row.bytes)
+        for row in client.records(load("pgdyno_databases"), _Database, {"bench": BENCH_DB})
     ]
     return sorted(found, key=lambda d: (not d.template, d.scale or 0, d.name))
 
@@ -166,8 +183,8 @@ def pgdyno_extensions(dsn: str, password: str | None) -> list[PgdynoExtension]:
     """Extensions pgdyno created. It creates them only in the bench copy, so only that database
     is read (connecting to a template would block a concurrent bench's copy of it)."""
     with connect(with_dbname(dsn, BENCH_DB), password) as client:
-        rows = client.rows(load("pgdyno_extensions"), {"mark": EXTENSION_NOTE})
-    return [PgdynoExtension(str(name), BENCH_DB, str(version)) for name, version in rows]
+        rows = client.records(load("pgdyno_extensions"), _Extension, {"mark": EXTENSION_NOTE})
+    return [PgdynoExtension(row.extname, BENCH_DB, row.extversion) for row in rows]
 
 
 def auto_conf_settings(client: Client) -> list[AutoConfSetting]:
@@ -177,10 +194,7 @@ def auto_conf_settings(client: Client) -> list[AutoConfSetting]:
     superuser, or EXECUTE on pg_show_all_file_settings(): pg_read_all_settings is not enough).
     `set_by_pgdyno` is left None here.
     """
-    return [
-        AutoConfSetting(str(name), None if setting is None else str(setting), bool(applied), error)
-        for name, setting, applied, error in client.rows(load("auto_conf_settings"))
-    ]
+    return client.records(load("auto_conf_settings"), AutoConfSetting)
 
 
 def server_objects(dsn: str, password: str | None) -> list[PgdynoObject]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from pgdyno.errors import ClusterError, ConnectionLost
 from pgdyno.postgres.client import Client, with_param
 from pgdyno.postgres.queries import load
+from pgdyno.postgres.server import ping
 
 BENCH_LOCK = 0x7067_6462  # "pgdb": the key of the benchmark lock (the results store uses "pgdy")
 APPLICATION = "pgdyno benchmark lock"  # the lock's connection, as pg_stat_activity shows it
@@ -32,7 +34,7 @@ class ServerLock:
     def _take(self) -> Client:
         client = Client(self.dsn, self.password)
         try:
-            if not client.rows(load("bench_lock_take"), {"key": BENCH_LOCK})[0][0]:
+            if not client.records(load("bench_lock_take"), _Taken, {"key": BENCH_LOCK})[0].taken:
                 raise ClusterError(
                     f"another pgdyno is benchmarking {self.label}{_holder(client)}: wait for it "
                     "to finish, or benchmark another server."
@@ -45,7 +47,7 @@ class ServerLock:
     def renew(self) -> None:
         """Still held, or taken again when a restart ended the session that held it."""
         try:
-            self.client.rows("SELECT 1")
+            ping(self.client)
         except ConnectionLost:
             self.client.close()
             self.client = self._take()
@@ -56,13 +58,28 @@ class ServerLock:
 
 def _holder(client: Client) -> str:
     """Who holds the lock, as far as this role may see: ' (server process N, ...)' or ''."""
-    rows = client.rows(load("bench_lock_holder"), {"key": BENCH_LOCK})
+    rows = client.records(load("bench_lock_holder"), _Holder, {"key": BENCH_LOCK})
     if not rows:
         return ""  # let go just now
-    pid, address, started = rows[0]
-    where = f" from {address}" if address else ""
-    since = f" since {started} UTC" if started else ""
-    return f" (its lock is held by server process {pid}{where}{since})"
+    holder = rows[0]
+    where = f" from {holder.address}" if holder.address else ""
+    since = f" since {holder.started} UTC" if holder.started else ""
+    return f" (its lock is held by server process {holder.pid}{where}{since})"
+
+
+@dataclass(frozen=True)
+class _Taken:
+    taken: bool
+
+
+@dataclass(frozen=True)
+class _Holder:
+    """queries/bench_lock_holder.sql: the holder's backend, its client address (None over a
+    Unix socket) and its start in UTC; None for what the role may not see."""
+
+    pid: int
+    address: str | None
+    started: str | None
 
 
 @contextmanager

@@ -18,7 +18,7 @@ Two sources, neither of which starts a server or writes a file:
 describe them, plus what only the binaries know (a distribution's own settings, whose units
 and enum values are then unknown and left to PostgreSQL). Without binaries on disk it is
 the recording alone. Live pg_settings of a running sandbox remain the source of truth
-during `pgdyno compare` (postgres.settings_meta.load_settings_meta).
+during `pgdyno compare` (postgres.settings.load_settings_meta).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 from pgdyno import process
 from pgdyno.errors import BinariesError, ProcessError
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.postgres.settings_meta import COLUMNS, SettingMeta, settings_meta_from_rows
+from pgdyno.postgres.settings import COLUMNS, SettingMeta, settings_meta_from_rows
 
 CATALOG_DIR = Path(str(resources.files("pgdyno") / "data" / "pg_settings"))
 CATALOG_FILE = CATALOG_DIR / "catalog.csv"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pgdyno.postgres.setting_values import shown_settings
+from pgdyno.postgres.settings import shown_settings
 from pgdyno.records.stored import StoredRun
 from pgdyno.report.selection import cell_key, cell_label
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pgdyno.postgres.setting_values import shown_settings
+from pgdyno.postgres.settings import shown_settings
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import ComparisonSet, StoredRun
 from pgdyno.report import timelines, tpcc, waits

@@ -6,11 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pgdyno.postgres.client import Client
-from pgdyno.tpcc.sql import load
+from pgdyno.postgres.tpcc_queries import inconsistency
 
 Row = Sequence[Any]
 
-# Condition number -> what it states and how a failing row reads (sql/consistency_<n>.sql).
+# Condition number -> what it states and how a failing row reads
+# (postgres/queries/tpcc_consistency_<n>.sql).
 CONDITIONS: Final[dict[int, tuple[str, Callable[[Row], str]]]] = {
     1: (
         "w_ytd = sum(d_ytd)",
@@ -42,11 +43,11 @@ def check(client: Client) -> str | None:
     """The consistency conditions 1-4 on the database `client` is connected to: None when all
     hold, else one sentence naming the first that fails with one example."""
     for number, (statement, example) in CONDITIONS.items():
-        rows = client.rows(load(f"consistency_{number}"))
-        if rows:
+        found = inconsistency(client, number)
+        if found is not None:
             return (
                 f"consistency condition {number} (TPC-C 3.3.2.{number}, {statement}) fails: "
-                f"{example(rows[0])}."
+                f"{example(found.values)}."
             )
     return None
 

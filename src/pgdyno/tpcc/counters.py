@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pgdyno.postgres.client import Client
-from pgdyno.tpcc.sql import load
+from pgdyno.postgres.tpcc_queries import new_orders as read_new_orders
 
 
 def new_orders(client: Client) -> int:
     """sum(d_next_o_id) over all districts: its increase over a window is the number of
     new-orders committed in it (NOPM's counter; rolled-back orders leave it unchanged)."""
-    return int(client.rows(load("new_orders"))[0][0])
+    return read_new_orders(client)

@@ -20,6 +20,7 @@ from typing import Any
 
 from pgdyno.errors import ConnectionFailed, DatasetError, PgdynoError, QueryRefused
 from pgdyno.postgres.client import connect, describe
+from pgdyno.postgres.tpcc_queries import table_sizes
 from pgdyno.tpcc.nurand import C_LAST_LOAD
 from pgdyno.tpcc.sessions import Step, Task, run_tasks
 from pgdyno.tpcc.sql import load as sql_text
@@ -52,8 +53,8 @@ def load(dsn: str, password: str | None, warehouses: int, *, sessions: int) -> L
     step = "creating the schema"
     try:
         with connect(dsn, password) as client:
-            client.rows(sql_text("schema"))
-            client.rows(sql_text("load_helpers"))
+            client.run(sql_text("schema"))
+            client.run(sql_text("load_helpers"))
         step = "generating the rows"
         run_tasks(dsn, password, _row_tasks(warehouses), sessions)
         step = "building the keys and indexes"
@@ -62,16 +63,16 @@ def load(dsn: str, password: str | None, warehouses: int, *, sessions: int) -> L
         run_tasks(dsn, password, _each_statement("vacuum"), sessions)
         step = "creating the transaction functions"
         with connect(dsn, password) as client:
-            client.rows(sql_text("load_cleanup"))
-            client.rows(sql_text("functions"))
-            table_bytes, total_bytes = client.rows(sql_text("table_sizes"))[0]
+            client.run(sql_text("load_cleanup"))
+            client.run(sql_text("functions"))
+            sizes = table_sizes(client)
     except PgdynoError as exc:
         raise DatasetError(
             f"loading {warehouses} TPC-C-like warehouse(s) into {describe(dsn)} failed while "
             f"{step} ({_reason(exc)}); check the server's log and free disk space, then run "
             "again."
         ) from exc
-    return Loaded(warehouses, time.monotonic() - started, int(table_bytes), int(total_bytes))
+    return Loaded(warehouses, time.monotonic() - started, sizes.table_bytes, sizes.total_bytes)
 
 
 def _row_tasks(warehouses: int) -> list[Task]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pgdyno.errors import PgdynoError
 from pgdyno.postgres.client import connect
-from pgdyno.tpcc.sql import load
+from pgdyno.postgres.server import backend_pid, cancel_backends
 
 _JOIN_TICK_S = 0.2  # how often the waiting thread wakes, so that a signal's handler can run
 
@@ -52,14 +52,14 @@ class _Pool:
     def work(self) -> None:
         try:
             with connect(self.dsn, self.password) as client:
-                pid = int(client.rows(load("backend_pid"))[0][0])
+                pid = backend_pid(client)
                 with self.lock:
                     self.pids.add(pid)
                 while (task := self.next_task()) is not None:
                     for step in task:
                         if self.stop.is_set():
                             return
-                        client.rows(step.query, step.params)
+                        client.run(step.query, step.params)
         except BaseException as exc:  # reported by the waiting thread, never lost in this one
             self.fail(exc)
 
@@ -72,7 +72,7 @@ class _Pool:
             return
         try:
             with connect(self.dsn, self.password) as client:
-                client.rows(load("cancel"), {"pids": pids})
+                cancel_backends(client, pids)
         except PgdynoError:
             pass
 

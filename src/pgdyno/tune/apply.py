@@ -31,6 +31,7 @@ from pgdyno.environment import Environment
 from pgdyno.errors import PgdynoError
 from pgdyno.host.knobs import Knob
 from pgdyno.postgres.client import connect
+from pgdyno.postgres.server import EffectiveSetting
 from pgdyno.tune.model import ApplyReport, Configuration, Done, Layer, Setting
 from pgdyno.tune.recommend import shown
 from pgdyno.undo.handles import ServerHandle
@@ -183,9 +184,9 @@ def knob_for(setting: Setting, proc_root: Path, sys_root: Path) -> Knob:
     return Knob.sysctl(setting.name, **roots)
 
 
-def _row(row: tuple[Any, ...]) -> dict[str, Any]:
-    return {"setting": row[1], "unit": row[2], "vartype": row[3], "source": row[4],
-            "boot_val": row[7]}  # fmt: skip
+def _row(row: EffectiveSetting) -> dict[str, Any]:
+    return {"setting": row.setting, "unit": row.unit, "vartype": row.vartype,
+            "source": row.source, "boot_val": row.boot_val}  # fmt: skip
 
 
 def _huge_pages(
@@ -237,7 +238,7 @@ def _read_back(server: ServerHandle, settings: list[Setting], report: ApplyRepor
                 report.pg_old[setting.name],
                 setting.value,
                 effective,
-                waiting_for_restart=bool(row[6]),
+                waiting_for_restart=row.pending_restart,
             )
         )
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
-from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.postgres.settings import SettingMeta
 from pgdyno.tune.model import Configuration, Setting
 
 PAGES = "vm.nr_hugepages"

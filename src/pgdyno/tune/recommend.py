@@ -15,9 +15,7 @@ from typing import Any
 
 from pgdyno.doctor.snapshot import setting_value
 from pgdyno.errors import UsageError
-from pgdyno.postgres.setting_checks import check_setting
-from pgdyno.postgres.setting_values import unit_size
-from pgdyno.postgres.settings_meta import SettingMeta
+from pgdyno.postgres.settings import SettingMeta, check_setting, unit_size
 from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
 from pgdyno.tune.model import (
@@ -226,7 +224,7 @@ def _checked_pg(
 def capped(setting: Setting, meta: SettingMeta | None) -> Setting:
     """A size above the target's maximum, written as the maximum (said in its reason).
 
-    >>> from pgdyno.postgres.settings_meta import settings_meta_from_rows
+    >>> from pgdyno.postgres.settings import settings_meta_from_rows
     >>> meta = settings_meta_from_rows([("effective_cache_size", "integer", "8kB", "1",
     ...                                  "2147483647", None, "user", "524288")])
     >>> s = capped(Setting("postgresql", "effective_cache_size", "18TB", "why"),

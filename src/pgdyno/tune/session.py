@@ -18,8 +18,8 @@ from pgdyno.doctor.gather import take_snapshot
 from pgdyno.environment import Environment
 from pgdyno.errors import BinariesError, UsageError
 from pgdyno.postgres.binaries import Binaries, at_hand, resolve
+from pgdyno.postgres.settings import COLUMNS, SettingMeta, settings_meta_from_rows
 from pgdyno.postgres.settings_catalog import recorded_settings
-from pgdyno.postgres.settings_meta import COLUMNS, SettingMeta, settings_meta_from_rows
 from pgdyno.postgres.shmem_probe import ProbeError, huge_pages_needed
 from pgdyno.postgres.timing import ClockTiming, measure_clock
 from pgdyno.records.tune import DataSize, TuneFacts

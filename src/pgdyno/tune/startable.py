@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pgdyno.knowledge.expr import BACKEND_BYTES
-from pgdyno.postgres.setting_values import read_number, unit_size
+from pgdyno.postgres.settings import read_number, unit_size
 from pgdyno.tune.model import Configuration, Setting
 
 WORK_MEM_FLOOR = 64 * 1024  # PostgreSQL's minimum

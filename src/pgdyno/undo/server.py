@@ -46,12 +46,17 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import ClusterError, ConnectionFailed, PgdynoError, UsageError
-from pgdyno.postgres.client import Client, compose, connect, identifier, literal
+from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.server import (
+    alter_system_entry,
+    effective_settings,
+    reloaded,
+    set_placeholder,
+)
 from pgdyno.undo import journal
 from pgdyno.undo.handles import ServerHandle
 from pgdyno.undo.journal import Contents, Journal, Unreadable
@@ -214,11 +219,8 @@ def alter_setting(client: Client, name: str, value: str | None) -> None:
     `ALTER SYSTEM` for a custom setting it has not seen in the session (the marker), so a `SET`
     of it comes first."""
     if name == MARKER:
-        client.execute(compose("SET {} = ''", identifier(name)))
-    if value is None:
-        client.execute(compose("ALTER SYSTEM RESET {}", identifier(name)))
-    else:
-        client.execute(compose("ALTER SYSTEM SET {} = {}", identifier(name), literal(value)))
+        set_placeholder(client, name)
+    alter_system_entry(client, name, value)
 
 
 def put_back(client: Client, changes: list[PgChange]) -> None:
@@ -227,37 +229,7 @@ def put_back(client: Client, changes: list[PgChange]) -> None:
         alter_setting(client, change.name, change.old_auto)
 
 
-RELOAD_WAIT_S = 30.0
 START_WAIT_S = 120.0
-
-
-def _server_clock(client: Client) -> datetime:
-    value = client.rows("SELECT clock_timestamp()")[0][0]
-    assert isinstance(value, datetime)
-    return value
-
-
-def reloaded(
-    dsn: str, password: str | None, label: str, request: Callable[[Client], None] | None = None
-) -> None:
-    """Ask for a reload (`request`, default pg_reload_conf()) and wait until the postmaster has
-    read its files again."""
-    with connect(dsn, password) as client:
-        asked = _server_clock(client)
-        if request is None:
-            client.execute(compose("SELECT pg_reload_conf()"))
-        else:
-            request(client)
-    deadline = time.monotonic() + RELOAD_WAIT_S
-    while time.monotonic() < deadline:
-        with connect(dsn, password) as client:
-            if client.rows("SELECT pg_conf_load_time() >= %(t)s", {"t": asked})[0][0]:
-                return
-        time.sleep(0.05)
-    raise ClusterError(
-        f"{label} did not reload its configuration within {RELOAD_WAIT_S:.0f} s: check the "
-        "server's log."
-    )
 
 
 def wait_for_server(dsn: str, password: str | None, timeout: float = START_WAIT_S) -> None:
@@ -275,15 +247,9 @@ def wait_for_server(dsn: str, password: str | None, timeout: float = START_WAIT_
 
 def waiting_for_restart(client: Client, names: list[str]) -> list[str]:
     """The settings among `names` whose file value the running server has not taken because it
-    needs a restart (pg_settings.pending_restart), in order."""
-    if not names:
-        return []
-    rows = client.rows(
-        "SELECT name FROM pg_settings WHERE pending_restart AND lower(name) = ANY(%(n)s)"
-        " ORDER BY name",
-        {"n": [name.lower() for name in names]},
-    )
-    return [str(row[0]) for row in rows]
+    needs a restart (pg_settings.pending_restart), in order of name."""
+    found = effective_settings(client, names)
+    return sorted(name for name, setting in found.items() if setting.pending_restart)
 
 
 # -- postgresql.auto.conf edited as a file (a server on this host that is down) ------------------

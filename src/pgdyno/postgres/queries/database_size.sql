@@ -1,1 +1,1 @@
-SELECT pg_database_size(%(dbname)s)
+SELECT pg_database_size(%(dbname)s) AS size_bytes

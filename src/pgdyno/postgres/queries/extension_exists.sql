@@ -1,2 +1,2 @@
 -- Whether an extension is already installed in the connected database.
-SELECT 1 FROM pg_extension WHERE extname = %(name)s
+SELECT true AS found FROM pg_extension WHERE extname = %(name)s

@@ -1,2 +1,2 @@
 -- Read one relation (an oid from prewarm_relations) into shared buffers; the blocks read.
-SELECT pg_prewarm(%(oid)s)
+SELECT pg_prewarm(%(oid)s) AS blocks

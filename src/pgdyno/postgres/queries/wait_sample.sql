@@ -8,7 +8,7 @@
 SELECT CASE WHEN backend_type = 'client backend' THEN '' ELSE backend_type END AS process,
        CASE WHEN wait_event_type IS NULL THEN 'CPU*'
             ELSE wait_event_type || ':' || coalesce(wait_event, '?') END AS event,
-       count(*)::int AS sessions
+       count(*)::int AS count
 FROM pg_stat_activity
 WHERE pid <> pg_backend_pid()
   AND CASE WHEN backend_type = 'client backend'

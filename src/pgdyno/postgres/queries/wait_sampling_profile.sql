@@ -9,7 +9,7 @@
 SELECT CASE WHEN a.backend_type = 'client backend' THEN '' ELSE a.backend_type END AS process,
        CASE WHEN p.event_type IS NULL THEN 'CPU*'
             ELSE p.event_type || ':' || coalesce(p.event, '?') END AS event,
-       sum(p.count)::bigint AS samples
+       sum(p.count)::bigint AS count
 FROM pg_wait_sampling_profile AS p
 JOIN pg_stat_activity AS a ON a.pid = p.pid
 WHERE a.pid <> pg_backend_pid()

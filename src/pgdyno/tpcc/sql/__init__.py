@@ -1,5 +1,5 @@
-"""The TPC-C-like workload's SQL, one `.sql` file per step (schema, load steps, keys, functions,
-consistency conditions)."""
+"""The TPC-C-like workload's SQL, one `.sql` file per step (schema, load steps, keys, functions),
+run with `Client.run`; the queries on its tables are in postgres/queries/tpcc_*.sql."""
 
 from functools import cache
 from importlib.resources import files

@@ -1,0 +1,2 @@
+-- The process id of this session's backend.
+SELECT pg_backend_pid() AS pid

@@ -1,0 +1,2 @@
+-- Whether the session still answers.
+SELECT 1 AS one

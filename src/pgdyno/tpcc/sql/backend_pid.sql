@@ -1,1 +1,0 @@
-SELECT pg_backend_pid()
