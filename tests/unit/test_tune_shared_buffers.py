@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pgdyno.doctor.snapshot import FORMAT, conf_value
-from pgdyno.postgres.settings import check_setting
+from pgdyno.doctor.snapshot import FORMAT
+from pgdyno.postgres.settings import check_setting, conf_value
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.tune.facts import Given, offline_facts, snapshot_facts
 from pgdyno.tune.model import Configuration

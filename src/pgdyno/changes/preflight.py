@@ -19,11 +19,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgdyno.doctor.snapshot import in_base_units, setting_value
 from pgdyno.errors import UsageError
 from pgdyno.knowledge import expr
 from pgdyno.knowledge.load import FactNames, read
-from pgdyno.postgres.settings import SettingMeta, convert_to_setting_unit, parse_bool, read_number
+from pgdyno.postgres.settings import (
+    SettingMeta,
+    convert_to_setting_unit,
+    in_base_units,
+    parse_bool,
+    read_number,
+    setting_value,
+)
 
 
 @dataclass(frozen=True)

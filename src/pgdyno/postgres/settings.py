@@ -610,3 +610,83 @@ def _convert_or_raise(
         f"{entry.name} = {_shown(value)} has an unknown unit {unit!r}: use one of {valid} "
         f"(case matters), or a bare number for units of {entry.unit}."
     )
+
+
+# -- a setting's value in base units (the doctor's facts, tune's current values) --------------
+
+
+def setting_value(row: Mapping[str, Any]) -> Any:
+    """A pg_settings row as a value in base units: memory in bytes, time in seconds, booleans
+    as True/False. Negative numbers are kept as they are: they mean "automatic" or "unset".
+
+    >>> setting_value({"setting": "16384", "unit": "8kB", "vartype": "integer"})
+    134217728
+    >>> setting_value({"setting": "300", "unit": "s", "vartype": "integer"})
+    300.0
+    >>> setting_value({"setting": "-1", "unit": "kB", "vartype": "integer"})
+    -1
+    >>> setting_value({"setting": "on", "vartype": "bool"}), setting_value({"setting": "0.9"})
+    (True, 0.9)
+    """
+    text, vartype, unit = row.get("setting"), row.get("vartype"), row.get("unit")
+    if text is None:
+        return None
+    if vartype is None:  # written by hand: a postgresql.conf value such as '16GB' or 'on'
+        return conf_value(str(text))
+    if vartype == "bool":
+        return text == "on"
+    if vartype not in ("integer", "real"):
+        return text
+    number: float = int(text) if vartype == "integer" else float(text)
+    return number if number < 0 else in_base_units(number, unit)
+
+
+def in_base_units(number: float, unit: str | None) -> float:
+    """An amount of a setting's unit in bytes (int) or seconds; other amounts as they are.
+
+    >>> in_base_units(2, "8kB"), in_base_units(1.5, "min"), in_base_units(0.9, None)
+    (16384, 90.0, 0.9)
+    """
+    kind = unit_kind(unit)
+    if kind is None or unit is None:
+        return number
+    if kind == "memory":
+        return int(number * unit_size(unit))
+    return number * unit_size(unit) / 1_000_000
+
+
+class Switch(str):
+    """'on' or 'off' written by hand, without saying whether the setting is a boolean (fsync)
+    or an enum with on/off among its values (synchronous_commit, huge_pages): it compares as
+    the word and is true or false as PostgreSQL reads the boolean.
+
+    >>> off = Switch("off")
+    >>> off == "off", not off, Switch("on") == "on", bool(Switch("yes"))
+    (True, True, True, True)
+    """
+
+    def __bool__(self) -> bool:
+        return bool(parse_bool(self))
+
+
+def conf_value(text: str) -> Any:
+    """A value as written in postgresql.conf, in the same base units as `setting_value`.
+
+    >>> conf_value("16GB"), conf_value("30s"), conf_value("0.9"), bool(conf_value("off"))
+    (17179869184, 30.0, 0.9, False)
+    >>> conf_value("lz4"), conf_value("-1"), conf_value("8 kB")
+    ('lz4', -1, 8192)
+    """
+    read = read_number(text.strip(), integer=False)
+    if read is not None:
+        number, unit = read
+        whole = number.is_integer() and not any(c in text for c in ".eE")
+        amount: float = int(number) if whole else number
+        if not unit:
+            return amount
+        if unit_kind(unit) is not None:
+            return in_base_units(amount, unit)
+        return text
+    if parse_bool(text.strip()) is not None:
+        return Switch(text.strip().lower())
+    return text

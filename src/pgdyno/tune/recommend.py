@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from pgdyno.doctor.snapshot import setting_value
 from pgdyno.errors import UsageError
-from pgdyno.postgres.settings import SettingMeta, check_setting, unit_size
+from pgdyno.postgres.settings import SettingMeta, check_setting, setting_value, unit_size
 from pgdyno.records.tune import TuneFacts
 from pgdyno.tune.knowledge import Entry, evaluate, load_knowledge, render
 from pgdyno.tune.model import (
