@@ -1,31 +1,28 @@
 """`pgdyno compare`: apply each configuration set, run the matrix, restore, repeat in rounds.
 
-Order: round 1 runs every set (A B C), round 2 again in an order rotated by one (B C A), ...
-so slow drift of a shared machine is spread over all sets instead of landing on the last one,
-and the verdict compares runs of the same round (`pgdyno.stats.paired`). With a fixed number of
-repeats the rounds are counted; with a precision or budget they go on until every comparison is
-resolved or the budget is spent (`pgdyno.experiment.rounds`, `pgdyno.stats.stopping`).
+The rounds run on the one run loop (`pgdyno.experiment.rounds.RoundLoop`): its schedule orders
+the sets of each round by a named design (`pgdyno.experiment.schedule.Rotation`: A B C, then
+B C A, ...) so slow drift of a shared machine is spread over all sets instead of landing on the
+last one, and the verdict compares runs of the same round (`pgdyno.stats.paired`). With a fixed
+number of repeats the rounds are counted; with a precision or budget they go on until every
+comparison is resolved or the budget is spent (`pgdyno.stats.stopping`), judged on the runs
+kept in memory. The comparison and its scales are settled before the first run.
 
-Before a set's runs its host settings are applied through the journal (old values written first)
-and its PostgreSQL settings are written to the sandbox, which is reloaded, or restarted only
-when a changed setting needs it; every value is read back and stored as what was in effect.
-Host settings are restored after each set and on every way out; `pgdyno rollback` covers a
-crash. What makes a set's PostgreSQL settings current is a `SetSwitcher`: `SandboxSwitcher`
-here, or `pgdyno.experiment.server_sets.ServerSwitcher` (ALTER SYSTEM on an existing server,
-`compare --dsn`).
+`SetInEffect.applied` puts a set in effect: its host settings through the journal (old values
+written first), its PostgreSQL settings made current by a `SetSwitcher` (the sandbox:
+`pgdyno.experiment.sandbox_sets`; an existing server: `pgdyno.experiment.server_sets`), every
+value read back and stored as what was in effect; host settings go back when the set's runs
+end and on every way out; `pgdyno rollback` covers a crash.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
-from pgdyno.changes.alter import refuse_changed_sandbox
-from pgdyno.changes.live import reloaded
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, UsageError
 from pgdyno.experiment.bench import (
@@ -38,105 +35,21 @@ from pgdyno.experiment.bench import (
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, RoundLoop, RoundPlan, judge_round
+from pgdyno.experiment.sandbox_sets import SandboxSwitcher, SetSwitcher
 from pgdyno.experiment.schedule import Rotation, Schedule
 from pgdyno.experiment.session import finished_as, recorded_session
-from pgdyno.experiment.storage_sets import SetStorage, expected_dataset_bytes
-from pgdyno.experiment.target import Target, open_sandbox, running, sandbox_as_target
+from pgdyno.experiment.storage_sets import expected_dataset_bytes
+from pgdyno.experiment.target import Target, open_sandbox, running
 from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
-from pgdyno.postgres.cluster import Sandbox, taken_ports
 from pgdyno.postgres.settings_meta import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
 from pgdyno.records.stored import NewComparison, RunOutcome
 from pgdyno.store.interface import ComparisonsBackend
-
-
-@dataclass
-class _Running:
-    box: Sandbox
-    settings: dict[str, str]
-
-
-class SetSwitcher(Protocol):
-    """Makes a set's PostgreSQL settings current and says where its runs go; `close` undoes
-    what it changed (called on every way out, and before huge pages go back)."""
-
-    def use(self, checked: CheckedSet) -> Target: ...
-
-    def close(self) -> None: ...
-
-
-class SandboxSwitcher:
-    """Keeps one sandbox running with the current set's settings; stops what it started."""
-
-    def __init__(
-        self, env: Environment, meta_for: MetaLoader, log: Callable[[str], None],
-        dataset_bytes: int = 0,
-    ) -> None:  # fmt: skip
-        self.env = env
-        self.meta_for = meta_for
-        self.log = log
-        self.running: dict[int, _Running] = {}
-        # [set.storage]: built on first use, sized for the largest dataset expected
-        self.storage = SetStorage(env.data_dir, log, dataset_bytes)
-
-    def use(self, checked: CheckedSet) -> Target:
-        return sandbox_as_target(self.box_for(checked))
-
-    def box_for(self, checked: CheckedSet) -> Sandbox:
-        binaries = checked.binaries
-        box = open_sandbox(self.env, binaries, self.log)
-        for major in [m for m in self.running if m != binaries.major]:
-            self.running.pop(major).box.stop()  # one server at a time: no competing for RAM
-        current = self.running.get(binaries.major)
-        storage = checked.spec.storage
-        if self.storage.wanted(checked.name, storage):  # another filesystem under the data
-            if current is not None:
-                self.running.pop(binaries.major).box.stop()
-                current = None
-            self.storage.arrange(box, checked.name, storage)
-        if current is None:
-            if box.postmaster_pid() is not None:
-                raise ClusterError(
-                    f"sandbox {box.root.name} is already running, and compare must restart it "
-                    "with each set's settings: stop it with `pgdyno sandbox stop` first."
-                )
-            self._start(box, checked)
-            return box
-        changed = {
-            name
-            for name in current.settings.keys() | checked.pg.keys()
-            if current.settings.get(name) != checked.pg.get(name)
-        }
-        meta = self.meta_for(binaries)
-        if any(meta[name].needs_restart for name in changed if name in meta):
-            box.stop()
-            self._start(box, checked)
-        elif changed:
-            reloaded(box.conninfo(), None, f"sandbox {box.root.name}",
-                     lambda _client: box.reload(checked.pg))  # fmt: skip
-            current.settings = dict(checked.pg)
-        return box
-
-    def _start(self, box: Sandbox, checked: CheckedSet) -> None:
-        refuse_changed_sandbox(box)
-        box.start(
-            checked.pg, owner_pid=os.getpid(), binaries=checked.binaries,
-            taken_ports=taken_ports(self.env.clusters_dir),
-        )  # fmt: skip
-        self.running[checked.binaries.major] = _Running(box, dict(checked.pg))
-
-    def close(self) -> None:
-        try:
-            for started in self.running.values():
-                started.box.stop()
-            self.running.clear()
-        finally:
-            self.storage.close()  # after the server stopped: nothing holds the filesystems
 
 
 def effective_pg(client: Client, names: list[str]) -> dict[str, str]:

@@ -15,11 +15,11 @@ from pgdyno.errors import StoreError
 from pgdyno.experiment.compare import busy_host_check, checked_sets
 from pgdyno.experiment.context import RemoteTarget
 from pgdyno.experiment.matrix import bench_spec, with_adaptive
+from pgdyno.experiment.sandbox_sets import SetSwitcher
 from pgdyno.experiment.server_sets import RemoteServer, ServerOptions, server_sets
 from pgdyno.experiment.sets_runner import (
     CompareJob,
     CompareOutcome,
-    SetSwitcher,
     run_compare,
     settings_meta_loader,
 )
