@@ -18,7 +18,7 @@ end and on every way out; `pgdyno rollback` covers a crash.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -28,7 +28,6 @@ from pgdyno.errors import ClusterError, UsageError
 from pgdyno.experiment.bench import (
     Connected,
     connected,
-    data_path_of,
     resolve_scales,
     run_cells,
 )
@@ -141,14 +140,28 @@ class CompareJob:
     command: list[str]
 
 
+# Connects to a set's target for its runs (experiment/bench.py `connected`, its spec bound).
+type Connect = Callable[[Target], AbstractContextManager[Connected]]
+
+
+@dataclass(frozen=True)
+class InEffect:
+    """A set in effect: the target connected and ready to run cells, and the settings it runs
+    with as the server and the kernel show them."""
+
+    ready: Connected
+    effective: dict[str, Any]
+
+
 class SetInEffect:
-    """Puts a configuration set in effect on the target: `applied(checked)` is a context
-    manager that applies its host settings (through the journal, old values first), makes its
-    PostgreSQL settings current (the switcher: a reload, or a restart only when a changed
-    setting needs it), yields where its runs go, and on leaving undoes its host settings. Its
-    PostgreSQL settings stay until the next set replaces them (a sandbox is not restarted for
-    nothing) and the switcher undoes them at the end; `read_back` verifies they took effect.
-    On an error nothing is undone here: the comparison's stack stops the servers, then restores
+    """Puts a configuration set in effect on the target. `applied(checked, connect)` is a
+    context manager that applies the set's host settings (through the journal, old values
+    first), makes its PostgreSQL settings current (the switcher: a reload, or a restart only
+    when a changed setting needs it), connects, reads every value back (settings the server
+    refused or that still wait for a restart are fatal), yields the set in effect, and on
+    leaving undoes its host settings. Its PostgreSQL settings stay until the next set replaces
+    them (a sandbox is not restarted for nothing) and the switcher undoes them at the end. On
+    an error nothing is undone here: the comparison's stack stops the servers, then restores
     the host (huge pages a server holds cannot be released)."""
 
     def __init__(self, changes: HostChanges, switcher: SetSwitcher, log: Callable[[str], None]):
@@ -158,9 +171,10 @@ class SetInEffect:
         self.holds_huge_pages = False  # the set in effect reserved huge pages (vm.nr_hugepages)
 
     @contextmanager
-    def applied(self, checked_set: CheckedSet) -> Iterator[tuple[Target, list[AppliedKnob]]]:
-        applied = self._apply_host_settings(checked_set)
-        yield self.switcher.use(checked_set), applied
+    def applied(self, checked_set: CheckedSet, connect: Connect) -> Iterator[InEffect]:
+        host = self._apply_host_settings(checked_set)
+        with connect(self.switcher.use(checked_set)) as ready:
+            yield InEffect(ready, self.read_back(ready, checked_set, host))
         self._undo_host_settings()
 
     def _apply_host_settings(self, checked_set: CheckedSet) -> list[AppliedKnob]:
@@ -266,10 +280,9 @@ def _first_scales(
 ) -> list[int]:
     """The scales of the comparison, chosen once from the first set's server (its memory for
     shared buffers, the free disk under its data) before any run; said in the log."""
-    with sets.applied(first) as (target, _), connect(target.dsn, target.password) as client:
-        info = client.server_info()
-        data_path = data_path_of(target, info, ctx)
-        choices = resolve_scales(spec, host, info.shared_buffers_bytes, data_path)
+    with sets.applied(first, partial(connected, spec, host=host, ctx=ctx)) as now:
+        ready = now.ready
+        choices = resolve_scales(spec, host, ready.info.shared_buffers_bytes, ready.data_path)
     for choice in choices:
         ctx.log(choice.note or choice.describe())
     return [c.scale for c in choices]
@@ -340,14 +353,13 @@ class _CompareRun:
             return
         adaptive = self.spec.adaptive
         of = f"of {self.spec.repeats}" if adaptive is None else "(adaptive)"
-        with self.sets.applied(checked_set) as (target, applied):
-            self.ctx.progress.phase(f"set {checked_set.name}, round {repeat} {of}")
-            with connected(self.spec, target, self.host, self.ctx) as ready:
-                effective = self.sets.read_back(ready, checked_set, applied)
-                self.ctx.store.comparisons.record_effective(
-                    self.comparison_id, checked_set.name, effective
-                )
-                self._run_cells(ready, checked_set, cells)
+        self.ctx.progress.phase(f"set {checked_set.name}, round {repeat} {of}")
+        connect = partial(connected, self.spec, host=self.host, ctx=self.ctx)
+        with self.sets.applied(checked_set, connect) as now:
+            self.ctx.store.comparisons.record_effective(
+                self.comparison_id, checked_set.name, now.effective
+            )
+            self._run_cells(now.ready, checked_set, cells)
 
     def plan_progress(self) -> None:
         """The runs planned, those an earlier invocation finished counted once, here, so the
