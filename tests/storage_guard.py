@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from pgdyno.host.devices import parse_mountinfo
+from pgdyno.host.disks import parse_mountinfo
 from pgdyno.storage.journal import journal_path
 from pgdyno.storage.layer import pending_storage
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import IS_ROOT, PGDYNO, one_clear_sentence, wait_for
-from pgdyno.host.devices import mount_for, parse_mountinfo
+from pgdyno.host.disks import mount_for, parse_mountinfo
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import pid_alive
 from storage_guard import assert_nothing_left

@@ -13,7 +13,7 @@ from pgdyno.experiment.bench import run_bench
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import make_spec
 from pgdyno.experiment.target import sandbox_as_target
-from pgdyno.host.facts import read_host
+from pgdyno.host.machine import read_host
 from pgdyno.pgbench.command import builtin_workload
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox

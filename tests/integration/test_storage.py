@@ -20,7 +20,7 @@ import pytest
 
 from conftest import IS_ROOT, one_clear_sentence
 from pgdyno.errors import UsageError
-from pgdyno.host.devices import parse_mountinfo
+from pgdyno.host.disks import parse_mountinfo
 from pgdyno.journal import CRASH_ENV
 from pgdyno.storage import kernel
 from pgdyno.storage.check import check_requests, inspect_request, mkfs_command

@@ -7,8 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from pgdyno.host.device_inventory import find_devices, read_devices
-from pgdyno.host.layout import device_names, locate_devices
+from pgdyno.host.disks import device_names, find_devices, locate_devices, read_devices
 from pgdyno.records.devices import DeviceLayout
 from pgdyno.store.decode import devices
 from pgdyno.store.encode import devices_json, dumps

@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from pgdyno.errors import ParseError
-from pgdyno.host.devices import BlockDevice, device_for_path, mount_for, parse_mountinfo
+from pgdyno.host.disks import BlockDevice, device_for_path, mount_for, parse_mountinfo
 
 DATA = Path(__file__).parent.parent / "data"
 VM_PROC = DATA / "proc" / "idle" / "t0"

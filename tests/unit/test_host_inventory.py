@@ -11,10 +11,15 @@ from typing import Any
 
 import pytest
 
-from pgdyno.host.device_inventory import read_devices
-from pgdyno.host.devices import parse_mountinfo
-from pgdyno.host.inventory import HOST_FIELDS, read_inventory
-from pgdyno.host.parsers import detect_container, hypervisor_from_dmi, parse_cpu_list, parse_swaps
+from pgdyno.host.disks import parse_mountinfo, read_devices
+from pgdyno.host.machine import (
+    HOST_FIELDS,
+    detect_container,
+    hypervisor_from_dmi,
+    parse_cpu_list,
+    parse_swaps,
+    read_inventory,
+)
 from pgdyno.render.doctor import headline
 
 REPO = Path(__file__).parents[2]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import RemoteFailed
-from pgdyno.host.devices import device_for_path
-from pgdyno.host.facts import read_host
+from pgdyno.host.disks import device_for_path
+from pgdyno.host.machine import read_host
 from pgdyno.remote import agent
 from pgdyno.remote.host_tree import tree_globs, write_tree
 

@@ -17,8 +17,8 @@ from pgdyno.doctor.snapshot_doc import (
     gathered_fields,
     render,
 )
-from pgdyno.host.device_inventory import read_devices
-from pgdyno.host.inventory import read_inventory
+from pgdyno.host.disks import read_devices
+from pgdyno.host.machine import read_inventory
 
 REPO = Path(__file__).parents[2]
 DOC = REPO / "docs" / "doctor-snapshot.md"

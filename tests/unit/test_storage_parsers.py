@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pgdyno.host.devices import parse_mountinfo
+from pgdyno.host.disks import parse_mountinfo
 from pgdyno.storage import blkid, kernel
 from pgdyno.storage.check import _tool_problems
 from pgdyno.storage.device_checks import BlockFacts, Part, mounted, parse_swaps

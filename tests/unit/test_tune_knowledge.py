@@ -21,8 +21,7 @@ import pytest
 from pgdyno.doctor.evaluate import Audit, audit
 from pgdyno.doctor.rules import load_rules
 from pgdyno.doctor.snapshot import FORMAT, conf_value, load_snapshot, setting_value
-from pgdyno.host.device_inventory import device_fields
-from pgdyno.host.devices import device_for_path
+from pgdyno.host.disks import device_fields, device_for_path
 from pgdyno.knowledge.expr import BACKEND_BYTES
 from pgdyno.postgres.setting_checks import check_setting
 from pgdyno.postgres.settings_catalog import recorded_settings

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pgdyno.host.facts import parse_meminfo
+from pgdyno.host.machine import parse_meminfo
 from pgdyno.postgres.client import Client
 
 

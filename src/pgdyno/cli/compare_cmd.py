@@ -29,7 +29,7 @@ from pgdyno.experiment.compare import cell_count, sandbox_host, unresolved_failu
 from pgdyno.experiment.matrix import bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.experiment.storage_sets import describe_storage, storage_notes
-from pgdyno.host.facts import HostFacts, read_host
+from pgdyno.host.machine import HostFacts, read_host
 from pgdyno.lab.compare import CompareRequest, execute_compare
 from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
 from pgdyno.plan.check import (

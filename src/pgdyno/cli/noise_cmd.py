@@ -20,7 +20,7 @@ from pgdyno.errors import PgbenchFailed, UsageError
 from pgdyno.experiment.matrix import BenchSpec, make_spec, parse_scales, parse_workloads
 from pgdyno.experiment.noise import NoiseOutcome
 from pgdyno.experiment.rounds import parse_budget
-from pgdyno.host.facts import read_host
+from pgdyno.host.machine import read_host
 from pgdyno.lab.noise import NoiseRequest
 from pgdyno.lab.noise import noise as run_noise
 from pgdyno.pgbench.command import BUILTINS

@@ -42,7 +42,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from pgdyno.errors import ParseError
-from pgdyno.host.facts import parse_meminfo
+from pgdyno.host.machine import parse_meminfo
 from pgdyno.metrics import fields_of
 
 MIB = 1024 * 1024

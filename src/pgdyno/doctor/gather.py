@@ -15,9 +15,8 @@ from typing import Any
 from pgdyno import __version__
 from pgdyno.doctor.snapshot import FORMAT
 from pgdyno.environment import Environment
-from pgdyno.host.device_inventory import read_devices
-from pgdyno.host.inventory import read_inventory
-from pgdyno.host.layout import wal_directory
+from pgdyno.host.disks import read_devices, wal_directory
+from pgdyno.host.machine import read_inventory
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.inventory import read_server
 

@@ -16,9 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pgdyno.host.device_inventory import device_fields
-from pgdyno.host.devices import BlockDevice
-from pgdyno.host.inventory import HOST_FIELDS
+from pgdyno.host.disks import BlockDevice, device_fields
+from pgdyno.host.machine import HOST_FIELDS
 from pgdyno.postgres.inventory import queries_for
 
 DESCRIPTIONS = Path(str(resources.files("pgdyno") / "data" / "doctor_snapshot.toml"))

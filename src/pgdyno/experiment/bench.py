@@ -24,8 +24,8 @@ from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundLoop
 from pgdyno.experiment.schedule import InOrder, Schedule
 from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
-from pgdyno.host.facts import HostFacts, free_disk_bytes
-from pgdyno.host.layout import backing_disks, device_names, locate_devices
+from pgdyno.host.disks import backing_disks, device_names, free_disk_bytes, locate_devices
+from pgdyno.host.machine import HostFacts
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.dataset import (
     Dataset,

@@ -13,8 +13,8 @@ from pgdyno.environment import Environment
 from pgdyno.errors import ParseError
 from pgdyno.experiment.matrix import bench_spec
 from pgdyno.experiment.storage_sets import expected_dataset_bytes, image_size
-from pgdyno.host.devices import device_for_path
-from pgdyno.host.facts import read_host
+from pgdyno.host.disks import device_for_path
+from pgdyno.host.machine import read_host
 from pgdyno.plan.check import CheckedSet, HostTarget, MetaLoader, check_plan
 from pgdyno.plan.load import Plan
 from pgdyno.plan.policy import Allowed

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pgdyno import process
 from pgdyno.errors import ConnectionFailed, ConnectionLost, ParseError, PgbenchFailed
-from pgdyno.host.devices import device_for_path
+from pgdyno.host.disks import device_for_path
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.serverlog import LogProblem, problems_since
 from pgdyno.records import RunRecord

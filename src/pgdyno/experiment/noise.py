@@ -24,7 +24,7 @@ from pgdyno.experiment.rounds import RoundLog, RoundLoop
 from pgdyno.experiment.schedule import InOrder, Schedule
 from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
-from pgdyno.host.facts import HostFacts
+from pgdyno.host.machine import HostFacts
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.stats.noise import NoiseReport, NoiseRun, noise_report
 

@@ -35,7 +35,7 @@ from pgdyno.changes.pg_journal import open_journal
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError, PgdynoError, UsageError
 from pgdyno.experiment.target import Target, server_address
-from pgdyno.host.devices import device_for_path
+from pgdyno.host.disks import device_for_path
 from pgdyno.host.held_signals import signals_held
 from pgdyno.plan.check import (
     DEFAULT_PG_VERSION,

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from pgdyno.errors import Interrupted
 from pgdyno.experiment.context import RunContext
-from pgdyno.host.facts import HostFacts
+from pgdyno.host.machine import HostFacts
 
 __all__ = ["finished_as", "recorded_session"]
 

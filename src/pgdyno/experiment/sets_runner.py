@@ -39,8 +39,8 @@ from pgdyno.experiment.schedule import Rotation, Schedule
 from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import expected_dataset_bytes
 from pgdyno.experiment.target import Target, open_sandbox, running
-from pgdyno.host.facts import HostFacts
 from pgdyno.host.journal import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
+from pgdyno.host.machine import HostFacts
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries

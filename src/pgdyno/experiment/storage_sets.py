@@ -22,7 +22,7 @@ from pathlib import Path
 from pgdyno import process
 from pgdyno.errors import ClusterError
 from pgdyno.experiment.matrix import BenchSpec
-from pgdyno.host.facts import HostFacts
+from pgdyno.host.machine import HostFacts
 from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale, estimated_bytes
 from pgdyno.plan.check import WAL_IMAGE_BYTES, fs_request
 from pgdyno.plan.model import FsSpec, StorageSpec

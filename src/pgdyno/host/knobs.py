@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from pgdyno.errors import PgdynoError, UsageError
-from pgdyno.host.devices import parse_scheduler
+from pgdyno.host.disks import parse_scheduler
 
 KnobKind = Literal["sysctl", "block", "thp"]
 KNOB_KINDS: tuple[KnobKind, ...] = ("sysctl", "block", "thp")

@@ -18,7 +18,7 @@ from pgdyno.experiment.target import (
     remote_server_target,
     server_address,
 )
-from pgdyno.host.facts import read_host
+from pgdyno.host.machine import read_host
 from pgdyno.lab.open import Progress, open_lab
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.footprint import (

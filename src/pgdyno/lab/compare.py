@@ -24,7 +24,7 @@ from pgdyno.experiment.sets_runner import (
     settings_meta_loader,
 )
 from pgdyno.experiment.target import server_address, workdir_lock
-from pgdyno.host.facts import read_host
+from pgdyno.host.machine import read_host
 from pgdyno.lab.open import Progress, open_lab
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan

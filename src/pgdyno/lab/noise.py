@@ -9,7 +9,7 @@ from pgdyno.environment import Environment
 from pgdyno.experiment.matrix import BenchSpec
 from pgdyno.experiment.noise import NoiseOutcome, run_noise
 from pgdyno.experiment.target import locked_sandbox
-from pgdyno.host.facts import read_host
+from pgdyno.host.machine import read_host
 from pgdyno.lab.open import Progress, open_lab
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.textsafe import scrub_argv

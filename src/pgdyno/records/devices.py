@@ -1,6 +1,6 @@
 """The block devices under a run's data and WAL directories, as frozen records.
 
-host/device_inventory.py fills them (the doctor snapshot's `devices` section is the same facts
+host/disks.py fills them (the doctor snapshot's `devices` section is the same facts
 as a dict); a run keeps them (RunRecord, StoredRun), store/encode.py and store/decode.py turn
 them into the runs table's `devices` column and back, and the renderers read their fields.
 """

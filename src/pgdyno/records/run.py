@@ -86,7 +86,7 @@ class RunRecord:
     samples: tuple[Sample, ...] = ()
     events: tuple[Event, ...] = ()
     health: RunHealth = field(default_factory=RunHealth)  # RunHealth(): not assessed
-    # The data and WAL devices (host/device_inventory.py); DeviceLayout() when the server's
+    # The data and WAL devices (host/disks.py); DeviceLayout() when the server's
     # data directory is not on this host.
     devices: DeviceLayout = field(default_factory=DeviceLayout)
     comparison_id: int | None = None  # set when the run belongs to `pgdyno compare`

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno.errors import UsageError
-from pgdyno.host.device_inventory import find_devices
+from pgdyno.host.disks import find_devices
 from pgdyno.postgres.client import endpoint, with_endpoint
 from pgdyno.records.devices import DeviceLayout
 from pgdyno.remote.agent_client import Agent, ClockOffset
@@ -51,7 +51,7 @@ class RemoteHost:
 
     def locate_devices(self, data_dir: Path | None) -> DeviceLayout:
         """The devices under a data directory of the remote host and its pg_wal (as
-        host/layout.py's locate_devices does here), read from the host's copy of /proc."""
+        host/disks.py's locate_devices does here), read from the host's copy of /proc."""
         real = None if data_dir is None else self.realpath(data_dir)
         if data_dir is None or real is None:
             return DeviceLayout()

@@ -1,7 +1,7 @@
 """A remote host's /proc, /sys and /etc files, copied into a local tree (data/remote_files.toml).
 
-Every reader of host facts takes a /proc and a /sys root (host/facts.py, host/inventory.py,
-host/devices.py) and, under a root other than the live one, reads nothing of this machine. So
+Every reader of host facts takes a /proc and a /sys root (host/machine.py, host/disks.py)
+and, under a root other than the live one, reads nothing of this machine. So
 the remote host is known by running those same readers on its copy: one implementation of
 every fact, whether the host is this one, a recorded one or one over SSH.
 """

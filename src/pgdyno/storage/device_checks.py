@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgdyno.host.devices import Mount
+from pgdyno.host.disks import Mount
 from pgdyno.storage import blkid
 from pgdyno.storage.model import FsRequest, Roots
 from pgdyno.storage.mounts import read_mounts

@@ -1,6 +1,6 @@
 """Mounts: mount and umount (util-linux), read back from /proc/self/mountinfo.
 
-What is mounted is always read from mountinfo (pgdyno.host.devices parses it), never assumed:
+What is mounted is always read from mountinfo (pgdyno.host.disks parses it), never assumed:
 a mount that is already gone counts as unmounted, and the options a filesystem runs with are
 the kernel's, per mount and per filesystem.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pgdyno.host.devices import Mount, parse_mountinfo
+from pgdyno.host.disks import Mount, parse_mountinfo
 from pgdyno.storage.model import Roots, StorageError
 from pgdyno.storage.tools import run_tool
 
@@ -34,7 +34,7 @@ def mounts_at(target: Path, mounts: list[Mount]) -> list[Mount]:
 def kernel_options(mount: Mount) -> str:
     """Per-mount options, then the filesystem's, each once.
 
-    >>> from pgdyno.host.devices import parse_mountinfo
+    >>> from pgdyno.host.disks import parse_mountinfo
     >>> line = "40 1 7:0 / /m rw,noatime - ext4 /dev/loop0 rw,nobarrier"
     >>> kernel_options(parse_mountinfo(line)[0])
     'rw,noatime,nobarrier'
