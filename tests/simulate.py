@@ -3,7 +3,7 @@
 `tests/unit/test_sequential_sim.py` checks the adaptive verdict's promises (issue 13) on
 thousands of simulated A-vs-B comparisons. A simulated comparison is what the runner does:
 rounds of one run of set A (the baseline) and one of set B (the candidate), the order rotated
-from round to round (AB, BA, AB, ...: `pgdyno.experiment.rounds.rotated`), and after every round
+from round to round (AB, BA, AB, ...: `pgdyno.experiment.schedule.rotated`), and after every round
 from the second the paired comparison of the runs not flagged for interference
 (`compare_rounds(..., sequential=True)`) and `decide`, with a budget counted in rounds.
 
@@ -33,7 +33,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from pgdyno.experiment.rounds import rotated
+from pgdyno.experiment.schedule import rotated
 from pgdyno.stats import robust
 from pgdyno.stats.levels import COMPARE_ALPHA, MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.paired import compare_rounds

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -26,37 +23,25 @@ from pgdyno.cli.common import (
 )
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.collect.waits import DEFAULT_HZ
-from pgdyno.errors import ConnectionFailed, PgbenchFailed, PgdynoError, UsageError
-from pgdyno.experiment.bench import BenchOutcome, run_bench
-from pgdyno.experiment.context import RemoteTarget, RunContext
+from pgdyno.errors import PgbenchFailed, UsageError
 from pgdyno.experiment.matrix import make_spec, parse_scales, parse_workloads, with_adaptive
 from pgdyno.experiment.rounds import DEFAULT_PRECISION_PCT
 from pgdyno.experiment.target import (
-    Target,
-    bench_target,
     check_target_settings,
-    remote_server_target,
-    server_address,
 )
-from pgdyno.host.machine import read_host
+from pgdyno.lab.bench import BenchRequest
+from pgdyno.lab.bench import bench as run_bench
 from pgdyno.pgbench.command import PROTOCOLS, parse_int_list, with_tpcc_options
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.postgres.footprint import (
-    BENCH_DB,
     Leftover,
-    PgdynoObject,
-    bench_leftovers,
     leftovers_line,
-    server_objects,
 )
-from pgdyno.postgres.server_lock import server_lock
 from pgdyno.records.tpcc import TpccOptions
-from pgdyno.remote.host import DRIVERS, remote_host
+from pgdyno.remote.host import DRIVERS
 from pgdyno.render.terminal import results_table
 from pgdyno.render.verdict_tables import rounds_summary
 from pgdyno.store.encode import to_json
-from pgdyno.store.open import open_results
-from pgdyno.textsafe import scrub_argv
 
 
 @click.command()
@@ -325,37 +310,23 @@ def bench(
         if spec.adaptive is None:
             spec = spec.model_copy(update={"precision_pct": DEFAULT_PRECISION_PCT})
     check_remote_options(ssh, dsn, driver, remote_pgbench)
-    binaries = pick_binaries(env, pg_bin, pg_version)
+    request = BenchRequest(
+        spec, pick_binaries(env, pg_bin, pg_version), dsn=dsn, settings=settings,
+        keep_files=keep_files, ssh=ssh, driver=driver, remote_pgbench=remote_pgbench,
+        stored=as_json,
+    )  # fmt: skip
     log = err(env).print
-    with ExitStack() as stack:
-        remote = None
-        if ssh is not None and dsn is not None:
-            host_there = stack.enter_context(remote_host(ssh, env.runs_dir, log))
-            remote = RemoteTarget(host_there, server_address(dsn).dsn, driver, remote_pgbench)
-            target = remote_server_target(host_there, dsn, binaries)
-            host = read_host(host_there.proc_root, host_there.sys_root)
-        else:
-            target = stack.enter_context(bench_target(env, dsn, binaries, settings, log))
-            host = read_host(env.proc_root, env.sys_root)
-        store = stack.enter_context(open_results(env.results))
-        progress = stack.enter_context(MatrixProgress(err(env)))
-        run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=keep_files)
-        if dsn is not None:
-            run_ctx = _on_server(stack, run_ctx, target, remote)
-        before = objects_on(target, log)
-        outcome = run_bench(spec, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv]))
-        left = left_by(outcome, target, before, log)
+    done = run_bench(env, request, log=log, progress=lambda: MatrixProgress(err(env)))
+    outcome, left = done.outcome, done.left
     if outcome.rounds is not None:
         log(rounds_summary(outcome.rounds.history()))
     if as_json:
-        with open_results(env.results) as store:
-            stored = [store.get_run(run_id) for run_id, _ in outcome.records]
-            print_json(env, [None if run is None else with_left(to_json(run), left)
-                             for run in stored])  # fmt: skip
+        print_json(env, [None if run is None else with_left(to_json(run), left)
+                         for run in done.stored])  # fmt: skip
         return
     console = out(env)
     console.print(results_table(outcome.records))  # each dataset was said once, when ready
-    if line := leftovers_line(left or [], target.label):
+    if line := leftovers_line(left or [], done.target):
         console.print(line)
     console.print(f"results database: {env.results} (session {outcome.session_id})")
     failed = [str(run_id) for run_id, r in outcome.records if r.status != "ok"]
@@ -366,19 +337,6 @@ def bench(
         )
 
 
-def _on_server(
-    stack: ExitStack, run_ctx: RunContext, target: Target, remote: RemoteTarget | None
-) -> RunContext:
-    """The context of runs on an existing server: its benchmark lock held for the block (one
-    benchmark at a time on a server), and over SSH the remote host's /proc and /sys."""
-    lock = stack.enter_context(server_lock(target.dsn, target.password, target.label))
-    run_ctx = replace(run_ctx, server_lock=lock)
-    if remote is not None:
-        run_ctx = replace(run_ctx, proc_root=remote.host.proc_root,
-                          sys_root=remote.host.sys_root, remote=remote)  # fmt: skip
-    return run_ctx
-
-
 def check_remote_options(
     ssh: str | None, dsn: str | None, driver: str, remote_pgbench: str | None
 ) -> None:
@@ -386,28 +344,6 @@ def check_remote_options(
         raise UsageError("--driver and --remote-pgbench go with --ssh (a server on another host).")
     if ssh is not None and dsn is None:
         raise UsageError(SSH_NEEDS_DSN)
-
-
-def objects_on(target: Target, log: Callable[[str], None]) -> list[PgdynoObject] | None:
-    """pgdyno's objects on the target now (None, with a line saying so, when unreadable)."""
-    try:
-        return server_objects(target.dsn, target.password)
-    except ConnectionFailed:
-        return None  # the bench itself says why it cannot connect, in its one sentence
-    except PgdynoError as exc:
-        log(f"what pgdyno leaves on {target.label} is not reported: {exc}")
-        return None
-
-
-def left_by(
-    outcome: BenchOutcome, target: Target, before: list[PgdynoObject] | None,
-    log: Callable[[str], None],
-) -> list[Leftover] | None:  # fmt: skip
-    """What this bench created on the target, and the objects it reused from before."""
-    after = None if before is None else objects_on(target, log)
-    if before is None or after is None:
-        return None
-    return bench_leftovers(before, after, {BENCH_DB, *(d.template for d in outcome.datasets)})
 
 
 def with_left(run: dict[str, object], left: list[Leftover] | None) -> dict[str, object]:

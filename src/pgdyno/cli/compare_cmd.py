@@ -26,14 +26,10 @@ from pgdyno.cli.common import (
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, UsageError
-from pgdyno.experiment.compare import (
-    CompareRequest,
-    cell_count,
-    execute_compare,
-    unresolved_failures,
-)
+from pgdyno.experiment.compare import cell_count, unresolved_failures
 from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.experiment.storage_sets import describe_storage
+from pgdyno.lab.compare import CompareRequest, execute_compare
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.model import applied_sets
 from pgdyno.plan.policy import Allowed

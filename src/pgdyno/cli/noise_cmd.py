@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -18,16 +17,14 @@ from pgdyno.cli.common import (
 )
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.errors import PgbenchFailed, UsageError
-from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, make_spec, parse_scales, parse_workloads
-from pgdyno.experiment.noise import NoiseOutcome, run_noise
+from pgdyno.experiment.noise import NoiseOutcome
 from pgdyno.experiment.rounds import parse_budget
-from pgdyno.experiment.target import locked_sandbox
 from pgdyno.host.machine import read_host
+from pgdyno.lab.noise import NoiseRequest
+from pgdyno.lab.noise import noise as run_noise
 from pgdyno.pgbench.command import BUILTINS
 from pgdyno.render.noise import noise_screen
-from pgdyno.store.open import open_results
-from pgdyno.textsafe import scrub_argv
 
 
 @click.command()
@@ -106,15 +103,10 @@ def noise(
     host = read_host(env.proc_root, env.sys_root)
     spec = _spec(workload, scale, clients or host.cpu_count, duration)
     binaries = pick_binaries(env, pg_bin, pg_version)
-    log = err(env).print
-    with ExitStack() as stack:
-        target = stack.enter_context(locked_sandbox(env, binaries, {}, log))
-        store = stack.enter_context(open_results(env.results))
-        progress = stack.enter_context(MatrixProgress(err(env)))
-        run_ctx = RunContext.of(env, store, log=log, progress=progress, keep_files=False)
-        outcome = run_noise(
-            spec, budget_s, target, host, run_ctx, command=scrub_argv(["pgdyno", *env.argv])
-        )
+    outcome = run_noise(
+        env, NoiseRequest(spec, budget_s, binaries), log=err(env).print,
+        progress=lambda: MatrixProgress(err(env)),
+    )  # fmt: skip
     cell = f"{workload}, scale {outcome.scale}, {spec.clients[0]} clients, {duration} s runs"
     if as_json:
         print_json(env, _as_json(outcome, workload, spec, budget_s))

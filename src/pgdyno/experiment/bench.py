@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +20,8 @@ from pgdyno.experiment.context import ProgressReporter, RunContext
 from pgdyno.experiment.failure import Verdict, Where
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.measure import Collect
-from pgdyno.experiment.rounds import Adaptive, RoundLog
+from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundLoop
+from pgdyno.experiment.schedule import InOrder, Schedule
 from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
 from pgdyno.host.disks import backing_disks, device_names, free_disk_bytes, locate_devices
@@ -132,13 +132,11 @@ def connected(
                 "the role in --dsn may not create databases, which pgdyno needs for its dataset "
                 "copies: grant it CREATEDB or benchmark the sandbox."
             )
-        data_path = target.data_path  # on this host only: its disk and postmaster.pid are read
+        data_path = data_path_of(target, info, ctx)
         if ctx.remote is not None:  # looked up in the remote host's copy of /proc and /sys
             there = Path(info.data_directory) if info.data_directory else None
             devices = ctx.remote.host.locate_devices(there)
         else:
-            if data_path is None and info.data_directory and Path(info.data_directory).is_dir():
-                data_path = Path(info.data_directory)
             devices = locate_devices(data_path, ctx.proc_root, ctx.sys_root)
         if not devices.on_host:
             log(
@@ -190,6 +188,15 @@ def connected(
             stack.callback(shutil.rmtree, scripts, ignore_errors=True)
             runner.workloads = {w.name: w.with_scripts(scripts) for w in spec.workloads}
         yield Connected(target, client, info, data_path, base, runner, pgbench, child_env)
+
+
+def data_path_of(target: Target, info: ServerInfo, ctx: RunContext) -> Path | None:
+    """The server's data directory when it is on this host (its disk and postmaster.pid are
+    read): the target's own, or the one the server reports when this host has it."""
+    if target.data_path is not None or ctx.remote is not None:
+        return target.data_path
+    there = info.data_directory
+    return Path(there) if there and Path(there).is_dir() else None
 
 
 def _sampled(devices: DeviceLayout, ctx: RunContext) -> list[str] | None:
@@ -259,48 +266,64 @@ def run_bench(
         server = ready.server
         sizes = [c.scale for c in scales]
         with recorded_session(ctx, command, target.label, host, server) as session_id:
-            if spec.adaptive is None:
+            sweep = _BenchRounds(ready, spec, ctx, session_id)
+            if spec.adaptive is None:  # one round: the whole matrix in run order
                 cells = expand(spec, sizes, host.cpu_count)
                 ctx.progress.planned(cells, seconds_per_run(spec))
-                records = run_cells(ready, cells, ctx, session_id=session_id)
+                sweep.loop(cells, RoundLog(None), lambda _: True).run()
                 rounds = None
             else:
                 rounds = RoundLog(spec.adaptive)
                 one = expand(spec.model_copy(update={"repeats": 1}), sizes, host.cpu_count)
-                records = _adaptive_rounds(ready, spec, spec.adaptive, one, ctx, session_id, rounds)
-    return BenchOutcome(session_id, records, scales, list(ready.datasets.values()), rounds)
+                sweep.adaptive(spec.adaptive, one, rounds)
+    return BenchOutcome(session_id, sweep.records, scales, list(ready.datasets.values()), rounds)
 
 
-def _adaptive_rounds(
-    ready: Connected,
-    spec: BenchSpec,
-    adaptive: Adaptive,
-    one: list[RunCell],
-    ctx: RunContext,
-    session_id: int,
-    rounds: RoundLog,
-) -> list[tuple[int, RunRecord]]:
-    """`bench --repeats auto`: rounds of every cell (`one`: each cell once) until each cell's
-    mean TPS is known to the precision (an always-valid interval) or the budget is spent."""
-    most = adaptive.most_rounds(seconds_per_run(spec) * len(one))
-    ctx.progress.planned(
-        [replace(c, index=r * len(one) + c.index, repeat=r + 1) for r in range(most) for c in one],
-        seconds_per_run(spec),
-    )
-    records: list[tuple[int, RunRecord]] = []
-    for round_no in itertools.count(1):
-        cells = [replace(c, index=len(records) + c.index, repeat=round_no) for c in one]
-        rounds.begin([f"{c.workload} s{c.scale} c{c.clients}" for c in cells])
-        records.extend(run_cells(ready, cells, ctx, session_id=session_id))
-        rounds.end()
-        levels = [level_interval(tps) for tps in _usable_tps(one, records)]
-        rounds.decision = decide(
-            levels, precision_pct=adaptive.precision_pct, rounds=round_no,
-            elapsed_s=rounds.elapsed_s, round_s=rounds.round_s, budget_s=adaptive.budget_s,
+@dataclass
+class _BenchRounds:
+    """A bench's runs on the one run loop (`RoundLoop`): the cells of a round in the order
+    given, each stored at once and kept in memory to judge the round."""
+
+    ready: Connected
+    spec: BenchSpec
+    ctx: RunContext
+    session_id: int
+    records: list[tuple[int, RunRecord]] = field(default_factory=list)
+
+    def loop(
+        self, cells: list[RunCell], rounds: RoundLog, after: Callable[[int], bool]
+    ) -> RoundLoop[RunCell]:
+        return RoundLoop(Schedule(tuple(cells), InOrder()), rounds, self.run_one, after, _label)
+
+    def run_one(self, cell: RunCell, round_no: int) -> None:
+        if self.spec.adaptive is not None:  # every round again: numbered on, repeat = round
+            cell = replace(cell, index=len(self.records), repeat=round_no)
+        self.records.extend(run_cells(self.ready, [cell], self.ctx, session_id=self.session_id))
+
+    def adaptive(self, adaptive: Adaptive, one: list[RunCell], rounds: RoundLog) -> None:
+        """`bench --repeats auto`: rounds of every cell (`one`: each cell once) until each
+        cell's mean TPS is known to the precision (an always-valid interval) or the budget is
+        spent."""
+        most = adaptive.most_rounds(seconds_per_run(self.spec) * len(one))
+        self.ctx.progress.planned(
+            [replace(c, index=r * len(one) + c.index, repeat=r + 1)
+             for r in range(most) for c in one],
+            seconds_per_run(self.spec),
         )  # fmt: skip
-        if rounds.decision.stop:
-            break
-    return records
+
+        def after(round_no: int) -> bool:
+            levels = [level_interval(tps) for tps in _usable_tps(one, self.records)]
+            rounds.decision = decide(
+                levels, precision_pct=adaptive.precision_pct, rounds=round_no,
+                elapsed_s=rounds.elapsed_s, round_s=rounds.round_s, budget_s=adaptive.budget_s,
+            )  # fmt: skip
+            return rounds.decision.stop
+
+        self.loop(one, rounds, after).run()
+
+
+def _label(cell: RunCell) -> str:
+    return f"{cell.workload} s{cell.scale} c{cell.clients}"
 
 
 def _usable_tps(cells: list[RunCell], records: list[tuple[int, RunRecord]]) -> list[list[float]]:

@@ -17,7 +17,7 @@ from pgdyno.collect.interference import (
 )
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.procfs import ProcReader
-from pgdyno.collect.sampler import TimelineSampler
+from pgdyno.collect.sampler import Timeline, TimelineSampler
 from pgdyno.collect.timeline import (
     latency_source,
     progress_samples,
@@ -28,9 +28,10 @@ from pgdyno.collect.waits import DEFAULT_HZ, Key, WaitTally
 from pgdyno.errors import ParseError
 from pgdyno.pgbench.command import RunOptions
 from pgdyno.pgbench.driver import Driver
+from pgdyno.pgbench.execute import PgbenchResult
 from pgdyno.pgbench.output import Summary
 from pgdyno.pgbench.progress import parse_progress
-from pgdyno.pgbench.txlog import summarize
+from pgdyno.pgbench.txlog import LatencySummary, summarize
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.serverlog import LogTail
 from pgdyno.records import Event, Percentiles, Sample, SecondRow
@@ -153,6 +154,23 @@ def _clock_offset(collect: Collect, at: float) -> list[Event]:
                                        **collect.remote.offset.as_detail()})]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Collected:
+    """What one pgbench run left, read and not yet summarised: pgbench's result, its
+    per-transaction log as per-second rows and a total (on this host's clock), the timeline
+    sampled beside it, the foreign CPU over it, the wait-event tally and, for a remote host,
+    the clock offset its series were corrected by. `summarized` turns it into a `Measured`
+    without touching anything outside, so the summary is tested on recorded data."""
+
+    result: PgbenchResult
+    per_second: tuple[LatencySummary, ...]
+    total: LatencySummary
+    timeline: Timeline
+    interference: Interference | None
+    waits: WaitTally | None
+    clock_events: tuple[Event, ...] = ()
+
+
 def measure(
     request: MeasureRequest,
     collect: Collect,
@@ -160,6 +178,20 @@ def measure(
     on_tick: Callable[[float], None],
     log: Callable[[str], None],
 ) -> Measured:
+    """Run pgbench with everything collected beside it (`collected`), then summarise it."""
+    found = collected(request, collect, on_tick=on_tick, log=log)
+    return summarized(found, request.opts, request.trim_s, request.sampling_rate, collect.cpus)
+
+
+def collected(
+    request: MeasureRequest,
+    collect: Collect,
+    *,
+    on_tick: Callable[[float], None],
+    log: Callable[[str], None],
+) -> Collected:
+    """The I/O of a run: pgbench executed with the samplers running, its logs read (and
+    deleted unless kept), the process table read before and after."""
     opts, run_dir, sampling_rate = request.opts, request.run_dir, request.sampling_rate
     driver = request.driver
     argv = driver.argv(request.dsn, opts, run_dir / "tx", sampling_rate=sampling_rate,
@@ -207,19 +239,34 @@ def measure(
     if not collect.keep_logs:
         for path in logs:
             path.unlink(missing_ok=True)
-    rows = second_rows(per_second, total, result.summary.transactions or total.transactions)
-    wait_samples, wait_profile = _waits(waits.tally if waits else None, rows)
+    return Collected(
+        result, tuple(per_second), total, timeline, interference,
+        waits.tally if waits else None, tuple(_clock_offset(collect, result.started_at)),
+    )  # fmt: skip
+
+
+def summarized(
+    found: Collected, opts: RunOptions, trim_s: int, sampling_rate: float, cpus: int
+) -> Measured:
+    """The run's figures from what was collected: per-second rows, percentiles, the wait
+    profile, pgbench's own progress series, and its health (steady state, pgbench's CPU,
+    lag, the series cut short, other processes). Pure."""
+    result, per_second, total = found.result, found.per_second, found.total
+    timeline = found.timeline
+    rows = second_rows(list(per_second), total, result.summary.transactions or total.transactions)
+    wait_samples, wait_profile = _waits(found.waits, rows)
     progress = progress_samples(parse_progress(result.stderr), result.started_at)
     lags = [r.lag_avg_ms for r in rows if r.lag_avg_ms is not None]
     health = assess(
-        [r.tps for r in rows], request.trim_s,
+        [r.tps for r in rows], trim_s,
         client_cpu_pct=timeline.client_cpu_pct,
-        client_capacity_pct=client_capacity_pct(opts.jobs, collect.cpus),
+        client_capacity_pct=client_capacity_pct(opts.jobs, cpus),
         lag_avg_ms=sum(lags) / len(lags) if lags else None,
         skipped=result.summary.skipped_transactions or 0, rate=opts.rate,
     )  # fmt: skip
     # A series cut short is part of the run's story: flagged in its health, not only logged.
     health = replace(health, warnings=(*health.warnings, *timeline.gaps))
+    interference = found.interference
     if interference is not None:
         health = replace(health, warnings=(*health.warnings, interference.warning()))
     summary = result.summary
@@ -232,7 +279,7 @@ def measure(
         latency=run_percentiles(total) if total.logged else None,
         latency_source=latency_source(sampling_rate),
         samples=(*timeline.samples, *progress, *wait_samples),
-        events=(*timeline.events, *_clock_offset(collect, result.started_at)),
+        events=(*timeline.events, *found.clock_events),
         health=health,
         interference=interference,
         scripts=total.by_script,

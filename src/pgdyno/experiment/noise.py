@@ -20,6 +20,8 @@ from typing import Final
 from pgdyno.experiment.bench import Connected, connected, resolve_scales, run_cells
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
+from pgdyno.experiment.rounds import RoundLog, RoundLoop
+from pgdyno.experiment.schedule import InOrder, Schedule
 from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
 from pgdyno.host.machine import HostFacts
@@ -98,18 +100,25 @@ def _run_pairs(
     budget_s: float,
     clock: Callable[[], float],
 ) -> tuple[list[tuple[int, RunRecord]], list[float]]:
+    """Rounds of two runs of `cell` on the one run loop until the next pair would not fit in
+    the budget (and at least MIN_RUNS runs)."""
     records: list[tuple[int, RunRecord]] = []
     walls: list[float] = []
-    started = clock()
-    while True:
-        for _ in range(2):
-            n = len(records)
-            begin = clock()
-            records += run_cells(ready, _cells(cell, n + 1)[n:], ctx, session_id=session_id)
-            walls.append(clock() - begin)
+
+    def run_one(one: RunCell, _round_no: int) -> None:
+        n = len(records)
+        begin = clock()
+        records.extend(run_cells(ready, _cells(one, n + 1)[n:], ctx, session_id=session_id))
+        walls.append(clock() - begin)
+
+    def after(_round_no: int) -> bool:
         mean = sum(walls) / len(walls)
-        if len(records) >= MIN_RUNS and clock() - started + 2 * mean > budget_s:
-            return records, walls
+        return len(records) >= MIN_RUNS and clock() - started + 2 * mean > budget_s
+
+    pair = Schedule((cell, cell), InOrder())
+    started = clock()
+    RoundLoop(pair, RoundLog(None), run_one, after, lambda _: cell.workload).run()
+    return records, walls
 
 
 def noise_run(record: RunRecord) -> NoiseRun | None:

@@ -12,7 +12,6 @@ second) cancels in the paired differences instead of favouring one set.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from pgdyno.errors import UsageError
+from pgdyno.experiment.schedule import Rotation, Schedule
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.analysis import Analysis, Judging, analyse
@@ -51,18 +51,6 @@ def parse_budget(text: str, option: str = "--budget") -> float:
     if total <= 0:
         raise UsageError(f"{option} {text!r} is no time at all: give at least a few minutes.")
     return total
-
-
-def rotated[T](items: Sequence[T], round_no: int) -> list[T]:
-    """The order of round `round_no` (1-based): the items rotated by one each round.
-
-    >>> [rotated("abc", r) for r in (1, 2, 3, 4)]
-    [['a', 'b', 'c'], ['b', 'c', 'a'], ['c', 'a', 'b'], ['a', 'b', 'c']]
-    """
-    if not items:
-        return []
-    k = (round_no - 1) % len(items)
-    return [*items[k:], *items[:k]]
 
 
 @dataclass(frozen=True)
@@ -132,6 +120,61 @@ class RoundLog:
         )
 
 
+class RoundLoop[T]:
+    """The one run loop of bench, compare, noise and `tune --verify`, steppable: `run_round`
+    runs the next round of the schedule (each unit through `run_one(unit, round_no)`), `judge`
+    says whether the rounds end after it (`after(round_no)`, which judges what it holds in
+    memory), `run` does both until they end. A tuning search can drive it one round (one trial)
+    at a time; a design drawn per round, a set switched inside one pgbench run or a target per
+    set change what `schedule` and `run_one` hold, not this loop.
+
+    >>> seen = []
+    >>> loop = RoundLoop(Schedule(("a", "b"), Rotation()), RoundLog(None),
+    ...                  lambda x, r: seen.append(x), lambda r: r == 2, str)
+    >>> loop.run_round(), loop.judge(), loop.run_round(), loop.judge()
+    (['a', 'b'], False, ['b', 'a'], True)
+    >>> loop.rounds_run, "".join(seen), loop.log.orders
+    (2, 'abba', [['a', 'b'], ['b', 'a']])
+    """
+
+    def __init__(
+        self,
+        schedule: Schedule[T],
+        log: RoundLog,
+        run_one: Callable[[T, int], None],
+        after: Callable[[int], bool],
+        name: Callable[[T], str],
+    ) -> None:
+        self.schedule = schedule
+        self.log = log
+        self.run_one = run_one
+        self.after = after
+        self.name = name
+        self.rounds_run = 0
+
+    def run_round(self) -> list[T]:
+        """Run the next round; the units in the order they ran."""
+        round_no = self.rounds_run + 1
+        order = self.schedule.round(round_no)
+        self.log.begin([self.name(unit) for unit in order])
+        for unit in order:
+            self.run_one(unit, round_no)
+        self.log.end()
+        self.rounds_run = round_no
+        return order
+
+    def judge(self) -> bool:
+        """Whether the rounds end after the last one run."""
+        return self.after(self.rounds_run)
+
+    def run(self) -> int:
+        """Rounds until `judge` says stop; the number of rounds run."""
+        while True:
+            self.run_round()
+            if self.judge():
+                return self.rounds_run
+
+
 def run_rounds[T](
     items: Sequence[T],
     log: RoundLog,
@@ -147,15 +190,7 @@ def run_rounds[T](
     >>> "".join(seen)
     'abbaab'
     """
-    for round_no in itertools.count(1):
-        order = rotated(items, round_no)
-        log.begin([name(item) for item in order])
-        for item in order:
-            run_one(item, round_no)
-        log.end()
-        if after(round_no):
-            return round_no
-    raise AssertionError("unreachable: itertools.count does not end")
+    return RoundLoop(Schedule(tuple(items), Rotation()), log, run_one, after, name).run()
 
 
 # A set with no usable run yet in a cell (all failed or discarded): unresolved, time unknown.
