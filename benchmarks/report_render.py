@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.store import ResultsStore
 
 FIXTURE = Path(__file__).parent.parent / "tests" / "data" / "report" / "results.sqlite"
 SETS = ("baseline", "set-b", "set-c", "set-d")

@@ -30,10 +30,10 @@ from report_render import FIXTURE, make_database
 from throwaway import throwaway_sandbox
 
 from pgdyno.environment import ResultsLocation
-from pgdyno.store.exchange import export_runs, import_runs
-from pgdyno.store.open import open_results
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.transfer import CHILDREN, selected_run_ids
+from pgdyno.results.exchange import export_runs, import_runs
+from pgdyno.results.open import open_results
+from pgdyno.results.store import ResultsStore
+from pgdyno.results.transfer import CHILDREN, selected_run_ids
 
 TESTS = Path(__file__).parent.parent / "tests"
 

@@ -319,7 +319,7 @@ def schema_1_database(path: Path) -> None:
     """A results database as the first schema left it: one session, one run, one second."""
     import sqlite3
 
-    from pgdyno.store.sqlite_db import migrate
+    from pgdyno.results.sqlite_db import migrate
 
     conn = sqlite3.connect(path, isolation_level=None)
     migrate(conn, target=1)

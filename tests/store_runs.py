@@ -55,7 +55,7 @@ def write_runs(worker: int, count: int, conninfo: str) -> None:
     """One pgdyno-like process: a session of `count` runs into the store at `conninfo` (run as
     `python tests/store_runs.py WORKER COUNT DSN` by the tests and benchmarks of many writers)."""
     from pgdyno.environment import ResultsLocation
-    from pgdyno.store.open import open_results
+    from pgdyno.results.open import open_results
 
     with open_results(ResultsLocation.of(conninfo)) as store:
         session = store.begin_session(["writer", str(worker)], "t", {}, {})

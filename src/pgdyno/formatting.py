@@ -1,5 +1,5 @@
 """Numbers and changes as text, written the same way in every output: the terminal tables
-(render/), the HTML report and its exports (report/). Pure; it sits below both so that neither
+(terminal/), the HTML report and its exports (report/). Pure; it sits below both so that neither
 renderer imports the other."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 from tests.browser import Page, chromium
 from tests.conftest import ARTIFACTS
 
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.store import ResultsStore
 
 FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
 

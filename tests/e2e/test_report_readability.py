@@ -24,8 +24,8 @@ from pgdyno.records.interference import Interference
 from pgdyno.records.stored import StoredRun
 from pgdyno.report import content, html
 from pgdyno.report.load import ReportInput, Selection, load
+from pgdyno.results.store import ResultsStore
 from pgdyno.stats.waits import series_name
-from pgdyno.store.results import ResultsStore
 
 FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
 BUSY = Interference(48.2, 0.0, (("yes", 47.5),))  # a CPU hog took half of the machine

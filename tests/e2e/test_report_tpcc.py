@@ -24,7 +24,7 @@ from host_conditions import no_steal, quiet_pgdyno
 from pgdyno.cli import main
 from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.store import ResultsStore
 
 PLAN = """
 name = "tpcc-report"

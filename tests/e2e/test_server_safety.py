@@ -10,8 +10,8 @@ from conftest import PGDYNO, new_workdir, one_clear_sentence, remove_workdir, wa
 from pgdyno.postgres.client import compose, connect, identifier
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import BENCH_DB
-from pgdyno.store.postgres_db import PostgresDatabase
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.postgres_db import PostgresDatabase
+from pgdyno.results.store import ResultsStore
 from remote_checks import PLAN
 
 BENCH = ("bench", "-w", "select-only", "-s", "1", "-c", "1")

@@ -45,7 +45,7 @@ from pgdyno.postgres.cluster import Sandbox, cluster_name
 from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.process import pid_cmdline
-from pgdyno.render.tpcc_tables import KEYED_NOPM_PER_WAREHOUSE
+from pgdyno.terminal.tpcc_tables import KEYED_NOPM_PER_WAREHOUSE
 
 WAREHOUSES = 1
 TEMPLATE = template_name(WAREHOUSES, "tpcc")

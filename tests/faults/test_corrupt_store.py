@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import one_clear_sentence
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.store import ResultsStore
 
 
 def sound_database(path: Path) -> Path:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import one_clear_sentence
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.sqlite_db import SqliteDatabase
+from pgdyno.results.sqlite_db import SqliteDatabase
+from pgdyno.results.store import ResultsStore
 from store_runs import recorded_run
 
 REPORT_STORE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
@@ -82,7 +82,7 @@ def test_an_import_of_bare_tables_is_refused(tmp_path: Path, shared_workdir: Pat
     results = tmp_path / "results.sqlite"
     result = run_cli(shared_workdir, "runs", "import", str(export), "--results", str(results))
     line = one_clear_sentence(result.stderr)
-    assert result.code == 3  # store/validate.py's check of every table (item 5) names it
+    assert result.code == 3  # results/validate.py's check of every table (item 5) names it
     assert f"{export} cannot be imported: its table " in line and "nothing was imported" in line
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from conftest import wait_for
 from pgdyno import process
+from pgdyno.catalogs.metrics import find
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.sampler import TimelineSampler
 from pgdyno.errors import ConnectionLost
-from pgdyno.metrics import find
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.cluster import Sandbox

@@ -17,7 +17,7 @@ from pgdyno.host.machine import read_host
 from pgdyno.pgbench.command import builtin_workload
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.store import ResultsStore
 
 
 def test_runs_are_stamped_by_the_context_clock(

@@ -16,11 +16,11 @@ import pytest
 from conftest import PGDYNO, one_clear_sentence, schema_1_database
 from pgdyno.environment import ResultsLocation
 from pgdyno.errors import StoreUnavailable, UsageError
-from pgdyno.store.encode import to_json
-from pgdyno.store.exchange import export_runs, import_runs
-from pgdyno.store.open import open_results
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.transfer import selected_run_ids
+from pgdyno.results.encode import to_json
+from pgdyno.results.exchange import export_runs, import_runs
+from pgdyno.results.open import open_results
+from pgdyno.results.store import ResultsStore
+from pgdyno.results.transfer import selected_run_ids
 from store_runs import new_comparison, run_at
 
 # What a copied run may change: the ids the target numbers its rows with.

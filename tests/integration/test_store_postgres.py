@@ -14,10 +14,10 @@ from conftest import one_clear_sentence, plain_role
 from pgdyno.environment import ResultsLocation
 from pgdyno.errors import StoreUnavailable, UsageError
 from pgdyno.postgres.cluster import Sandbox
-from pgdyno.store.encode import to_json
-from pgdyno.store.migrate import latest_version
-from pgdyno.store.open import open_results
-from pgdyno.store.postgres_db import PostgresDatabase
+from pgdyno.results.encode import to_json
+from pgdyno.results.migrate import latest_version
+from pgdyno.results.open import open_results
+from pgdyno.results.postgres_db import PostgresDatabase
 from store_runs import new_comparison, recorded_run, run_at
 
 TESTS = Path(__file__).parent.parent

@@ -15,10 +15,10 @@ import pytest
 from conftest import plain_role, schema_1_database
 from pgdyno.environment import ResultsLocation
 from pgdyno.postgres.cluster import Sandbox
-from pgdyno.store.exchange import export_runs, import_runs
-from pgdyno.store.open import open_results
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.transfer import selected_run_ids
+from pgdyno.results.exchange import export_runs, import_runs
+from pgdyno.results.open import open_results
+from pgdyno.results.store import ResultsStore
+from pgdyno.results.transfer import selected_run_ids
 from store_runs import new_comparison, run_at
 
 

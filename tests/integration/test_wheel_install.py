@@ -45,7 +45,7 @@ def test_the_wheel_carries_its_data_files(installed: Path, tmp_path: Path) -> No
     assert ROOT not in package.parents  # the installed copy, not the source tree
     for data in ("data/host_settings.toml", "data/start_constraints.toml", "data/tune.toml",
                  "data/pg_settings/catalog.csv", "doctor/rules/kernel.toml",
-                 "postgres/queries/server_info.sql", "store/migrations",
+                 "postgres/queries/server_info.sql", "results/migrations",
                  "tune/templates/README.txt.j2", "tpcc/sql/functions.sql", "tpcc/sizes.toml",
                  "tpcc/scripts/_common.j2", "tpcc/scripts/new_order.sql.j2"):  # fmt: skip
         assert (package / data).exists(), data

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pgdyno.host.disks import device_names, find_devices, locate_devices, read_devices
 from pgdyno.records.devices import DeviceLayout
-from pgdyno.store.decode import devices
-from pgdyno.store.encode import devices_json, dumps
+from pgdyno.results.decode import devices
+from pgdyno.results.encode import devices_json, dumps
 
 REPO = Path(__file__).parents[2]
 RECORDED = REPO / "tests/data/hosts/firecracker-2cpu"

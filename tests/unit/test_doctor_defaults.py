@@ -15,8 +15,8 @@ from pgdyno.doctor.defaults import AssumedDefault, server_major, with_defaults
 from pgdyno.doctor.evaluate import Audit, audit
 from pgdyno.doctor.rules import load_rules
 from pgdyno.doctor.snapshot import load_snapshot, scope
-from pgdyno.knowledge.expr import Unknown
-from pgdyno.render.doctor import as_data
+from pgdyno.expressions.expr import Unknown
+from pgdyno.terminal.doctor import as_data
 from pgdyno.textsafe import strict_json
 
 DATA = Path(__file__).parent.parent / "data" / "doctor"

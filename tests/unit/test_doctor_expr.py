@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgdyno.knowledge.expr import ExprError, Facts, Unknown, evaluate, parse, pg_size
+from pgdyno.expressions.expr import ExprError, Facts, Unknown, evaluate, parse, pg_size
 from pgdyno.postgres.settings import setting_value
 
 NAMES = frozenset({"host", "pg"})

@@ -12,7 +12,7 @@ import pytest
 from pgdyno.doctor.evaluate import Finding, audit
 from pgdyno.doctor.rules import LAYERS, RuleError, load_rule_file, load_rules, rules_dir
 from pgdyno.doctor.snapshot import load_snapshot
-from pgdyno.render.doctor import as_data, render
+from pgdyno.terminal.doctor import as_data, render
 
 DATA = Path(__file__).parent.parent / "data" / "doctor"
 RULES = load_rules()

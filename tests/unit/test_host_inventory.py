@@ -20,7 +20,7 @@ from pgdyno.host.machine import (
     parse_swaps,
     read_inventory,
 )
-from pgdyno.render.doctor import headline
+from pgdyno.terminal.doctor import headline
 
 REPO = Path(__file__).parents[2]
 HOSTS = REPO / "tests" / "data" / "hosts"

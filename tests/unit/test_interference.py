@@ -37,10 +37,10 @@ from pgdyno.records.interference import Interference
 from pgdyno.records.stored import NewComparison
 from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
-from pgdyno.store import decode
-from pgdyno.store.encode import interference_json, to_json
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.sqlite_db import migrate
+from pgdyno.results import decode
+from pgdyno.results.encode import interference_json, to_json
+from pgdyno.results.sqlite_db import migrate
+from pgdyno.results.store import ResultsStore
 from pgdyno.textsafe import strict_json
 
 DATA = Path(__file__).parent.parent / "data"
@@ -51,7 +51,7 @@ CPUS = 2
 HZ = 100
 MACHINE_TICKS = 2788  # sum of the cpu line's 8 columns, t1 - t0
 EXPERIMENT = ("pgdyno-rec", "exp-busy", "exp-writer", "srv-main", "srv-backend")
-# A flagged run as it is stored and printed (store/encode.py's interference_json).
+# A flagged run as it is stored and printed (results/encode.py's interference_json).
 FLAGGED = {"foreign_cpu_pct": 48.2, "steal_pct": 0.0, "top": [["<b>hog", 47.5], ["make", 0.7]]}
 
 

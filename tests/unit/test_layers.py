@@ -29,13 +29,13 @@ PROBES = [
         "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from psycopg import sql\n",
         {"psycopg"},
     ),
-    ("render/_probe.py", "import pgdyno.store\n", {"render"}),
+    ("terminal/_probe.py", "import pgdyno.results\n", {"terminal"}),
     ("experiment/_probe_ssh.py", "import asyncssh\n", {"asyncssh"}),
-    ("knowledge/_probe.py", "import pgdyno.doctor\n", {"knowledge"}),
+    ("expressions/_probe.py", "import pgdyno.doctor\n", {"expressions"}),
     ("changes/_probe.py", "import pgdyno.experiment\n", {"changes"}),
     ("postgres/_probe.py", "import pgdyno.host\n", {"systems"}),
-    ("store/_probe.py", "import pgdyno.collect\n", {"collect-store"}),
-    ("report/_probe.py", "import pgdyno.render\n", set()),  # render | report: layers only
+    ("results/_probe.py", "import pgdyno.collect\n", {"collect-store"}),
+    ("report/_probe.py", "import pgdyno.terminal\n", set()),  # terminal | report: layers only
     # a file cycle between two siblings (the layers contract cannot see it)
     ("plan/_probe_a.py", "from pgdyno.plan import _probe_b\n", {"acyclic"}),
     ("plan/_probe_b.py", "def f() -> None:\n    from pgdyno.plan import _probe_a\n", set()),

@@ -18,11 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pgdyno.collect.pgstats import pg_sample
-from pgdyno.collect.procfs import os_sample, read_snapshot
-from pgdyno.collect.sampler import TimelineSampler
-from pgdyno.collect.timeline import progress_samples
-from pgdyno.metrics import (
+from pgdyno.catalogs.metrics import (
     MetricCatalogError,
     catalog,
     compact_columns,
@@ -30,13 +26,17 @@ from pgdyno.metrics import (
     parse_catalog,
     pg_counters,
 )
+from pgdyno.collect.pgstats import pg_sample
+from pgdyno.collect.procfs import os_sample, read_snapshot
+from pgdyno.collect.sampler import TimelineSampler
+from pgdyno.collect.timeline import progress_samples
 from pgdyno.pgbench.progress import Progress
 from pgdyno.records import DeviceLayout, Event, RunDevice, SecondRow
 from pgdyno.records.stored import StoredRun
-from pgdyno.render.timeline import compact_table, timeline_csv
 from pgdyno.report.charts import Series
 from pgdyno.report.timelines import cpu_memory, disk_io, tps_latency
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.store import ResultsStore
+from pgdyno.terminal.timeline import compact_table, timeline_csv
 
 DATA = Path(__file__).parent.parent / "data"
 NAME = re.compile(
@@ -157,7 +157,7 @@ def test_the_live_sampler_names_only_catalog_metrics():
 
 # -- the terminal timeline and the CSV ---------------------------------------------------------
 
-# The compact columns as they were written in render/timeline.py before the catalog existed:
+# The compact columns as they were written in terminal/timeline.py before the catalog existed:
 # (header, series, digits); {data} is the data directory's device.
 COMPACT_BEFORE = (
     ("TPS", "tps", 0), ("p50 ms", "latency_p50_ms", 2), ("p99 ms", "latency_p99_ms", 2),

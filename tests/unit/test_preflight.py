@@ -10,7 +10,7 @@ import pytest
 
 from pgdyno.changes.preflight import check_start, constraints, future_settings, refusals
 from pgdyno.errors import UsageError
-from pgdyno.knowledge.load import KnowledgeFileError
+from pgdyno.expressions.load import KnowledgeFileError
 from pgdyno.postgres.settings import SettingMeta
 
 Row = tuple[str, str, str | None, str]  # name, vartype, unit, value

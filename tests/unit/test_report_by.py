@@ -8,7 +8,7 @@ from pgdyno.report.content import build
 from pgdyno.report.differences import differences
 from pgdyno.report.load import Selection, load
 from pgdyno.report.selection import group_runs
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.store import ResultsStore
 from store_runs import new_comparison, run_at
 
 HOSTS = {

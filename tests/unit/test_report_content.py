@@ -22,7 +22,7 @@ from pgdyno.errors import UsageError
 from pgdyno.report import content, html
 from pgdyno.report.export import CSV_COLUMNS, summary_csv
 from pgdyno.report.load import ReportInput, Selection, load, parse_run_ids
-from pgdyno.store.results import ResultsStore
+from pgdyno.results.store import ResultsStore
 
 FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
 

@@ -26,8 +26,8 @@ from pgdyno.report.waits import (
     stack_order,
     type_colour,
 )
+from pgdyno.results.store import ResultsStore
 from pgdyno.stats.waits import series_name
-from pgdyno.store.results import ResultsStore
 
 FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
 SECONDS = range(0, 10)

@@ -17,8 +17,8 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import Summary
 from pgdyno.records.stored import NewComparison, RunOutcome
+from pgdyno.results.store import ResultsStore
 from pgdyno.stats.analysis import Judging, analyse
-from pgdyno.store.results import ResultsStore
 
 SETS = ("base", "b", "c")
 CELLS = ((1, 1), (1, 4))  # (scale, clients)

@@ -18,11 +18,11 @@ from pgdyno.environment import ResultsLocation
 from pgdyno.errors import StoreError
 from pgdyno.process import start_time
 from pgdyno.records.health import RunHealth
-from pgdyno.store.encode import to_json
-from pgdyno.store.migrate import latest_version
-from pgdyno.store.open import open_results
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.sqlite_db import migrate
+from pgdyno.results.encode import to_json
+from pgdyno.results.migrate import latest_version
+from pgdyno.results.open import open_results
+from pgdyno.results.sqlite_db import migrate
+from pgdyno.results.store import ResultsStore
 from store_runs import recorded_run
 
 

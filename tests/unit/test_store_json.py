@@ -4,7 +4,7 @@ a new key no longer means pinning every file again). The CSV is still pinned byt
 
 The expected files under tests/data/store/pinned/ were written from
 tests/data/report/results.sqlite (two real comparisons) by pgdyno as it was when the store still
-returned rows as dicts; the store now returns frozen records whose JSON (store/encode.py's
+returned rows as dicts; the store now returns frozen records whose JSON (results/encode.py's
 `to_json`) must give the same keys, order and values (`runs show --json`, `runs list
 --json`, `compare --json`, and the report's JSON and CSV). Issue 21 added two keys and changed
 nothing else: each run's `"tpcc"` (null but for the TPC-C-like workload) and each comparison
@@ -46,9 +46,9 @@ from pgdyno.report import content
 from pgdyno.report.drilldown import settings_diff
 from pgdyno.report.export import summary_csv
 from pgdyno.report.load import Selection, load
+from pgdyno.results.encode import to_json
+from pgdyno.results.store import ResultsStore
 from pgdyno.stats.analysis import analyse
-from pgdyno.store.encode import to_json
-from pgdyno.store.results import ResultsStore
 from pgdyno.textsafe import strict_json
 
 DATA = Path(__file__).parent.parent / "data"

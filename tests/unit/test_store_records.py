@@ -14,10 +14,10 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import NewComparison
+from pgdyno.results import decode
+from pgdyno.results.encode import rounds_json, to_json
+from pgdyno.results.store import ResultsStore
 from pgdyno.stats.stopping import Decision
-from pgdyno.store import decode
-from pgdyno.store.encode import rounds_json, to_json
-from pgdyno.store.results import ResultsStore
 
 ROUND_KEYS = ["rounds", "order", "seconds", "stopped", "unresolved", "more_rounds", "more_seconds"]
 

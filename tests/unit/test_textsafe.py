@@ -13,7 +13,7 @@ from rich.table import Table
 from pgdyno.cli.common import err, out
 from pgdyno.environment import Environment
 from pgdyno.errors import OutputError
-from pgdyno.render.terminal import stderr_tail
+from pgdyno.terminal.tables import stderr_tail
 from pgdyno.textsafe import escape_control, safe_text, scrub_secrets, strict_json, strict_loads
 
 SECRET = "S3cr3t-xyz"

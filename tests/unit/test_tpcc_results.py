@@ -21,11 +21,11 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.scripts import ScriptLatency
 from pgdyno.records.stored import RunOutcome
 from pgdyno.records.tpcc import TpccOptions, TpccResult
-from pgdyno.render.verdict_tables import ladder_tables
+from pgdyno.results.encode import to_json, tpcc_json
+from pgdyno.results.store import ResultsStore
 from pgdyno.stats.analysis import analyse
 from pgdyno.stats.tpcc_figures import MINIMUM_SHARE, mix_ok, tpcc_result
-from pgdyno.store.encode import to_json, tpcc_json
-from pgdyno.store.results import ResultsStore
+from pgdyno.terminal.verdict_tables import ladder_tables
 
 NAMES = ("new_order", "payment", "order_status", "delivery", "stock_level")
 WEIGHTS = (45, 43, 4, 4, 4)

@@ -21,8 +21,8 @@ import pytest
 from pgdyno.doctor.evaluate import Audit, audit
 from pgdyno.doctor.rules import load_rules
 from pgdyno.doctor.snapshot import FORMAT, load_snapshot
+from pgdyno.expressions.expr import BACKEND_BYTES
 from pgdyno.host.disks import device_fields, device_for_path
-from pgdyno.knowledge.expr import BACKEND_BYTES
 from pgdyno.postgres.settings import SettingMeta, check_setting, conf_value, setting_value
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.records.tune import PROFILES, STORAGES, Disk, Storage, TuneFacts

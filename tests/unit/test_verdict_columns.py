@@ -11,8 +11,8 @@ from rich.console import Console
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunOutcome
 from pgdyno.records.waits import WaitProfile, WaitShare
-from pgdyno.render.verdict_tables import verdict_table
 from pgdyno.stats.analysis import analyse
+from pgdyno.terminal.verdict_tables import verdict_table
 
 
 def _profile(walwrite: float) -> WaitProfile:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgdyno.wait_events import (
+from pgdyno.catalogs.wait_events import (
     WaitEventsError,
     describe_event,
     event_docs,

@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgdyno.errors import UsageError
-from pgdyno.knowledge import expr
-from pgdyno.knowledge.load import FactNames, read
+from pgdyno.expressions import expr
+from pgdyno.expressions.load import FactNames, read
 from pgdyno.postgres.settings import (
     SettingMeta,
     convert_to_setting_unit,
@@ -60,7 +60,7 @@ CONSTRAINTS_FILE = Path(str(resources.files("pgdyno") / "data" / "start_constrai
 
 @cache
 def constraints(path: Path = CONSTRAINTS_FILE) -> tuple[Constraint, ...]:
-    """The constraints, vetted when read (pgdyno.knowledge.load: errors name file and line)."""
+    """The constraints, vetted when read (pgdyno.expressions.load: errors name file and line)."""
     parsed, source = read(path, ConstraintFile, guide="the comment at the top of that file",
                           entry_key="name")  # fmt: skip
     facts: FactNames = {"pg": None, "host": None}  # any setting, any host fact

@@ -39,9 +39,9 @@ from pgdyno.postgres.footprint import (
 )
 from pgdyno.records.tpcc import TpccOptions
 from pgdyno.remote.host import DRIVERS
-from pgdyno.render.terminal import results_table
-from pgdyno.render.verdict_tables import rounds_summary
-from pgdyno.store.encode import to_json
+from pgdyno.results.encode import to_json
+from pgdyno.terminal.tables import results_table
+from pgdyno.terminal.verdict_tables import rounds_summary
 
 
 @click.command()

@@ -33,9 +33,9 @@ from pgdyno.lab.compare import CompareRequest, execute_compare
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.model import applied_sets
 from pgdyno.plan.policy import Allowed
-from pgdyno.render.verdict_tables import ladder_tables, rounds_summary, verdict_table
+from pgdyno.results.encode import rounds_json, to_json
 from pgdyno.stats.analysis import Analysis
-from pgdyno.store.encode import rounds_json, to_json
+from pgdyno.terminal.verdict_tables import ladder_tables, rounds_summary, verdict_table
 
 
 def server_options[F: Callable[..., Any]](func: F) -> F:

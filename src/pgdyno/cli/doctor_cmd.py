@@ -21,7 +21,7 @@ from pgdyno.cli.common import (
 from pgdyno.doctor.rules import SEVERITIES
 from pgdyno.environment import Environment
 from pgdyno.lab.doctor import DoctorRequest, Examined, examine
-from pgdyno.render.doctor import as_data, render, wait_lines, waits_data
+from pgdyno.terminal.doctor import as_data, render, wait_lines, waits_data
 
 
 @click.command()

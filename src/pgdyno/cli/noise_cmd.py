@@ -24,7 +24,7 @@ from pgdyno.host.machine import read_host
 from pgdyno.lab.noise import NoiseRequest
 from pgdyno.lab.noise import noise as run_noise
 from pgdyno.pgbench.command import BUILTINS
-from pgdyno.render.noise import noise_screen
+from pgdyno.terminal.noise import noise_screen
 
 
 @click.command()

@@ -8,7 +8,7 @@ import click
 
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
 from pgdyno.postgres.binaries import versions as listed_versions
-from pgdyno.render.terminal import versions_table
+from pgdyno.terminal.tables import versions_table
 
 
 @click.group()

@@ -14,11 +14,11 @@ from pgdyno.errors import UsageError
 from pgdyno.lab import runs as runs_in
 from pgdyno.postgres.settings import shown_settings
 from pgdyno.records.interference import Interference
-from pgdyno.render.terminal import run_detail, runs_table
-from pgdyno.render.timeline import compact_table, timeline_csv
-from pgdyno.render.waits import waits_tables
-from pgdyno.store.encode import to_json
-from pgdyno.store.transfer import Copied
+from pgdyno.results.encode import to_json
+from pgdyno.results.transfer import Copied
+from pgdyno.terminal.tables import run_detail, runs_table
+from pgdyno.terminal.timeline import compact_table, timeline_csv
+from pgdyno.terminal.waits import waits_tables
 from pgdyno.textsafe import safe_text
 
 

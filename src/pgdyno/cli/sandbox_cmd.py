@@ -19,7 +19,7 @@ from pgdyno.cli.common import (
 from pgdyno.errors import UsageError
 from pgdyno.lab import sandboxes
 from pgdyno.postgres.conf import parse_assignments
-from pgdyno.render.terminal import sandbox_table
+from pgdyno.terminal.tables import sandbox_table
 
 
 @click.group()

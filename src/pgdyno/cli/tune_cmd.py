@@ -24,7 +24,7 @@ from pgdyno.environment import Environment
 from pgdyno.lab.tune import ServerOptions, Tuned, TuneRequest
 from pgdyno.lab.tune import tune as tune_configuration
 from pgdyno.records.tune import DATA_SIZES, PROFILES, STORAGES, DataSize, Profile, Storage
-from pgdyno.render.tune import (
+from pgdyno.terminal.tune import (
     apply_data,
     baseline_data,
     configuration_data,

@@ -9,8 +9,8 @@ from pgdyno.cli.progress import MatrixProgress
 from pgdyno.cli.tune_request import VerifyOptions
 from pgdyno.environment import Environment
 from pgdyno.lab import verify as lab
-from pgdyno.render.verdict_tables import rounds_summary, verdict_table
-from pgdyno.store.encode import rounds_json
+from pgdyno.results.encode import rounds_json
+from pgdyno.terminal.verdict_tables import rounds_summary, verdict_table
 from pgdyno.textsafe import safe_text
 from pgdyno.tune.model import Configuration
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
+from pgdyno.catalogs.metrics import pg_counters
 from pgdyno.collect.pgstat_io import io_sample
 from pgdyno.collect.waits import WaitSampler
 from pgdyno.errors import QueryRefused, ServerTrouble
-from pgdyno.metrics import pg_counters
 from pgdyno.postgres.client import Client
 from pgdyno.postgres.stats import alone, combined, json_row
 

@@ -2,7 +2,7 @@
 
 Parsers are pure functions of file text; `ProcReader` (and `read_snapshot`, one snapshot) is the
 only code that reads files, and parses only what the metrics use.
-The metrics' names, labels and units are listed in data/metrics.toml (pgdyno.metrics).
+The metrics' names, labels and units are listed in data/metrics.toml (pgdyno.catalogs.metrics).
 `os_sample` uses the definitions of sysstat's `iostat -x` (12.x) and procps' `vmstat`, over
 the interval T = `cur.at - prev.at` seconds. A counter that went backwards (a 32-bit field
 that wrapped on an old kernel, a device that was re-attached) gives a delta of 0.
@@ -41,9 +41,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from pgdyno.catalogs.metrics import fields_of
 from pgdyno.errors import ParseError
 from pgdyno.host.machine import parse_meminfo
-from pgdyno.metrics import fields_of
 
 MIB = 1024 * 1024
 IGNORED_DEVICE_PREFIXES = ("ram", "loop")

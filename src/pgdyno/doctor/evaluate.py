@@ -12,7 +12,7 @@ from typing import Any
 from pgdyno.doctor.defaults import AssumedDefault, note, with_defaults
 from pgdyno.doctor.rules import SEVERITIES, Rule
 from pgdyno.doctor.snapshot import scope
-from pgdyno.knowledge import expr
+from pgdyno.expressions import expr
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pgdyno.doctor.snapshot import NAMESPACES
 from pgdyno.doctor.snapshot_doc import gathered_fields
-from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, check_names, read
+from pgdyno.expressions.load import FactNames, KnowledgeFileError, Source, check_names, read
 
 LAYERS = ("cpu", "memory", "storage", "filesystem", "kernel", "postgresql")
 SEVERITIES = ("info", "warning", "critical")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import UsageError
-from pgdyno.knowledge.expr import Facts
+from pgdyno.expressions.expr import Facts
 from pgdyno.postgres.settings import setting_value
 from pgdyno.textsafe import strict_json, strict_loads
 

@@ -17,8 +17,8 @@ from pgdyno.environment import Environment
 from pgdyno.postgres.server_lock import ServerLock
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.remote.host import RemoteHost
-from pgdyno.store.encode import now_iso
-from pgdyno.store.interface import ResultsBackend
+from pgdyno.results.encode import now_iso
+from pgdyno.results.interface import ResultsBackend
 
 
 class ProgressReporter(Protocol):

@@ -48,7 +48,7 @@ from pgdyno.postgres.server import effective_settings, file_errors
 from pgdyno.postgres.settings import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
 from pgdyno.records.stored import NewComparison, RunOutcome
-from pgdyno.store.interface import ComparisonsBackend
+from pgdyno.results.interface import ComparisonsBackend
 from pgdyno.undo.host import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
 
 

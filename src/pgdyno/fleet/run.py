@@ -40,8 +40,8 @@ from pgdyno.fleet.status import FLEETS_DIR, FleetState, HostState
 from pgdyno.plan.load import load_plan
 from pgdyno.postgres.client import split_password
 from pgdyno.process import start_session
-from pgdyno.store.exchange import import_runs
-from pgdyno.store.open import open_results
+from pgdyno.results.exchange import import_runs
+from pgdyno.results.open import open_results
 
 _PROGRESS = re.compile(r"^run \d+ \((\d+)/(\d+)\)")
 _ERROR = "pgdyno: error: "

@@ -261,7 +261,7 @@ def device_fields(path: Path, device: BlockDevice, free_bytes: int | None = None
 
 def _entry(found: RunDevice) -> dict[str, Any]:
     """A device as the snapshot holds it: the same keys, in the same order, as the runs table's
-    `devices` column (store/encode.py; tests/unit/test_device_records.py keeps them equal)."""
+    `devices` column (results/encode.py; tests/unit/test_device_records.py keeps them equal)."""
     return {
         "path": found.path, "name": found.name, "disk": found.disk,
         "major_minor": found.major_minor, "mount_point": found.mount_point,

@@ -31,7 +31,7 @@ from pgdyno.postgres.footprint import (
 from pgdyno.postgres.server_lock import ServerLock, server_lock
 from pgdyno.records.stored import StoredRun
 from pgdyno.remote.host import remote_host
-from pgdyno.store.open import open_results
+from pgdyno.results.open import open_results
 from pgdyno.textsafe import scrub_argv
 
 

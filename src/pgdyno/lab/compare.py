@@ -32,8 +32,8 @@ from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.server_lock import ServerLock, server_lock
 from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.remote.host import remote_host
+from pgdyno.results.open import open_results
 from pgdyno.stats.analysis import Analysis, Judging, analyse
-from pgdyno.store.open import open_results
 from pgdyno.textsafe import scrub_argv
 
 

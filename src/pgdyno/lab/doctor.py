@@ -19,7 +19,7 @@ from pgdyno.errors import NoResultsYet, UsageError
 from pgdyno.experiment.target import locked_sandbox, sandbox_binaries, server_address
 from pgdyno.records.waits import WaitProfile
 from pgdyno.remote.host import remote_host
-from pgdyno.store.open import open_results
+from pgdyno.results.open import open_results
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pgdyno.environment import Environment
 from pgdyno.experiment.context import ProgressReporter, RemoteTarget, RunContext
 from pgdyno.postgres.server_lock import ServerLock
-from pgdyno.store.open import open_results
+from pgdyno.results.open import open_results
 
 type Progress = Callable[[], AbstractContextManager[ProgressReporter]]
 

@@ -9,10 +9,10 @@ from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.records.stored import RunListing, StoredRun
 from pgdyno.report.load import parse_run_ids
-from pgdyno.store.exchange import export_runs, import_runs
-from pgdyno.store.open import open_results
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.transfer import Copied, selected_run_ids
+from pgdyno.results.exchange import export_runs, import_runs
+from pgdyno.results.open import open_results
+from pgdyno.results.store import ResultsStore
+from pgdyno.results.transfer import Copied, selected_run_ids
 
 
 def listed(

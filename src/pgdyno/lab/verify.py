@@ -18,7 +18,7 @@ from pgdyno.plan.load import load_plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.report.export import make
 from pgdyno.report.load import Selection
-from pgdyno.store.open import open_results
+from pgdyno.results.open import open_results
 from pgdyno.tune.model import Configuration
 from pgdyno.tune.verify import Matrix, ladder_plan, plan_text, sets_plan, verdict_lines
 from pgdyno.undo.server import pending_changes

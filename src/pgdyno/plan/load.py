@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from pgdyno.errors import UsageError
-from pgdyno.knowledge.locate import key_lines, line_of, too_deep
+from pgdyno.expressions.locate import key_lines, line_of, too_deep
 from pgdyno.plan.model import BlockSpec, MatrixSpec, PlanSpec, SetSpec, ThpSpec
 
 MAX_PLAN_BYTES = 1 << 20

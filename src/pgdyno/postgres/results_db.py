@@ -1,6 +1,6 @@
 """A connection to a PostgreSQL database that holds pgdyno's results (issue 22).
 
-The results tables' statements are written once with `?` placeholders (store/database.py);
+The results tables' statements are written once with `?` placeholders (results/database.py);
 here they become psycopg's `%s`. Driver errors become one-sentence StoreErrors naming the
 server and database, never the password, which travels beside the connection string and is
 kept nowhere else.

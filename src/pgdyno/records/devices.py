@@ -1,7 +1,7 @@
 """The block devices under a run's data and WAL directories, as frozen records.
 
 host/disks.py fills them (the doctor snapshot's `devices` section is the same facts
-as a dict); a run keeps them (RunRecord, StoredRun), store/encode.py and store/decode.py turn
+as a dict); a run keeps them (RunRecord, StoredRun), results/encode.py and results/decode.py turn
 them into the runs table's `devices` column and back, and the renderers read their fields.
 """
 

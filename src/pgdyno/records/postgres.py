@@ -1,6 +1,6 @@
 """What `pgdyno pg versions` and `pgdyno sandbox status` show, as frozen records.
 
-postgres/binaries.py and postgres/cluster.py fill them; render/terminal.py draws them.
+postgres/binaries.py and postgres/cluster.py fill them; terminal/tables.py draws them.
 """
 
 from __future__ import annotations

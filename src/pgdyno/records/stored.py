@@ -1,10 +1,10 @@
 """What the results store gives back, as frozen records: runs, their sessions, comparisons.
 
-store/ fills them (any backend); report/, render/ and stats/analysis.py read them with
+results/ fills them (any backend); report/, terminal/ and stats/analysis.py read them with
 checked attribute names. Health, interference, the devices and the rounds are records of their
 own (records/health.py, interference.py, devices.py, rounds.py); free-form objects kept as JSON
 (host facts, settings: the doctor snapshot's sections) stay `Json`, with a typed view
-(`HostBrief`) for the fields the code reads. store/encode.py turns these records into the JSON
+(`HostBrief`) for the fields the code reads. results/encode.py turns these records into the JSON
 the commands print: the same keys, order and values as when the store returned rows.
 """
 
@@ -107,7 +107,7 @@ class RunOutcome:
 @dataclass(frozen=True, slots=True)
 class _RunColumns:
     """The leading columns of the runs table, in table order, shared by the two views below
-    (their JSON, store/encode.py, keeps this order)."""
+    (their JSON, results/encode.py, keeps this order)."""
 
     id: int
     session_id: int

@@ -2,9 +2,9 @@
 
 The choices of pgtune's form (profile, storage, data size), shared by pgdyno's own advice and
 the baselines; the disks under the data and WAL directories; and `TuneFacts`, whose fields are
-the names data/tune.toml may ask of `t` (knowledge/load.py refuses any other), so a renamed
+the names data/tune.toml may ask of `t` (expressions/load.py refuses any other), so a renamed
 fact is an error where it is read, never a silent "unknown". tune/facts.py fills them from
-the options or a doctor snapshot; render/tune.py writes them as JSON.
+the options or a doctor snapshot; terminal/tune.py writes them as JSON.
 """
 
 from __future__ import annotations

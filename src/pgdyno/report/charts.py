@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgdyno.metrics import get
+from pgdyno.catalogs.metrics import get
 
 Figure = dict[str, Any]
 

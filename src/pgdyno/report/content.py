@@ -38,9 +38,9 @@ from pgdyno.report.selection import (
     worst_spreads,
 )
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
+from pgdyno.results.encode import to_json
 from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
 from pgdyno.stats.summary import describe
-from pgdyno.store.encode import to_json
 
 MAX_CELL_SECTIONS = 12  # more cells than this get the overview charts and drill-downs only
 

@@ -11,7 +11,7 @@ from pgdyno.records.stored import ComparisonSet, StoredRun
 from pgdyno.report import timelines, tpcc, waits
 from pgdyno.report.selection import cell_key, cell_label
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
-from pgdyno.store.encode import interference_json, to_json
+from pgdyno.results.encode import interference_json, to_json
 
 
 def settings_diff(settings: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[dict[str, Any]]:

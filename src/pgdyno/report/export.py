@@ -18,8 +18,8 @@ from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
 from pgdyno.report import content, html
 from pgdyno.report.load import Selection, load
-from pgdyno.store.interface import ResultsBackend
-from pgdyno.store.open import open_results
+from pgdyno.results.interface import ResultsBackend
+from pgdyno.results.open import open_results
 
 # `figure` came last (issue 21), so that scripts reading the columns by position still work.
 CSV_COLUMNS = (

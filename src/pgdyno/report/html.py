@@ -18,7 +18,7 @@ import jinja2
 
 from pgdyno.formatting import fmt
 from pgdyno.records.stored import ComparisonSet
-from pgdyno.store.encode import to_json
+from pgdyno.results.encode import to_json
 from pgdyno.templating import template_environment
 from pgdyno.textsafe import strict_json
 

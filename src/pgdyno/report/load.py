@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from pgdyno.errors import UsageError
 from pgdyno.records.stored import StoredComparison, StoredRun
-from pgdyno.store.interface import ResultsBackend
+from pgdyno.results.interface import ResultsBackend
 
 
 @dataclass(frozen=True)

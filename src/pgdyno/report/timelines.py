@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pgdyno.metrics import get
+from pgdyno.catalogs.metrics import get
 from pgdyno.report.charts import (
     Figure,
     Series,

@@ -18,7 +18,7 @@ from pgdyno.report import charts, timelines
 from pgdyno.report.charts import Figure, Point, Series
 from pgdyno.report.selection import spread
 from pgdyno.report.series import TIMELINE_NOTE, chart
-from pgdyno.store.encode import tpcc_json
+from pgdyno.results.encode import tpcc_json
 
 NOPM_METRIC = "tpcc.nopm"  # the per-second series a TPC-C-like run records (data/metrics.toml)
 FIGURE_LABELS = {"tps": "TPS", "nopm": "NOPM"}

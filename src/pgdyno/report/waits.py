@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pgdyno.metrics import get
+from pgdyno.catalogs.metrics import get
 from pgdyno.records.stored import StoredRun
 from pgdyno.records.waits import WaitProfile, event_type
 from pgdyno.report.charts import (

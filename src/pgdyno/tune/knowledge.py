@@ -21,8 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgdyno.doctor.rules import Rule, load_rules
-from pgdyno.knowledge import expr
-from pgdyno.knowledge.load import FactNames, KnowledgeFileError, Source, read
+from pgdyno.expressions import expr
+from pgdyno.expressions.load import FactNames, KnowledgeFileError, Source, read
 from pgdyno.records.tune import DEVICE_FACTS, FACT_FIELDS
 from pgdyno.tune.model import Group, KnowledgeStatus, Layer
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pgdyno.knowledge.expr import BACKEND_BYTES
+from pgdyno.expressions.expr import BACKEND_BYTES
 from pgdyno.postgres.settings import read_number, unit_size
 from pgdyno.tune.model import Configuration, Setting
 

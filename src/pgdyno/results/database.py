@@ -1,9 +1,9 @@
 """What the results tables need of a database connection, whichever engine holds them.
 
 Statements are written once, in the SQL both engines read, with `?` placeholders; each
-connection (store/sqlite_db.py, postgres/results_db.py) runs them its own way and turns its
+connection (results/sqlite_db.py, postgres/results_db.py) runs them its own way and turns its
 driver's errors into one-sentence StoreErrors naming the database. Rows come back as dicts,
-decoded into records by store/decode.py.
+decoded into records by results/decode.py.
 """
 
 from __future__ import annotations

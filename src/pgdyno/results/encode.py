@@ -1,6 +1,6 @@
 """Records as JSON: the results database's JSON columns and what the commands print.
 
-The one place typed records become JSON-ready values (store/decode.py turns them back), so the
+The one place typed records become JSON-ready values (results/decode.py turns them back), so the
 database columns and the `--json` outputs keep one shape.
 """
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from rich.table import Table
 
+from pgdyno.catalogs.metrics import compact_columns, with_derived
 from pgdyno.formatting import fmt
-from pgdyno.metrics import compact_columns, with_derived
 from pgdyno.records.stored import StoredRun, second_values
 
 

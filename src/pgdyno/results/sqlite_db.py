@@ -5,7 +5,7 @@ command opens it read-only (`mode=ro`): nothing in the file changes, not even it
 so an export read with `--results FILE` keeps its checksum; on read-only media, where even a
 read-only connection cannot make its shared-memory file, it is read as it is (`immutable`) when
 nothing is pending in its WAL. Reading never migrates the file: an older schema is read
-through a private copy (store/open.py).
+through a private copy (results/open.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import StoreError, StoreUnavailable
-from pgdyno.store.database import Params
-from pgdyno.store.migrate import SCHEMA_TABLE, pending
+from pgdyno.results.database import Params
+from pgdyno.results.migrate import SCHEMA_TABLE, pending
 
 
 def _explain(path: Path, exc: sqlite3.Error) -> StoreError:

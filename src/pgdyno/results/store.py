@@ -1,7 +1,7 @@
 """The results database: sessions, runs, per-second series, per-statement latencies.
 
-One implementation for both engines: the statements are written once (store/database.py) and
-run on a SQLite file (store/sqlite_db.py) or a PostgreSQL database (store/postgres_db.py). Each
+One implementation for both engines: the statements are written once (results/database.py) and
+run on a SQLite file (results/sqlite_db.py) or a PostgreSQL database (results/postgres_db.py). Each
 run is written in its own transaction as soon as it finishes, so a crash loses at most the run
 in progress.
 """
@@ -18,10 +18,10 @@ from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.records import RunRecord
 from pgdyno.records.stored import ReportSource, RunListing, StoredRun
 from pgdyno.records.waits import WaitProfile
-from pgdyno.store.comparisons import Comparisons
-from pgdyno.store.database import Database
-from pgdyno.store.decode import RUN_ROW_SQL, loads, run_listing, stored_run, waits
-from pgdyno.store.encode import (
+from pgdyno.results.comparisons import Comparisons
+from pgdyno.results.database import Database
+from pgdyno.results.decode import RUN_ROW_SQL, loads, run_listing, stored_run, waits
+from pgdyno.results.encode import (
     devices_json,
     dumps,
     health_json,
@@ -30,9 +30,9 @@ from pgdyno.store.encode import (
     tpcc_json,
     waits_json,
 )
-from pgdyno.store.owners import Owner, any_abandoned, mark_interrupted
-from pgdyno.store.sqlite_db import SqliteDatabase
-from pgdyno.store.uids import any_missing, fill_missing, new_uid
+from pgdyno.results.owners import Owner, any_abandoned, mark_interrupted
+from pgdyno.results.sqlite_db import SqliteDatabase
+from pgdyno.results.uids import any_missing, fill_missing, new_uid
 
 RUN_COLUMNS = (
     "id", "session_id", "status", "started_at", "finished_at", "workload", "scale", "clients",
@@ -62,13 +62,13 @@ class ResultsStore:
 
     `where`: a SQLite file (opened here; `writing` refuses at once a file this command could
     not write, before any run, and without it the file is opened read-only and read as it is)
-    or an open store.database.Database (store/open.py opens the PostgreSQL one)."""
+    or an open store.database.Database (results/open.py opens the PostgreSQL one)."""
 
     def __init__(self, where: Path | Database, *, writing: bool = True) -> None:
         self.db = SqliteDatabase(where, writing=writing) if isinstance(where, Path) else where
         self.comparisons = Comparisons(self.db)
         if not writing:
-            return  # read as it is (store/open.py tidies a store it may write first)
+            return  # read as it is (results/open.py tidies a store it may write first)
         try:
             self._tidy_up()
         except BaseException:
@@ -296,7 +296,7 @@ class ResultsStore:
 
 
 if TYPE_CHECKING:
-    from pgdyno.store.interface import ResultsBackend
+    from pgdyno.results.interface import ResultsBackend
 
     def _implements(store: ResultsStore) -> ResultsBackend:
         """mypy checks here that the SQLite store keeps the whole backend interface."""

@@ -28,7 +28,7 @@ from pgdyno.records.stored import (
 )
 from pgdyno.records.tpcc import TpccResult, TpccTransaction
 from pgdyno.records.waits import BackgroundWait, WaitProfile, WaitShare
-from pgdyno.store.encode import DEVICE_KEYS
+from pgdyno.results.encode import DEVICE_KEYS
 
 Row = Mapping[str, Any]
 
@@ -256,7 +256,7 @@ def _tpcc(row: Row) -> TpccResult | None:
 
 
 def tpcc(blob: Mapping[str, Json] | None) -> TpccResult | None:
-    """A TPC-C-like run's figures as store/encode.py `tpcc_json` wrote them.
+    """A TPC-C-like run's figures as results/encode.py `tpcc_json` wrote them.
 
     >>> found = tpcc({"warehouses": 2, "nopm": 120.0, "tpm": None, "transactions": {"payment":
     ...     {"count": 43, "share": 0.43, "p50_ms": 1.0, "p90_ms": 2, "p99_ms": 3.0,
@@ -317,7 +317,7 @@ def waits(blob: Mapping[str, Json] | None) -> WaitProfile | None:
     """A wait profile as encode.py `waits_json` wrote it (None for a run without one); a missing
     key reads as 0 or nothing.
 
-    >>> from pgdyno.store.encode import waits_json
+    >>> from pgdyno.results.encode import waits_json
     >>> p = WaitProfile("pg_stat_activity", 10.0, 200, 31.5, (("CPU*", 0.6), ("IO", 0.4)),
     ...                 (WaitShare("CPU*", 0.6, 1.0), WaitShare("IO:WalSync", 0.4, 0.7)), 0.0,
     ...                 (BackgroundWait("walwriter", "IO:WalWrite", 0.1),))

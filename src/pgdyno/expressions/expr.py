@@ -162,7 +162,7 @@ def parse(text: str, names: frozenset[str]) -> ast.expr:
     >>> parse("__import__('os')", frozenset())
     Traceback (most recent call last):
     ...
-    pgdyno.knowledge.expr.ExprError: unknown function '__import__'
+    pgdyno.expressions.expr.ExprError: unknown function '__import__'
     """
     try:
         tree = ast.parse(text.strip(), mode="eval").body
@@ -203,7 +203,7 @@ def evaluate(node: ast.expr, scope: Mapping[str, Any]) -> Any:
     >>> evaluate(parse("host.b > 1", frozenset({"host"})), {"host": host})
     Traceback (most recent call last):
     ...
-    pgdyno.knowledge.expr.Unknown: host.b
+    pgdyno.expressions.expr.Unknown: host.b
     """
     evaluator = _EVALUATORS.get(type(node))
     if evaluator is None:

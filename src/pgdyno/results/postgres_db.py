@@ -1,6 +1,6 @@
 """A results database on a PostgreSQL server, shared by pgdyno processes on many hosts.
 
-The tables are SQLite's (one migration history, rewritten by store/migrate.py `for_postgres`);
+The tables are SQLite's (one migration history, rewritten by results/migrate.py `for_postgres`);
 ids come from identity columns, so concurrent writers never collide, and every migration runs
 under one advisory lock, so processes starting at once apply each exactly once.
 """
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pgdyno.errors import StoreUnavailable, UsageError
 from pgdyno.postgres.footprint import is_pgdyno_name
 from pgdyno.postgres.results_db import ResultsConnection
-from pgdyno.store.migrate import SCHEMA_TABLE, for_postgres, pending
+from pgdyno.results.migrate import SCHEMA_TABLE, for_postgres, pending
 
 # What a writing command does to each table: insert rows, and update statuses.
 _INSERTED = ("sessions", "runs", "run_seconds", "run_samples", "run_events", "run_statements",

@@ -22,8 +22,8 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, ValidationError
 
 from pgdyno.errors import PgdynoError
-from pgdyno.knowledge import expr
-from pgdyno.knowledge.locate import key_lines, line_of
+from pgdyno.expressions import expr
+from pgdyno.expressions.locate import key_lines, line_of
 
 KeyPath = Sequence[str | int]
 # Namespace -> the facts an expression may ask of it; None: any (PostgreSQL's settings).

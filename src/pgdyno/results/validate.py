@@ -4,7 +4,7 @@ An export edited or damaged outside pgdyno could be merged and then break `runs 
 `report` for every user of a shared store. So, before anything is added: every table pgdyno
 reads has exactly the columns this pgdyno's migrations give it, every value has the type its
 column declares (SQLite keeps whatever it is given), and every JSON column holds strict JSON
-of the shape store/decode.py reads. The first fault is named (table, column, row) in one
+of the shape results/decode.py reads. The first fault is named (table, column, row) in one
 sentence and nothing is imported.
 """
 
@@ -15,11 +15,11 @@ from functools import cache
 from pathlib import Path
 
 from pgdyno.errors import StoreUnavailable
-from pgdyno.store.database import Database
-from pgdyno.store.migrate import SCHEMA_TABLE, migrations
+from pgdyno.results.database import Database
+from pgdyno.results.migrate import SCHEMA_TABLE, migrations
 from pgdyno.textsafe import strict_loads
 
-# The JSON columns and the shape store/decode.py reads from each (a SQL NULL is always allowed
+# The JSON columns and the shape results/decode.py reads from each (a SQL NULL is always allowed
 # where the column allows it; the schema says where).
 JSON_SHAPES: dict[str, dict[str, type]] = {
     "sessions": {"command": list, "host": dict, "server": dict},

@@ -4,7 +4,7 @@ An export is a results database itself (a SQLite file holding the chosen runs wi
 sessions, comparisons, timelines, statements, samples and events, and an `export_info` table
 saying where they came from), so `runs list --results FILE` reads it as it is. Copying keeps
 rows as they are except their ids: each database numbers its rows, and a copied run points at
-its copied session and comparison by their new ids. A run whose uid (store/uids.py) the target
+its copied session and comparison by their new ids. A run whose uid (results/uids.py) the target
 already holds is not copied again, and everything is copied in one transaction: a failure
 leaves the target as it was.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgdyno.errors import StoreUnavailable
-from pgdyno.store.database import Database
-from pgdyno.store.uids import missing
+from pgdyno.results.database import Database
+from pgdyno.results.uids import missing
 
 Row = dict[str, Any]
 CHILDREN = ("run_seconds", "run_statements", "run_samples", "run_events")
@@ -111,7 +111,7 @@ class _Copy:
 
     def _give_uids(self, table: str, rows: list[Row]) -> None:
         """Rows of a source that cannot be written and predates uids get the uids it would
-        have given them (store/uids.py), so that every export of it gives the same."""
+        have given them (results/uids.py), so that every export of it gives the same."""
         if any(row["uid"] is None for row in rows):
             # Every session's, not only those copied: a run's uid derives from its session's.
             sessions = missing(self.source, "sessions") | self.session_uids

@@ -12,7 +12,7 @@ from pgdyno.records import Available, Event, RunRecord, Status
 from pgdyno.records.devices import RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunListing, StoredRun
-from pgdyno.render.tpcc_tables import tpcc_rows, tpcc_table
+from pgdyno.terminal.tpcc_tables import tpcc_rows, tpcc_table
 from pgdyno.textsafe import safe_text
 
 # The tail of pgbench's stderr that `runs show` prints for a run that did not finish.

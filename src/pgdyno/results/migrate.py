@@ -31,7 +31,7 @@ _POSTGRES_WORDS = (
 def migrations() -> list[tuple[int, str, str]]:
     """(version, name, sql) for every migration shipped with pgdyno, in order."""
     found = []
-    for entry in files("pgdyno.store.migrations").iterdir():
+    for entry in files("pgdyno.results.migrations").iterdir():
         match = _FILE.match(entry.name)
         if match:
             found.append((int(match.group(1)), match.group(2), entry.read_text()))

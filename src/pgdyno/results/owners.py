@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass
 
 from pgdyno.process import same_process, start_time
-from pgdyno.store.database import Database
+from pgdyno.results.database import Database
 
 TABLES = ("sessions", "comparisons")
 

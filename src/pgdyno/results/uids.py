@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pgdyno.store.database import Database
+from pgdyno.results.database import Database
 
 Row = Mapping[str, Any]
 # In this order: a run's uid is derived from its session's.

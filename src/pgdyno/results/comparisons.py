@@ -7,11 +7,11 @@ from typing import Any
 
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import NewComparison, RunOutcome, StoredComparison
-from pgdyno.store.database import Database
-from pgdyno.store.decode import OUTCOME_SQL, comparison, run_outcome
-from pgdyno.store.encode import dumps, now_iso, rounds_json
-from pgdyno.store.owners import Owner
-from pgdyno.store.uids import new_uid
+from pgdyno.results.database import Database
+from pgdyno.results.decode import OUTCOME_SQL, comparison, run_outcome
+from pgdyno.results.encode import dumps, now_iso, rounds_json
+from pgdyno.results.owners import Owner
+from pgdyno.results.uids import new_uid
 
 
 class Comparisons:

@@ -1,10 +1,10 @@
 """Export files: runs written out of any results store and merged into any other (issue 22).
 
-The file is a SQLite results database (store/transfer.py says why) with one more table,
+The file is a SQLite results database (results/transfer.py says why) with one more table,
 `export_info`. Writing goes to a temporary file renamed into place at the end, so a failed
 export leaves no file; reading goes through a private copy, migrated if an older pgdyno wrote
 it, so the file given is never changed; a foreign or damaged file (a table, a value or a JSON
-column not as pgdyno writes it: store/validate.py) is refused whole before the target is
+column not as pgdyno writes it: results/validate.py) is refused whole before the target is
 touched.
 """
 
@@ -20,11 +20,11 @@ from pathlib import Path
 
 from pgdyno import __version__
 from pgdyno.errors import StoreError, StoreUnavailable, UsageError
-from pgdyno.store.database import Database
-from pgdyno.store.encode import now_iso
-from pgdyno.store.sqlite_db import SqliteDatabase
-from pgdyno.store.transfer import Copied, copy_runs, selected_run_ids
-from pgdyno.store.validate import check_whole_file
+from pgdyno.results.database import Database
+from pgdyno.results.encode import now_iso
+from pgdyno.results.sqlite_db import SqliteDatabase
+from pgdyno.results.transfer import Copied, copy_runs, selected_run_ids
+from pgdyno.results.validate import check_whole_file
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _PGDYNO_TABLES = {"schema_migrations", "sessions", "runs"}

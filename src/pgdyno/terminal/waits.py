@@ -6,10 +6,10 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pgdyno.catalogs.wait_events import describe_event
 from pgdyno.formatting import fmt
 from pgdyno.records.waits import WaitProfile
 from pgdyno.textsafe import safe_text
-from pgdyno.wait_events import describe_event
 
 MEANING_MIN_SHARE = 0.05  # the events worth a line of explanation under the table
 

@@ -54,7 +54,7 @@ def parse_wait_events(text: str, origin: str = "wait_events.toml") -> dict[str, 
     {'io:walsync': Described(name='IO:WalSync', means='m', docs='https://www.postgresql.org/docs/')}
     >>> parse_wait_events('[[event]]\\nname = "WalSync"\\nmeans = "m"\\ndocs = "' + DOCS + '"')
     Traceback (most recent call last):
-    pgdyno.wait_events.WaitEventsError: wait_events.toml: event 1: an event's name is ...
+    pgdyno.catalogs.wait_events.WaitEventsError: wait_events.toml: event 1: an event's name is ...
     """
     try:
         data = tomllib.loads(text)

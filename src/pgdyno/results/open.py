@@ -19,13 +19,13 @@ from pathlib import Path
 
 from pgdyno.environment import ResultsLocation
 from pgdyno.errors import NoResultsYet, StoreError, UsageError
-from pgdyno.store.database import Database
-from pgdyno.store.migrate import check_readable, latest_version
-from pgdyno.store.owners import any_abandoned
-from pgdyno.store.postgres_db import PostgresDatabase
-from pgdyno.store.results import ResultsStore
-from pgdyno.store.sqlite_db import SqliteDatabase
-from pgdyno.store.uids import any_missing
+from pgdyno.results.database import Database
+from pgdyno.results.migrate import check_readable, latest_version
+from pgdyno.results.owners import any_abandoned
+from pgdyno.results.postgres_db import PostgresDatabase
+from pgdyno.results.sqlite_db import SqliteDatabase
+from pgdyno.results.store import ResultsStore
+from pgdyno.results.uids import any_missing
 
 
 def open_results(location: ResultsLocation, *, writing: bool = True) -> ResultsStore:

@@ -1,7 +1,7 @@
 """What callers may ask of a results store: the interface every backend implements.
 
-store/results.py (SQLite) implements it; a PostgreSQL results store implements the same
-methods and returns the same records (store/decode.py turns rows into them), so callers typed
+results/store.py (SQLite) implements it; a PostgreSQL results store implements the same
+methods and returns the same records (results/decode.py turns rows into them), so callers typed
 against `ResultsBackend` need no change. Everything crossing this boundary is a record of
 pgdyno.records, a plain value, or a `Mapping` the caller wrote itself.
 """

@@ -1,0 +1,1 @@
+"""Catalogs read from data/: the per-second metrics and what wait events mean."""
