@@ -220,9 +220,9 @@ class ComparisonSet:
 
 
 @dataclass(frozen=True, slots=True)
-class NewComparison:
-    """A comparison as it starts, for the store to record: its plan (name, path, digest of the
-    text, text), mode, baseline, scales and the sets' settings as the plan asks for them."""
+class ComparisonPlan:
+    """What a comparison measures, as its plan says: the plan (name, path, digest of the text,
+    text), mode, baseline and scales. A new comparison and a stored one both hold it."""
 
     name: str
     plan_path: str
@@ -231,21 +231,22 @@ class NewComparison:
     mode: str  # sets / ladder
     baseline: str
     scales: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NewComparison(ComparisonPlan):
+    """A comparison as it starts, for the store to record, with the sets' settings as the plan
+    asks for them."""
+
     sets: tuple[tuple[str, Mapping[str, object]], ...]  # (name, requested settings), plan order
 
 
 @dataclass(frozen=True, slots=True)
-class StoredComparison:
-    """One `pgdyno compare` of a plan, with its sets in plan order."""
+class StoredComparison(ComparisonPlan):
+    """One `pgdyno compare` of a plan, with its sets in plan order (its JSON starts with `id`,
+    as every stored record's does: results/encode.py)."""
 
     id: int
-    name: str
-    plan_path: str
-    plan_digest: str
-    plan_text: str
-    mode: str  # sets / ladder
-    baseline: str
-    scales: tuple[int, ...]
     status: str
     started_at: str
     finished_at: str | None

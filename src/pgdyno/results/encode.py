@@ -167,16 +167,18 @@ def rounds_json(rounds: RoundHistory) -> dict[str, object]:
 
 def to_json(record: object) -> dict[str, object]:
     """A record as the commands print it (`runs show --json`, `runs list --json`, `compare
-    --json`, the report): its fields in declaration order, nested records and tuples as
-    JSON-ready values, health, devices, interference and rounds as the results database keeps
-    them."""
+    --json`, the report): its fields in declaration order, `id` first (a record built on a
+    shared part, as StoredComparison on ComparisonPlan, declares its own id after it), nested
+    records and tuples as JSON-ready values, health, devices, interference and rounds as the
+    results database keeps them."""
     if not is_dataclass(record) or isinstance(record, type):
         raise TypeError(f"not a record: {record!r}")
     return _fields(record)
 
 
 def _fields(record: DataclassInstance) -> dict[str, object]:
-    return {f.name: _json(getattr(record, f.name)) for f in fields(record)}
+    names = sorted((f.name for f in fields(record)), key=lambda name: name != "id")  # stable
+    return {name: _json(getattr(record, name)) for name in names}
 
 
 def _json(value: object) -> object:
