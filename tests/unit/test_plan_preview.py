@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pgdyno.environment import Environment, ResultsLocation
-from pgdyno.experiment.plan_preview import PlanPreview, preview_plan
+from pgdyno.lab.plan_preview import PlanPreview, preview_plan
 from pgdyno.plan.policy import Allowed
 
 PLAN = """name = "preview"

@@ -1,4 +1,4 @@
-"""`pgdyno plan check`: a plan previewed for this machine (`experiment.plan_preview`), shown."""
+"""`pgdyno plan check`: a plan previewed for this machine (`lab.plan_preview`), shown."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pgdyno.cli.common import PLAN, allow_options, environment, out, workdir_options
-from pgdyno.experiment.plan_preview import Duration, PlanPreview, PreviewedSet, preview_plan
+from pgdyno.lab.plan_preview import Duration, PlanPreview, PreviewedSet, preview_plan
 from pgdyno.plan.policy import Allowed
 
 

@@ -1,6 +1,6 @@
 """`pgdyno tune` without --verify: gather the facts (a server, a snapshot file or the options),
 compute a configuration, write it as files, apply it. `--verify`'s measurement of the result is
-lab's verification (cli/tune_verify.py), which takes `Tuned.ours` and `Tuned.pgtune`."""
+lab's verification (lab/verify.py), which takes `Tuned.ours` and `Tuned.pgtune`."""
 
 from __future__ import annotations
 
