@@ -2,7 +2,7 @@
 
 Most tests only wait (on PostgreSQL, pgbench, a child process) and run side by side: each makes
 its own work directory (`mkdtemp`), its sandbox searches for a port from a place of its own and
-moves when a start finds it taken (postgres/ports.py), and the tests that judge interference
+moves when a start finds it taken (postgres/cluster.py), and the tests that judge interference
 make their condition themselves (tests/host_conditions.py: a hog beside the runs, or pgdyno in
 a PID namespace that sees only itself), so other workers' load changes none of their verdicts.
 

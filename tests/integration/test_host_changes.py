@@ -20,8 +20,7 @@ import pytest
 
 from conftest import IS_ROOT
 from pgdyno.errors import Interrupted, UsageError
-from pgdyno.host.knob_write import write_value
-from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate
+from pgdyno.host.knobs import HostChangeError, Knob, read_value, validate, write_value
 from pgdyno.undo.host import HostChanges, ensure_clean, pending, rollback
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="changes real kernel settings: needs root")

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
-from pgdyno.host.knob_write import write_value
 from pgdyno.host.knobs import (
     BLOCK_SETTINGS,
     THP_SETTINGS,
@@ -26,6 +25,7 @@ from pgdyno.host.knobs import (
     Knob,
     read_value,
     validate,
+    write_value,
 )
 from pgdyno.undo.host import (
     AppliedKnob,

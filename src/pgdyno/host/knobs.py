@@ -1,5 +1,5 @@
 """Host knobs: the kernel settings pgdyno may change, and how to read and check them
-(host/knob_write.py writes them).
+(`write_value` below writes them).
 
 A knob is a sysctl under /proc/sys, a queue setting of a block device under
 /sys/block/<disk>/queue (only those in `BLOCK_SETTINGS`), or a transparent huge pages (THP)
@@ -12,22 +12,24 @@ called, and restored afterwards.
 - `validate` runs before anything is journalled: it refuses knobs that do not exist, that
   need root, that are read-only or whose current value cannot be read (it could not be
   restored), and values of the wrong form. Its messages are for the person who wrote the plan.
-- `write_value` (host/knob_write.py) writes with one plain write(2) on the kernel file (no
+- `write_value` writes with one plain write(2) on the kernel file (no
   subprocess, no shell) and reads the value back: the kernel may clamp or refuse, and what is
   in effect is what gets reported.
 - Some sysctls are coupled: writing vm.dirty_bytes zeroes vm.dirty_ratio and the other way
   round (likewise the dirty_background pair), and the kernel refuses 0 for the *_bytes ones.
   Restoring such a knob alone can fail, so `partner` names the other one and
-  `restore_writes` (host/knob_write.py) picks the single write that puts the pair back.
+  `restore_writes` picks the single write that puts the pair back.
 
 Roots are injectable so the pure parts run on a fake tree in tests.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -365,3 +367,90 @@ def validate(knob: Knob, value: object, *, is_root: bool) -> str:
     if knob.kind == "thp":
         return _validate_thp(knob, value, is_root=is_root)
     return _validate_block(knob, value, is_root=is_root)
+
+
+# -- Writing host knobs: one write(2), the value read back ----------------------------------------
+
+
+def _write_raw(path: Path, data: bytes) -> None:
+    """One write(2) on an existing kernel file. O_TRUNC is what a shell's `>` does: the kernel
+    ignores it for /proc/sys and /sys, and it keeps plain files (the fake tree) whole. No
+    O_CREAT: a knob that does not exist must not be created."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        written = os.write(fd, data)
+    finally:
+        os.close(fd)
+    if written != len(data):
+        raise OSError(errno.EIO, f"short write ({written} of {len(data)} bytes)")
+
+
+def write_value(knob: Knob, value: str) -> str:
+    """Write `value` (as returned by `validate`, or an old value read earlier) and return the
+    value read back, which is what is in effect."""
+    try:
+        _write_raw(knob.path, value.encode() + b"\n")
+    except OSError as error:
+        reason = errno.errorcode.get(error.errno or 0, "error")
+        if error.errno in (errno.EACCES, errno.EPERM):
+            advice = "run pgdyno as root or remove it from the plan"
+        elif error.errno == errno.ENOENT:
+            advice = "check that the setting still exists"
+        else:
+            advice = "fix the value in the plan or remove the setting"
+        raise HostChangeError(
+            f"the kernel refused {value!r} for {knob} ({reason}: {error.strerror}): {advice}.",
+            reason=f"{reason}: {error.strerror}",
+        ) from None
+    effective = read_value(knob)
+    if knob.kind == "sysctl" and knob.name == "vm.nr_hugepages":
+        effective = _more_huge_pages(knob, value, effective)
+    return effective
+
+
+HUGE_PAGE_TRIES = 3
+
+
+def _more_huge_pages(knob: Knob, value: str, effective: str) -> str:
+    """The kernel reserves what free 2 MB blocks it finds, fewer than asked on a host whose
+    memory is fragmented by the page cache: compact memory (vm.compact_memory, a trigger that
+    holds no setting) and ask again, a few times."""
+    trigger = knob.proc_root / "sys/vm/compact_memory"
+    for _ in range(HUGE_PAGE_TRIES):
+        if not (effective.isdigit() and value.isdigit() and int(effective) < int(value)):
+            break
+        try:
+            _write_raw(trigger, b"1\n")
+            _write_raw(knob.path, value.encode() + b"\n")
+        except OSError:
+            break
+        effective = read_value(knob)
+    return effective
+
+
+def _zero(value: str) -> bool:
+    return value.strip() in ("", "0")
+
+
+def restore_writes(targets: Sequence[tuple[Knob, str]]) -> list[tuple[Knob, str]]:
+    """The writes that put `targets` (knob, old value) back, in order. Knobs are written as
+    they are, except coupled pairs: of those only the one that was in use (non-zero) is
+    written, which also puts its partner back to 0.
+
+    >>> roots = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
+    >>> bytes_ = Knob.sysctl("vm.dirty_bytes", **roots)
+    >>> ratio = Knob.sysctl("vm.dirty_ratio", **roots)
+    >>> [(k.name, v) for k, v in restore_writes([(bytes_, "0"), (ratio, "20")])]
+    [('vm.dirty_ratio', '20')]
+    """
+    by_path = {knob.path: value for knob, value in targets}
+    writes: list[tuple[Knob, str]] = []
+    for knob, value in targets:
+        partner = knob.partner
+        if partner is not None and partner.path in by_path:
+            if _zero(value) and not _zero(by_path[partner.path]):
+                continue  # writing the partner resets this one
+            if _zero(value) and partner.name.endswith("_ratio"):
+                continue  # both 0: only the ratio accepts 0
+        writes.append((knob, value))
+    return writes

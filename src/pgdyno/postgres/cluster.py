@@ -20,8 +20,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -30,7 +32,6 @@ from pgdyno import process
 from pgdyno.errors import ClusterError, ProcessError, UsageError
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.conf import quote_value, refused_settings, render_settings
-from pgdyno.postgres.ports import first_port, free_port, port_is_free, port_taken
 from pgdyno.postgres.sandbox_user import hand_over, require_reachable
 from pgdyno.process import RunAs
 from pgdyno.records import Status
@@ -416,3 +417,51 @@ def recover(clusters_dir: Path, run_as: RunAs | None) -> list[str]:
                 f"(pid {state.owner_pid})"
             )
     return notes
+
+
+# -- The sandbox's TCP port on 127.0.0.1 ----------------------------------------------------------
+
+FIRST_PORT = 54330
+PORT_SPREAD = 1000  # new sandboxes start looking for a port this far apart (first_port)
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def port_taken(log_lines: list[str]) -> bool:
+    """True when a start failed because the TCP port was in use (PostgreSQL's own words).
+
+    >>> port_taken(['2026-11-23 01:58:01 UTC [9] LOG:  could not bind IPv4 address '
+    ...              '"127.0.0.1": Address already in use'])
+    True
+    >>> port_taken(['FATAL:  could not create lock file "postmaster.pid": Permission denied'])
+    False
+    """
+    return any("Address already in use" in line for line in log_lines)
+
+
+def first_port(root: Path) -> int:
+    """Where the search for a new sandbox's port starts: a place of its own in the range for
+    each sandbox directory, so that two work directories (two users) rarely want one port and
+    take it from each other between commands.
+
+    >>> here = Path("/var/lib/pgdyno/clusters/pg18")
+    >>> first_port(here) == first_port(here)
+    True
+    >>> FIRST_PORT <= first_port(Path("/tmp/w/clusters/pg18")) < FIRST_PORT + PORT_SPREAD
+    True
+    """
+    return FIRST_PORT + zlib.crc32(str(root).encode()) % PORT_SPREAD
+
+
+def free_port(taken: set[int], first: int = FIRST_PORT) -> int:
+    for port in range(first, first + 2000):
+        if port not in taken and port_is_free(port):
+            return port
+    raise ClusterError(f"no free TCP port between {first} and {first + 1999} on 127.0.0.1.")

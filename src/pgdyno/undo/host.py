@@ -47,8 +47,15 @@ from pathlib import Path
 from typing import Any
 
 from pgdyno.errors import UsageError
-from pgdyno.host.knob_write import restore_writes, write_value
-from pgdyno.host.knobs import KNOB_KINDS, HostChangeError, Knob, read_value, validate
+from pgdyno.host.knobs import (
+    KNOB_KINDS,
+    HostChangeError,
+    Knob,
+    read_value,
+    restore_writes,
+    validate,
+    write_value,
+)
 from pgdyno.undo import journal
 from pgdyno.undo.hostlock import HostLock, journal_named, lock_path
 from pgdyno.undo.journal import Contents, Journal, JournalError, Unreadable, Words, now
