@@ -39,7 +39,7 @@ CLUSTERS = Path("/tmp/pgdyno-tests-clusters.lock")
 # host: the modules whose tests change host-wide state (sysctl, THP, huge pages, filesystems,
 # mounts, the host journal and pgdyno's host lock) or read it back to check that nothing changed it.
 # A module whose tests change only a PostgreSQL server of their own (ALTER SYSTEM, restarts) is
-# not here; a test of it that reads a host setting is marked by hand (tests/e2e/test_compare_dsn.py).
+# not here; its tests that read a host setting are marked by hand (e2e/test_compare_dsn.py).
 # cpu: those that start a CPU hog beside a run, or judge a run by the CPU it found idle: two hogs
 # at a time would leave no CPU idle on a 2-CPU machine.
 EXCLUSIVE_MODULES = {
