@@ -161,6 +161,7 @@ def test_a_set_on_another_version_is_refused(cli: Cli, dsn: str, server: Sandbox
     assert changes(before, server_state(server)) == {}
 
 
+@pytest.mark.exclusive("host")  # reads a sysctl that host tests change
 def test_host_settings_are_refused_when_the_server_is_not_known_to_be_here(
     cli: Cli, server: Sandbox, workdir: Path
 ):

@@ -49,6 +49,7 @@ def untimed_table(text: str) -> list[str]:
     return [*lines[:end], *(line for line in lines[start:] if not line.startswith("unknown:"))]
 
 
+@pytest.mark.exclusive("host")  # compares two readings of THP and sysctls: none may change
 def test_a_doctor_snapshot_tunes_offline_as_the_live_server(
     run_cli, workdir: Path, box: Sandbox, tmp_path: Path
 ) -> None:

@@ -5,11 +5,15 @@ device" was only in the server log. Now the reason names the disk and the direct
 PostgreSQL, and the sweep stops there with one sentence (every later run would fail too).
 
 A real tmpfs is the work directory (root only); once the first run is stored and the second is
-running, a file fills it to 2 MB free, so PostgreSQL's next WAL segment cannot be written.
+running, a file fills it to 2 MB free and the test switches WAL segments until PostgreSQL needs
+a new one (16 MB), which it cannot write: the second run fails then, however few transactions
+pgbench manages on a busy machine (waiting for pgbench to fill 2 MB let the second run end "ok"
+under load).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -17,6 +21,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from conftest import (
@@ -27,6 +32,7 @@ from conftest import (
     remove_workdir,
     wait_for,
 )
+from pgdyno.postgres.cluster import all_sandboxes
 from pgdyno.process import pid_alive, pid_cmdline
 
 # pgdyno keeps 1 GiB free beyond the dataset (scale.DISK_RESERVE), so the disk must be larger.
@@ -80,6 +86,16 @@ def fill(disk: Path, leave: int) -> None:
     subprocess.run(["fallocate", "-l", str(free - leave), str(disk / "filler")], check=True)
 
 
+def need_a_new_wal_segment(workdir: Path) -> None:
+    """Commit and switch WAL segments until the server needs a segment file it has not made
+    (one may have been made ahead): on a full disk it cannot, and stops (PANIC)."""
+    (box,) = all_sandboxes(workdir / "clusters", None)
+    with contextlib.suppress(psycopg.Error), psycopg.connect(box.conninfo(), autocommit=True) as db:
+        for _ in range(4):
+            db.execute("SELECT txid_current()")  # a commit record: the switch is not a no-op
+            db.execute("SELECT pg_switch_wal()")
+
+
 def under(workdir: Path) -> list[int]:
     return [
         int(e.name)
@@ -97,6 +113,7 @@ def test_disk_full_mid_run_names_the_disk_and_stops_the_sweep(small_disk: Path, 
         assert wait_for(lambda: stored(results) >= 1, timeout=240), "no run finished"
         assert wait_for(lambda: measuring(small_disk), timeout=60)
         fill(small_disk, leave=2 * 1024 * 1024)
+        need_a_new_wal_segment(small_disk)
         _, stderr = bench.communicate(timeout=300)
 
     assert bench.returncode == 1, stderr

@@ -137,7 +137,13 @@ def test_databases_templates_and_statistics(major_box: Sandbox):
         size = databases.database_size(client, name)
         comment = databases.database_comment(client, name)
         assert databases.database_comment(client, "no_such_db") is None
-        xacts = stats.database_xacts(client, "postgres")
+        # Each statement above was a transaction; PostgreSQL 14's statistics collector hears of
+        # them over UDP a moment later (reads in autocommit see each new report): wait for it.
+        xacts, deadline = stats.database_xacts(client, "postgres"), time.monotonic() + 30
+        while not xacts:
+            assert time.monotonic() < deadline, "no transaction of database postgres counted"
+            time.sleep(0.1)
+            xacts = stats.database_xacts(client, "postgres")
         assert stats.database_xacts(client, "no_such_db") is None
         listed = pgdyno_databases(client)
         version = client.server_info().version_num

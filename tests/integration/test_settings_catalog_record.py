@@ -14,7 +14,8 @@ from types import ModuleType
 from conftest import make_env
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.settings_catalog import CATALOG_FILE, catalog_text, parse_catalog
-from pgdyno.tune.session import measure_here
+from pgdyno.postgres.timing import ClockTiming
+from pgdyno.tune.session import CLOCK_FILE, clock_key, keep_clock, measure_here
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "record_pg_settings.py"
 
@@ -41,3 +42,20 @@ def test_the_clock_is_measured_with_the_resolved_binaries(workdir: Path, cache_d
     assert clock.timing is not None, clock.why
     assert clock.timing.per_loop_ns > 0 and clock.timing.histogram
     assert clock.source.startswith("pg_test_timing of PostgreSQL ")
+
+
+def test_the_clock_is_measured_once_per_boot_and_clock_source(
+    workdir: Path, cache_dir: Path, binaries: Binaries
+) -> None:
+    """A later `tune` in the same work directory takes the figure kept there (a figure no real
+    clock gives shows it was not measured again); another boot's figure is measured anew."""
+    env = make_env(workdir, cache_dir)
+    first = measure_here(env)
+    assert first.timing is not None, first.why
+    kept = ClockTiming(123456.5, ((1, 1.0, 7),))
+    key = clock_key(env, binaries)
+    keep_clock(workdir / CLOCK_FILE, key, kept)
+    assert measure_here(env).timing == kept
+    keep_clock(workdir / CLOCK_FILE, {**key, "boot_id": "another boot"}, kept)
+    again = measure_here(env).timing
+    assert again is not None and again != kept and again.per_loop_ns > 0

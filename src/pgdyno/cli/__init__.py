@@ -26,6 +26,10 @@ def _usage_message(exc: click.UsageError) -> str:
     return f"{message}; run '{command} --help' to see what it takes."
 
 
+# What a supervisor or a user sends to stop pgdyno, and sends again when it takes its time.
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
     raise Interrupted(f"pgdyno received {signal.Signals(signum).name} and stopped.")
 
@@ -34,13 +38,31 @@ def main(args: Sequence[str], env: Environment) -> int:
     """Run the CLI; every failure becomes one sentence on stderr and a non-zero status."""
     # Read before parsing: the option works before the command (documented) and after it.
     show_traceback = "--traceback" in args
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in _STOPS}
     handler_set = False
     try:
         signal.signal(signal.SIGTERM, _raise_interrupted)
         handler_set = True
     except ValueError:  # not the main thread (embedded use): leave signals alone
         pass
+    try:
+        return _run(args, env, show_traceback, handler_set)
+    finally:
+        if handler_set:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _settled(handler_set: bool) -> None:
+    """The command has ended and its exit status is decided: a repeated SIGTERM or Ctrl-C must
+    not interrupt the one sentence that says why (before, one landing there escaped as a
+    traceback, and the process then died by the signal)."""
+    if handler_set:
+        for sig in _STOPS:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def _run(args: Sequence[str], env: Environment, show_traceback: bool, handler_set: bool) -> int:
     try:
         # Click writes help and prompts to sys.stdout: point it at the injected streams.
         with redirect_stdout(env.stdout), redirect_stderr(env.stderr):
@@ -54,20 +76,25 @@ def main(args: Sequence[str], env: Environment) -> int:
             )
         return status if isinstance(status, int) else ExitStatus.OK
     except click.UsageError as exc:
+        _settled(handler_set)
         _error(env, _usage_message(exc))
         return ExitStatus.USAGE
     except (click.Abort, KeyboardInterrupt):
+        _settled(handler_set)
         _error(env, "interrupted; runs that had finished are saved in the results database.")
         return ExitStatus.INTERRUPTED
     except PgdynoError as exc:
+        _settled(handler_set)
         if show_traceback:
             _traceback(env)
         _error(env, str(exc))
         return exc.exit_status
     except click.ClickException as exc:
+        _settled(handler_set)
         _error(env, exc.format_message())
         return exc.exit_code
     except Exception as exc:
+        _settled(handler_set)
         if show_traceback:
             _traceback(env)
         _error(
@@ -76,9 +103,6 @@ def main(args: Sequence[str], env: Environment) -> int:
             "...` and report it.",
         )
         return ExitStatus.ERROR
-    finally:
-        if handler_set:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _error(env: Environment, message: str) -> None:

@@ -9,6 +9,8 @@ server's own pg_settings (ranges, enum values), against which every PostgreSQL v
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -99,15 +101,80 @@ def gather(env: Environment, given: Given, target: TuneTarget | None) -> Gathere
     return from_snapshot(snapshot, given, clock)
 
 
+CLOCK_FILE = "clock.json"  # in the work directory: the last pg_test_timing and what it was of
+
+
 def measure_here(env: Environment) -> Clock:
     """pg_test_timing of the binaries pgdyno resolves here (the clock is the host's, whatever
-    the version); a failure leaves the figure unknown with the reason."""
+    the version); a failure leaves the figure unknown with the reason.
+
+    The cost of a clock read is the host's clock source's: it stays until the kernel switches
+    source or the host boots again, so the figure is kept in the work directory and measured
+    again only then (or for other binaries), not for one second at every `tune`."""
     try:
         binaries = resolve(None, None, env.cache_dir)
-        timing = measure_clock(binaries)
+        key = clock_key(env, binaries)
+        timing = cached_clock(env.data_dir / CLOCK_FILE, key)
+        if timing is None:
+            timing = measure_clock(binaries)
+            keep_clock(env.data_dir / CLOCK_FILE, key, timing)
     except BinariesError as exc:
         return Clock(None, f"pg_test_timing could not be run: {exc}")
     return Clock(timing, source=f"pg_test_timing of PostgreSQL {binaries.version} on this host")
+
+
+def clock_key(env: Environment, binaries: Binaries) -> dict[str, str]:
+    """What a kept clock figure holds for: this boot, this clock source, these binaries."""
+    return {
+        "boot_id": _read(env.proc_root / "sys/kernel/random/boot_id"),
+        "clocksource": _read(
+            env.sys_root / "devices/system/clocksource/clocksource0/current_clocksource"
+        ),
+        "binaries": f"{binaries.bin_dir} {binaries.version}",
+    }
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def cached_clock(path: Path, key: Mapping[str, str]) -> ClockTiming | None:
+    """The figure kept at `path` when it was measured under `key` (none without a boot id).
+
+    >>> import tempfile
+    >>> where = Path(tempfile.mkdtemp()) / CLOCK_FILE
+    >>> key = {"boot_id": "b1", "clocksource": "tsc", "binaries": "/pg 18.1"}
+    >>> keep_clock(where, key, ClockTiming(29.91, ((1, 97.6, 3263),)))
+    >>> cached_clock(where, key)
+    ClockTiming(per_loop_ns=29.91, histogram=((1, 97.6, 3263),))
+    >>> cached_clock(where, {**key, "clocksource": "hpet"}) is None  # switched: measure again
+    True
+    """
+    try:
+        kept = json.loads(path.read_text())
+        if not key["boot_id"] or kept["key"] != dict(key):
+            return None
+        histogram = tuple((int(u), float(p), int(c)) for u, p, c in kept["histogram"])
+        return ClockTiming(per_loop_ns=float(kept["per_loop_ns"]), histogram=histogram)
+    except (OSError, ValueError, KeyError, TypeError):  # none kept, or not pgdyno's: measure
+        return None
+
+
+def keep_clock(path: Path, key: Mapping[str, str], timing: ClockTiming) -> None:
+    """Keep `timing` at `path` (atomically); a work directory that cannot hold it keeps none."""
+    text = json.dumps(
+        {"key": dict(key), "per_loop_ns": timing.per_loop_ns, "histogram": timing.histogram}
+    )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f"{path.name}.{os.getpid()}")
+        part.write_text(text)
+        part.replace(path)
+    except OSError:
+        return
 
 
 def with_clock(facts: TuneFacts, clock: Clock) -> TuneFacts:
