@@ -44,6 +44,7 @@ CLUSTERS = Path("/tmp/pgdyno-tests-clusters.lock")
 # at a time would leave no CPU idle on a 2-CPU machine.
 EXCLUSIVE_MODULES = {
     "tests/e2e/test_compare.py": "host",
+    "tests/e2e/test_compare_dsn.py": "host",  # back in the group: a lock held across tests
     "tests/e2e/test_disk_and_versions.py": "host",  # mounts a tmpfs
     "tests/e2e/test_doctor.py": "host",
     "tests/e2e/test_storage_sets.py": "host",
@@ -67,6 +68,36 @@ EXCLUSIVE_MODULES = {
     "tests/e2e/test_noise.py": "cpu",
     "tests/integration/test_interference_live.py": "cpu",
 }
+
+
+# Tests that reserve huge pages and then start a server that needs every one of them: a sandbox
+# another worker starts meanwhile takes some (PostgreSQL's huge_pages = try) and the start fails.
+# They hold MACHINE exclusively, every other test holds it shared, so none of them runs beside
+# any other test (Linux's flock lets shared holders in while an exclusive one waits: these tests
+# wait for the other workers' current tests, or their last, and never deadlock).
+MACHINE = Path("/tmp/pgdyno-tests-machine.lock")
+MACHINE_MODULES = {
+    "tests/e2e/test_tune.py",
+    "tests/e2e/test_tune_memory.py",
+    "tests/faults/test_crash_points.py",
+    "tests/faults/test_tune_sigkill.py",
+    "tests/faults/test_sigkill_thp.py",
+}
+
+
+def needs_the_machine(item: pytest.Item) -> bool:
+    return str(item.path.relative_to(item.config.rootpath)) in MACHINE_MODULES
+
+
+@contextmanager
+def machine_hold(exclusive: bool) -> Iterator[None]:
+    """The whole machine (exclusive) or a share of it, for one test."""
+    fd = _open(MACHINE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _open(path: Path) -> int:
