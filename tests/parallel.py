@@ -76,17 +76,19 @@ EXCLUSIVE_MODULES = {
 # any other test (Linux's flock lets shared holders in while an exclusive one waits: these tests
 # wait for the other workers' current tests, or their last, and never deadlock).
 MACHINE = Path("/tmp/pgdyno-tests-machine.lock")
-MACHINE_MODULES = {
-    "tests/e2e/test_tune.py",
-    "tests/e2e/test_tune_memory.py",
-    "tests/faults/test_crash_points.py",
-    "tests/faults/test_tune_sigkill.py",
-    "tests/faults/test_sigkill_thp.py",
+# (module, test-name prefix): the tune --apply tests that reserve huge pages and restart with them.
+MACHINE_TESTS = {
+    ("tests/e2e/test_tune.py", "test_apply"),
+    ("tests/e2e/test_tune_memory.py", "test_apply"),
+    ("tests/e2e/test_tune_memory.py", "test_out_huge_pages"),
+    ("tests/faults/test_crash_points.py", "test_tune_apply"),
+    ("tests/faults/test_tune_sigkill.py", "test_"),
 }
 
 
 def needs_the_machine(item: pytest.Item) -> bool:
-    return str(item.path.relative_to(item.config.rootpath)) in MACHINE_MODULES
+    module = str(item.path.relative_to(item.config.rootpath))
+    return any(module == m and item.name.startswith(p) for m, p in MACHINE_TESTS)
 
 
 @contextmanager
