@@ -9,7 +9,10 @@ from pgdyno.cli.app import cli
 
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()):
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         yield (*prefix, name), command
         if isinstance(command, click.Group):
             yield from commands(command, (*prefix, name))

@@ -2,27 +2,58 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from pgdyno import __version__
-from pgdyno.cli.bench_cmd import bench
-from pgdyno.cli.compare_cmd import compare
-from pgdyno.cli.datasets_cmd import datasets
-from pgdyno.cli.doctor_cmd import doctor
-from pgdyno.cli.fleet_cmd import fleet
-from pgdyno.cli.noise_cmd import noise
-from pgdyno.cli.pg_cmd import pg
-from pgdyno.cli.plan_cmd import plan
-from pgdyno.cli.report_cmd import report
-from pgdyno.cli.rollback_cmd import rollback
-from pgdyno.cli.runs_cmd import runs
-from pgdyno.cli.sandbox_cmd import sandbox
-from pgdyno.cli.tune_cmd import tune
+
+# Each command's module is imported when that command runs (or its help is shown): the heavy
+# drivers (psycopg, asyncssh, SciPy) stay out of `pgdyno rollback` and `pgdyno --version`, so
+# a command starts in a fraction of the time (docs/benchmarks.md, "CLI start-up").
+_COMMANDS = {
+    "bench": "bench_cmd",
+    "compare": "compare_cmd",
+    "datasets": "datasets_cmd",
+    "doctor": "doctor_cmd",
+    "fleet": "fleet_cmd",
+    "noise": "noise_cmd",
+    "pg": "pg_cmd",
+    "plan": "plan_cmd",
+    "report": "report_cmd",
+    "rollback": "rollback_cmd",
+    "runs": "runs_cmd",
+    "sandbox": "sandbox_cmd",
+    "tune": "tune_cmd",
+}
+
+
+class _Commands(click.Group):
+    """The top-level group, loading a command's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return command(cmd_name) if cmd_name in _COMMANDS else None
+
+
+def command(name: str) -> click.Command:
+    """The command `name` (a key of the group), its module imported."""
+    found = getattr(importlib.import_module(f"pgdyno.cli.{_COMMANDS[name]}"), name)
+    assert isinstance(found, click.Command), name
+    return found
+
+
+def commands() -> dict[str, click.Command]:
+    """Every top-level command by name (the reference and the help tests walk them)."""
+    return {name: command(name) for name in sorted(_COMMANDS)}
+
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT)
+@click.group(cls=_Commands, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="pgdyno")
 @click.option(
     "--traceback",
@@ -43,18 +74,3 @@ def cli(traceback: bool) -> None:
     """
     # main() reads --traceback from the raw arguments: it must work before parsing finishes.
     del traceback
-
-
-cli.add_command(bench)
-cli.add_command(sandbox)
-cli.add_command(runs)
-cli.add_command(pg)
-cli.add_command(compare)
-cli.add_command(plan)
-cli.add_command(rollback)
-cli.add_command(report)
-cli.add_command(doctor)
-cli.add_command(noise)
-cli.add_command(tune)
-cli.add_command(datasets)
-cli.add_command(fleet)

@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.text import Text
 
 from pgdyno.environment import DSN_PASSWORD_ENV, Environment
-from pgdyno.experiment.target import sandbox_binaries
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import split_password, with_password
 from pgdyno.textsafe import safe_text, shorten_words, strict_json
@@ -151,6 +150,9 @@ def json_option[F: Callable[..., Any]](func: F) -> F:
 
 def pick_binaries(env: Environment, pg_bin: Path | None, pg_version: int | None) -> Binaries:
     """A sandbox command's binaries: the sandbox's own version unless another is asked for."""
+    # Imported here: the commands that need no sandbox (rollback, runs, report) start faster.
+    from pgdyno.experiment.target import sandbox_binaries
+
     return sandbox_binaries(env, pg_bin, pg_version, err(env).print)
 
 

@@ -21,8 +21,10 @@ def _walk(
     ctx = click.Context(command, info_name=path[-1], parent=parent, **settings)
     yield path, ctx
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            yield from _walk(command.commands[name], (*path, name), ctx)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None, name
+            yield from _walk(sub, (*path, name), ctx)
 
 
 def render() -> str:

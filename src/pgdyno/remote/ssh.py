@@ -19,12 +19,15 @@ from collections.abc import Coroutine, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import asyncssh
-
 from pgdyno.errors import RemoteFailed, RemoteUnavailable, UsageError
+
+# asyncssh (and the cryptography it loads) is imported where a connection is made, not here:
+# every command imports this module, few of them open SSH connections.
+if TYPE_CHECKING:
+    import asyncssh
 
 CONNECT_TIMEOUT_S = 20.0
 COMMAND_TIMEOUT_S = 60.0
@@ -135,6 +138,8 @@ class SshSession:
 
     def call[T](self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run `coroutine` on the connection's loop; its result, or one sentence on failure."""
+        import asyncssh
+
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return future.result(timeout)
@@ -159,6 +164,8 @@ class SshSession:
         return self
 
     async def _connect(self) -> None:
+        import asyncssh
+
         d = self.destination
         try:
             options = asyncssh.SSHClientConnectionOptions(
@@ -232,6 +239,8 @@ class SshSession:
         self._sftp(get(), f"fetch {remote}")
 
     def _sftp(self, coroutine: Coroutine[Any, Any, None], what: str) -> None:
+        import asyncssh
+
         try:
             self.call(coroutine, timeout=600)
         except (asyncssh.SFTPError, OSError) as exc:
