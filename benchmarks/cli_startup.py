@@ -19,10 +19,7 @@ import sys
 import time
 
 LAZY = "from pgdyno.cli import run; run()"
-EAGER = (
-    "from pgdyno.cli.app import commands; commands(); "
-    "from pgdyno.cli import run; run()"
-)
+EAGER = "from pgdyno.cli.app import commands; commands(); from pgdyno.cli import run; run()"
 
 
 def once(code: str) -> float:
