@@ -59,8 +59,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     group = parallel.exclusive_group(item)
     _group_lock.take(group)
     try:
-        with parallel.machine_hold(parallel.needs_the_machine(item)):
-            yield
+        yield
     finally:
         if nextitem is None or parallel.exclusive_group(nextitem) != group:
             _group_lock.release()

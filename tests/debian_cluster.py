@@ -321,7 +321,10 @@ def debian_cluster(
     name = f"{NAME_PREFIX}{os.getpid()}" + (f"_{tag}" if tag else "")
     for old in leftovers(name):
         drop(*old)
-    options = [arg for key, value in (settings or {}).items()
+    # huge_pages off: a cluster of Debian's defaults (try) would take the pages a tune --apply
+    # test reserves for its sandbox on another worker (tests/parallel.py).
+    settings = {"huge_pages": "off", **(settings or {})}
+    options = [arg for key, value in settings.items()
                for arg in ("--pgoption", f"{key}={value}")]  # fmt: skip
     try:
         with creating_clusters():  # another worker's cluster must not take the same port

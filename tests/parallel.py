@@ -70,38 +70,6 @@ EXCLUSIVE_MODULES = {
 }
 
 
-# Tests that reserve huge pages and then start a server that needs every one of them: a sandbox
-# another worker starts meanwhile takes some (PostgreSQL's huge_pages = try) and the start fails.
-# They hold MACHINE exclusively, every other test holds it shared, so none of them runs beside
-# any other test (Linux's flock lets shared holders in while an exclusive one waits: these tests
-# wait for the other workers' current tests, or their last, and never deadlock).
-MACHINE = Path("/tmp/pgdyno-tests-machine.lock")
-# (module, test-name prefix): the tune --apply tests that reserve huge pages and restart with them.
-MACHINE_TESTS = {
-    ("tests/e2e/test_tune.py", "test_apply"),
-    ("tests/e2e/test_tune_memory.py", "test_apply"),
-    ("tests/e2e/test_tune_memory.py", "test_out_huge_pages"),
-    ("tests/faults/test_crash_points.py", "test_tune_apply"),
-    ("tests/faults/test_tune_sigkill.py", "test_"),
-}
-
-
-def needs_the_machine(item: pytest.Item) -> bool:
-    module = str(item.path.relative_to(item.config.rootpath))
-    return any(module == m and item.name.startswith(p) for m, p in MACHINE_TESTS)
-
-
-@contextmanager
-def machine_hold(exclusive: bool) -> Iterator[None]:
-    """The whole machine (exclusive) or a share of it, for one test."""
-    fd = _open(MACHINE)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)
-
-
 def _open(path: Path) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     os.fchmod(fd, 0o666)  # whoever runs the next suite can take it too

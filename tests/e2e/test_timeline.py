@@ -178,3 +178,21 @@ def test_first_run_is_sized_by_a_probe(run_cli, workdir: Path):
     rate = argv_rate(run["pgbench_argv"])
     assert_rate_fits(rate, pgbench_figure(probe, "tps ="))
     assert_log_follows_rate(run, rate)
+
+
+def test_a_compare_probes_once_and_never_longer_than_its_runs(run_cli, workdir: Path):
+    """The rate of a compare's first run sizes the others: its second set and a second compare
+    of the plan find it (they were once looked up under the server's name while a compare's
+    runs are stored under the plan's, so every run probed); a probe lasts at most a run."""
+    plan = workdir / "probe.toml"
+    plan.write_text(
+        'name = "probe"\nbaseline = "a"\n[matrix]\nworkloads = ["select-only"]\nscales = [1]\n'
+        "clients = [1]\nduration = 2\nrepeats = 1\nwarmup = 0\n"
+        '[[set]]\nname = "a"\n[[set]]\nname = "b"\n[set.pg]\nwork_mem = "8MB"\n'
+    )
+    for _ in range(2):
+        result = run_cli(workdir, "compare", str(plan), "--keep-files")
+        assert result.code == 0, result.stderr
+    probes = sorted(workdir.glob("runs/session-*/run-*/probe/pgbench.stdout"))
+    assert [p.parent.parent.parent.name for p in probes] == ["session-1"], probes
+    assert pgbench_figure(probes[0], "duration:") == 2  # the run's 2 s, not PROBE_S

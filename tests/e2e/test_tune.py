@@ -255,6 +255,7 @@ BAD_INPUT = [
     (["--sandbox", "--verify", "--scale", "huge"], "--scale 'huge' is not valid"),
     (["--sandbox", "--verify", "--budget", "soon"], "--budget 'soon' is not a duration"),
     (["--sandbox", "--budget", "5m"], "--budget only acts with --verify"),
+    (["--sandbox", "--warmup", "0"], "--warmup only acts with --verify"),
     (
         [
             "--baseline",
@@ -534,9 +535,11 @@ def test_verify_ends_with_a_line_per_configuration_and_a_report(
     configuration gets its interval and verdict whatever else the host runs (no timing)."""
     result = quiet_pgdyno(
         workdir, "tune", *SANDBOX, "--verify", "--workload", "select-only", "--duration", "5",
-        "--budget", "1m", "--precision", "20", "--scale", "1",
+        "--warmup", "1", "--budget", "1m", "--precision", "20", "--scale", "1",
     )  # fmt: skip
     assert result.code == 0, result.stderr
+    (plan,) = (workdir / "tune").glob("verify-*.toml")
+    assert "warmup = 1\n" in plan.read_text()  # --warmup reaches the plan
     with sqlite3.connect(workdir / "results.sqlite") as db:
         stored = db.execute("SELECT interference FROM runs").fetchall()
     assert len(stored) >= 3 * 2  # three configurations, at least two rounds

@@ -137,6 +137,30 @@ def test_out_huge_pages_are_the_servers_count_and_start_it(
             box.stop()  # before the pages go back
 
 
+@needs_root
+def test_a_sandbox_leaves_reserved_huge_pages_to_the_server_they_are_for(
+    box: Sandbox, binaries: Binaries
+) -> None:
+    """Pages an administrator reserved stay free while a sandbox runs, even enough of them for
+    it: under PostgreSQL's default (try) the sandbox mapped them, and the server they were
+    reserved for could then not start with huge_pages = on. A sandbox asks for huge pages only
+    when a set or `tune --apply` does (their settings win over its base file)."""
+    box.stop()
+    with huge_pages(servers_count(box, binaries)):
+        box.start({}, owner_pid=None)
+        try:
+            assert shown(box, "huge_pages", "huge_pages_status") == {
+                "huge_pages": "off", "huge_pages_status": "off"
+            }  # fmt: skip
+        finally:
+            box.stop()
+        box.start({"huge_pages": "try"}, owner_pid=None)  # asked for: it takes them
+        try:
+            assert shown(box, "huge_pages_status") == {"huge_pages_status": "on"}
+        finally:
+            box.stop()
+
+
 def start_or_why(box: Sandbox) -> str | None:
     try:
         box.start({}, owner_pid=None)

@@ -242,7 +242,7 @@ def test_verify_options_without_verify_are_refused_online():
 
 
 def _verify(workloads: str, scale: str, budget: str | None = None) -> VerifyOptions:
-    return VerifyOptions(workload_names(workloads), scale, None, 30, None, budget, False)
+    return VerifyOptions(workload_names(workloads), scale, None, 30, 10, None, budget, False)
 
 
 @pytest.mark.parametrize(("options", "words"), [

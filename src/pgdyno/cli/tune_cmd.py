@@ -100,6 +100,9 @@ _VERIFY = options(
                  help="With --verify: pgbench clients (default: twice the CPUs)."),
     click.option("--duration", type=click.IntRange(5, 86400), default=60, show_default=True,
                  help="With --verify: seconds per run."),
+    click.option("--warmup", type=click.IntRange(0, 86400), default=10, show_default=True,
+                 metavar="S", help="With --verify: seconds of unmeasured load before each run "
+                 "(after a set switch restarts the server, its caches are cold)."),
 )  # fmt: skip
 
 
@@ -136,6 +139,7 @@ def tune(
     scale: str,
     clients: int | None,
     duration: int,
+    warmup: int,
     budget: str | None,
     precision: float | None,
     as_json: bool,
@@ -167,7 +171,7 @@ def tune(
     check_pg_version(pg_version)
     check_connections(connections, {}, pg_version)  # again with the configuration's workers
     measure = VerifyOptions(
-        workload_names(workloads), scale, clients, duration, precision, budget, ladder
+        workload_names(workloads), scale, clients, duration, warmup, precision, budget, ladder
     )
     request = TuneRequest(
         given=Given(profile, ram, cpus, connections, pg_version, storage, data_size),

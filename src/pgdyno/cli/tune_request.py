@@ -21,6 +21,7 @@ class VerifyOptions:
     scale: str
     clients: int | None
     duration: int
+    warmup: int
     precision: float | None
     budget: str | None
     ladder: bool

@@ -55,12 +55,11 @@ from pgdyno.stats.steady import default_trim
 from pgdyno.stats.stopping import decide, level_interval
 from pgdyno.tpcc.scripts import scripts_directory
 
-PROBE_S = 3
 # Every later run would fail the same way when the SSH connection to the server's host is gone.
 LOST_HOST = Verdict(
     "the SSH connection to the server's host failed", "check the host and the network, then "
     "run again", fatal=True,
-)  # fmt: skip  # seconds of the probe that sizes the first run's latency sample
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -187,8 +186,9 @@ def connected(
 
         def expected_tps(cell: RunCell) -> float | None:
             return ctx.store.recent_tps(
-                cell.workload, cell.scale, cell.clients, info.version, target.label
-            )
+                cell.workload, cell.scale, cell.clients, info.version,
+                ctx.history_target or target.label,
+            )  # fmt: skip
 
         where = Where(
             client, target.dsn, target.password, target.server_log, data_path, ctx.proc_root,
@@ -368,7 +368,9 @@ def dataset_done(dataset: Dataset) -> str:
 
 # -- One cell: a fresh copy of the dataset, the probe or warm-up, the measured run ----------------
 
-PROBE_S = 3  # seconds of the probe that sizes the first run's latency sample
+# Seconds of the probe that sizes the first run's latency sample; never longer than the run
+# itself (a 1 s run logging every transaction costs less than a 3 s probe).
+PROBE_S = 3
 # Every later run would fail the same way when the SSH connection to the server's host is gone.
 LOST_HOST = Verdict(
     "the SSH connection to the server's host failed", "check the host and the network, then "
@@ -458,7 +460,8 @@ class CellRunner:
             probe_tps = None
             if self._needs_probe(cell):
                 self.progress.phase("probing the transaction rate")
-                probe_tps = self._unmeasured(opts, cell, PROBE_S, run_dir / "probe")
+                probe_s = min(PROBE_S, self.spec.duration_s)
+                probe_tps = self._unmeasured(opts, cell, probe_s, run_dir / "probe")
                 if workload.may_write:  # the probe changed the copy: the run starts afresh
                     self._fresh_copy(cell, dataset, may_write=True)
             if self.spec.prewarm:

@@ -56,6 +56,9 @@ class RunContext:
     clock: Callable[[], str]  # an ISO 8601 timestamp: a run's started_at and finished_at
     remote: RemoteTarget | None = None  # the target is on another host, reached over SSH
     server_lock: ServerLock | None = None  # an existing server's benchmark lock, held throughout
+    # The session target whose earlier runs size a run's latency sample (recent_tps): a
+    # compare's sessions are named for its plan, not for the server of each set.
+    history_target: str | None = None
 
     @classmethod
     def of(

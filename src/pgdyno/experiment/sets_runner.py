@@ -220,6 +220,8 @@ def run_compare(
     plan, checked, spec, command = job.plan, job.checked, job.spec, job.command
     if not checked:
         raise UsageError(f"{plan.path} has no configuration set to run: add a set to the plan.")
+    session_target = f"compare {plan.name}"
+    ctx = replace(ctx, history_target=session_target)  # every set's runs size the next's log
     comparisons = ctx.store.comparisons
     journal, proc_root, sys_root = sandboxes.journal_path, ctx.proc_root, ctx.sys_root
     ensure_clean(journal, proc_root=proc_root, sys_root=sys_root)
@@ -237,7 +239,7 @@ def run_compare(
         # cannot be released).
         stack.callback(switcher.close)
         session_id = stack.enter_context(
-            recorded_session(ctx, command, f"compare {plan.name}", host, {"plan": plan.name})
+            recorded_session(ctx, command, session_target, host, {"plan": plan.name})
         )
         sets = SetInEffect(changes, switcher, ctx.log)
         if earlier is not None:

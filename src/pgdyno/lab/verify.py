@@ -36,6 +36,8 @@ class VerifyMatrix(Protocol):
     @property
     def duration(self) -> int: ...
     @property
+    def warmup(self) -> int: ...
+    @property
     def precision(self) -> float | None: ...
     @property
     def budget(self) -> str | None: ...
@@ -77,6 +79,7 @@ def verify_plans(
         scale=options.scale,
         clients=options.clients or 2 * (cpus if cpus is not None else 2),
         duration=options.duration,
+        warmup=options.warmup,
         precision=options.precision if options.precision is not None else 3.0,
         budget=options.budget if options.budget is not None else "30m",
     )

@@ -192,6 +192,11 @@ class Sandbox:
             "log_line_prefix": "%m [%p] ",
             "log_timezone": "UTC",
             "timezone": "UTC",
+            # Huge pages only when a set or `tune --apply` asks for them (their settings come
+            # later and win): under PostgreSQL's default `try` the sandbox took pages that an
+            # administrator reserved for another server, which then could not start with
+            # huge_pages = on.
+            "huge_pages": "off",
         }
         path = self.data_dir / "pgdyno.base.conf"
         path.write_text(render_settings(base, "# Written by pgdyno; do not edit."))
@@ -250,8 +255,7 @@ class Sandbox:
         next start takes its own again)."""
         home = state.home_port or state.port
         port = home if port_is_free(home) else free_port(taken | {home}, first_port(self.root))
-        if port != state.port:
-            self._write_base_conf(port)
+        self._write_base_conf(port)  # also brings a sandbox made by an older pgdyno up to date
         return replace(state, port=port, home_port=home)
 
     def _log_size(self) -> int:

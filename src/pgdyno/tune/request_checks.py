@@ -24,7 +24,8 @@ RAM_MAX = 1024 * 1024**4  # 1 PB: beyond any single machine
 # The options that act only with --verify, and those that act only on a server.
 VERIFY_ONLY = {
     "ladder": "--ladder", "workloads": "--workload", "scale": "--scale", "clients": "--clients",
-    "duration": "--duration", "budget": "--budget", "precision": "--precision",
+    "duration": "--duration", "warmup": "--warmup", "budget": "--budget",
+    "precision": "--precision",
 }  # fmt: skip
 SERVER_ONLY = {
     "restart_command": "--restart-command", "data_dir": "--data-dir", "pg_bin": "--pg-bin",
