@@ -75,8 +75,13 @@ class ProcessError(PgdynoError):
         self.returncode = returncode
 
 
-class Interrupted(PgdynoError):
-    """The user or the system asked pgdyno to stop (SIGINT / SIGTERM)."""
+class Interrupted(BaseException):
+    """The user or the system asked pgdyno to stop (SIGINT / SIGTERM).
+
+    Not an Exception, as KeyboardInterrupt is not: the SIGTERM handler raises it wherever the
+    main thread is, and a handler for errors there (`except PgdynoError` around a plan check, a
+    probe, a retry) swallowed it, so a stop request sent once (as `fleet run` sends it to each
+    host) was lost and the run went on to its end."""
 
     exit_status = ExitStatus.INTERRUPTED
 

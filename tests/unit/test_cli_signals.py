@@ -11,8 +11,11 @@ import signal
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from conftest import make_env
-from pgdyno.cli import main
+from pgdyno.cli import _raise_interrupted, main
+from pgdyno.errors import Interrupted, PgdynoError
 
 
 class SignallingStream(io.StringIO):
@@ -40,3 +43,19 @@ def test_a_sigterm_while_the_error_is_written_keeps_the_sentence_and_the_status(
     assert code == 2, stderr.getvalue()
     assert stderr.getvalue().startswith("pgdyno: error: --budget only acts with --verify")
     assert signal.getsignal(signal.SIGTERM) == before  # put back as it was
+
+
+def test_a_stop_request_is_not_swallowed_by_an_error_handler() -> None:
+    """SIGTERM lands wherever the main thread is; inside a block that handles pgdyno's errors
+    (a plan check, a probe) it passed for one of them and the command went on to its end, so a
+    stop sent once (`fleet run` sends one to each host) was lost."""
+
+    def checking() -> str:
+        try:
+            _raise_interrupted(signal.SIGTERM, None)
+        except (PgdynoError, Exception):
+            return "swallowed"
+        return "went on"
+
+    with pytest.raises(Interrupted, match="received SIGTERM"):
+        checking()

@@ -83,7 +83,7 @@ def _run(args: Sequence[str], env: Environment, show_traceback: bool, handler_se
         _settled(handler_set)
         _error(env, "interrupted; runs that had finished are saved in the results database.")
         return ExitStatus.INTERRUPTED
-    except PgdynoError as exc:
+    except (PgdynoError, Interrupted) as exc:
         _settled(handler_set)
         if show_traceback:
             _traceback(env)
