@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from conftest import PGDYNO, wait_for
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.process import pid_cmdline
 from sshd import ClientHome
 
@@ -53,6 +54,22 @@ def remote_pgbench(*paths: str) -> list[int]:
 def work_mem(box: Sandbox) -> str:
     with connect(box.conninfo()) as client:
         return str(client.rows("SHOW work_mem")[0][0])
+
+
+def measuring(boxes: Iterable[Sandbox]) -> bool:
+    """The first set applied and pgbench connected to the benchmark database on every server:
+    a run is under way there (between the set and the run lie the dataset and the busy check,
+    where an interruption leaves no run to store)."""
+    for box in boxes:
+        with connect(box.conninfo()) as client:
+            (row,) = client.rows(
+                "SELECT current_setting('work_mem'), count(*) FROM pg_stat_activity"
+                " WHERE application_name = 'pgbench' AND datname = %(db)s",
+                {"db": BENCH_DB},
+            )
+        if row[0] != CHANGED or row[1] == 0:
+            return False
+    return True
 
 
 def interrupted(

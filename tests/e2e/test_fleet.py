@@ -32,7 +32,7 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.process import pid_alive, pid_cmdline
-from remote_checks import CHANGED, PLAN, agent_dirs, interrupted, work_mem
+from remote_checks import CHANGED, PLAN, agent_dirs, interrupted, measuring, work_mem
 from sshd import ClientHome, SshServer, free_port
 
 
@@ -132,8 +132,8 @@ def test_ctrl_c_stops_every_host_and_restores_each_server(
             "--workdir", str(fleet_dir)]  # fmt: skip
 
     def applied() -> bool:
-        """the first set applied on both hosts"""
-        return all(work_mem(box) == CHANGED for _, box in hosts.values())
+        """the first set applied and its run under way on both hosts"""
+        return measuring(box for _, box in hosts.values())
 
     def status_then_ctrl_c(pid: int) -> None:
         status = run(home, "fleet", "status", "--json", "--workdir", str(fleet_dir))
@@ -254,8 +254,8 @@ def test_repeated_sigterm_interrupts_every_host_and_keeps_their_runs(
             "--workdir", str(fleet_dir)]  # fmt: skip
 
     def applied() -> bool:
-        """the first set applied on both hosts"""
-        return all(work_mem(box) == CHANGED for _, box in hosts.values())
+        """the first set applied and its run under way on both hosts"""
+        return measuring(box for _, box in hosts.values())
 
     def storm(pid: int) -> None:
         while pid_alive(pid):  # one more SIGTERM every tenth of a second until it has ended
