@@ -10,6 +10,7 @@ from rich.text import Text
 from pgdyno.formatting import change_text, fmt
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.stats.analysis import Analysis, SetResult
+from pgdyno.stats.carryover import CarryOverFit
 from pgdyno.stats.verdict import BETTER, SAME, WORSE, ChangeVerdict
 
 _COLOUR = {BETTER: "green", WORSE: "red"}
@@ -70,6 +71,52 @@ def rounds_summary(rounds: RoundHistory) -> str:
     else:
         why = f"stopped: {stopped}"
     return f"{head} (adaptive), {took}: {why}."
+
+
+def design_line(rounds: RoundHistory) -> str:
+    """How the rounds were ordered, and how to replay the orders.
+
+    >>> design_line(RoundHistory("fixed", 6, (), 95.0, "repeats", design="balanced", seed=42))
+    'Orders: balanced design (every set ran right after every set equally often in each complete block), seed 42 (`--seed 42` replays them).'
+    >>> design_line(RoundHistory("fixed", 3, (), 95.0, "repeats"))
+    'Orders: rotation (A B C, B C A, ...).'
+    """  # noqa: E501
+    if rounds.design == "balanced" and rounds.seed is not None:
+        return (
+            "Orders: balanced design (every set ran right after every set equally often in "
+            f"each complete block), seed {rounds.seed} (`--seed {rounds.seed}` replays them)."
+        )
+    if rounds.design == "rotation":
+        return "Orders: rotation (A B C, B C A, ...)."
+    return f"Orders: {rounds.design}."
+
+
+def carryover_lines(fit: CarryOverFit | None, design: str) -> list[str]:
+    """One warning line per set whose carry-over (the effect on the run right after it) is
+    large and significant; nothing when none is.
+
+    >>> from pgdyno.stats.carryover import CarryOver
+    >>> fit = CarryOverFit("a", (CarryOver("c", -0.041, 0.006, 1e-6, 12),
+    ...                          CarryOver("b", 0.002, 0.006, 0.7, 12)), 20)
+    >>> carryover_lines(fit, "balanced")  # doctest: +NORMALIZE_WHITESPACE
+    ['Warning: runs right after set c were 4.1% slower (se 0.6%) than runs right after a; the
+      balanced orders spread this over every set alike, but it adds noise: look for what c
+      leaves behind (a checkpoint, a cold cache).']
+    """
+    lines = []
+    for e in fit.flagged if fit is not None else ():
+        way = "slower" if e.change < 0 else "faster"
+        spread = (
+            "the balanced orders spread this over every set alike, but it adds noise"
+            if design == "balanced"
+            else f"the {design} orders do not balance it, so it can bias the verdicts"
+        )
+        lines.append(
+            f"Warning: runs right after set {e.after} were {abs(e.change):.1%} {way} "
+            f"(se {e.se:.1%}) than runs right after {fit.reference if fit else '?'}; {spread}: "
+            f"look for what {e.after} leaves behind (a checkpoint, a cold cache)."
+        )
+    return lines
 
 
 def level(analysis: Analysis) -> str:

@@ -1,0 +1,153 @@
+"""Carry-over: the effect on a run's throughput of the set that ran right before it.
+
+A set can leave something behind for the run after it (a checkpoint it triggered, a cache it
+cooled, a switch that restarts the server). `compare`'s balanced orders
+(`pgdyno.experiment.schedule.Balanced`) let every set run right after every set equally often,
+so such an effect falls on all sets alike; this module measures it, so a comparison can say
+when it is there and how large. The model is the crossover trials' one (Jones & Kenward,
+"Design and Analysis of Cross-Over Trials", ch. 1-2): log TPS of a run = the effect of its
+round and cell (pairing, drift) + the effect of its set + the effect of the set that ran right
+before it, fitted by least squares (numpy.linalg.lstsq); each carry-over effect is relative to
+runs that followed the reference set (the baseline), with its standard error and p-value from
+the residuals' t distribution. Pure: runs in, a record out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from pgdyno.records.stored import RunOutcome
+
+# A carry-over worth a warning: at least this large a change of the next run's TPS ...
+LARGE_CHANGE: Final = 0.01
+# ... and this unlikely under no carry-over (two-sided).
+SIGNIFICANT_P: Final = 0.01
+
+
+@dataclass(frozen=True)
+class CarryOver:
+    """Runs right after `after`, compared with runs right after the reference set."""
+
+    after: str
+    change: float  # relative change of the next run's TPS: exp(effect) - 1
+    se: float  # standard error of the effect on log TPS (about the relative change's)
+    p_value: float
+    runs: int  # runs that ran right after `after` and entered the fit
+
+    @property
+    def flagged(self) -> bool:
+        """Large (at least LARGE_CHANGE) and significant (p below SIGNIFICANT_P)."""
+        return abs(self.change) >= LARGE_CHANGE and self.p_value < SIGNIFICANT_P
+
+
+@dataclass(frozen=True)
+class CarryOverFit:
+    """Every set's carry-over relative to runs right after `reference`."""
+
+    reference: str
+    effects: tuple[CarryOver, ...]
+    residual_dof: int
+
+    @property
+    def flagged(self) -> tuple[CarryOver, ...]:
+        return tuple(e for e in self.effects if e.flagged)
+
+    def as_dict(self) -> dict[str, object]:
+        """For `compare --json` (strict JSON: no NaN)."""
+        return {
+            "reference": self.reference,
+            "residual_dof": self.residual_dof,
+            "effects": [
+                {"after": e.after, "change": e.change, "se": e.se, "p_value": e.p_value,
+                 "runs": e.runs, "flagged": e.flagged}
+                for e in self.effects
+            ],
+        }  # fmt: skip
+
+
+def _usable(run: RunOutcome) -> bool:
+    return run.status == "ok" and run.tps is not None and run.tps > 0
+
+
+def preceded(runs: Sequence[RunOutcome]) -> list[tuple[RunOutcome, str]]:
+    """Each usable run with the set of the run right before it (in run order: the ids), the
+    first run of the comparison left out (nothing ran before it).
+
+    >>> from pgdyno.records.health import RunHealth
+    >>> def run(i, s):
+    ...     return RunOutcome(i, s, "ok", "w", 1, 1, 1, 100.0, None, None, RunHealth(), "18")
+    >>> [(r.id, before) for r, before in preceded([run(2, "b"), run(1, "a"), run(3, "b")])]
+    [(2, 'a'), (3, 'b')]
+    """
+    ordered = sorted((r for r in runs if r.set_name is not None), key=lambda r: r.id)
+    return [
+        (run, str(before.set_name)) for before, run in itertools.pairwise(ordered) if _usable(run)
+    ]
+
+
+def estimate(
+    runs: Sequence[RunOutcome], sets: Sequence[str], reference: str
+) -> CarryOverFit | None:
+    """The carry-over of every set but `reference`, fitted on `runs` (None: too few runs, or
+    a design in which it cannot be told from the sets' own effects).
+
+    >>> from pgdyno.records.health import RunHealth
+    >>> def run(i, s, r, tps):
+    ...     return RunOutcome(i, s, "ok", "w", 1, 1, r, tps, None, None, RunHealth(), "18")
+    >>> order = [("a", "b"), ("b", "a")] * 4
+    >>> sequence = [(s, r + 1) for r, rnd in enumerate(order) for s in rnd]
+    >>> noise = [0.3, -0.2, 0.1, 0.0, -0.4, 0.2, 0.1, -0.1, 0.3, 0.0, -0.2, 0.1, 0.2, -0.3,
+    ...          0.0, 0.1]
+    >>> runs = [run(i, s, r, 1000.0 * (1 + noise[i] / 100) * (0.96 if i and sequence[i - 1][0]
+    ...         == "b" else 1.0)) for i, (s, r) in enumerate(sequence)]
+    >>> fit = estimate(runs, ["a", "b"], "a")
+    >>> (e,) = fit.effects
+    >>> e.after, round(e.change, 3), e.flagged
+    ('b', -0.04, True)
+    """
+    found = preceded(runs)
+    others = [s for s in sets if s != reference]
+    blocks = sorted({(r.workload, r.scale, r.clients, r.repeat) for r, _ in found})
+    if not found or not others:
+        return None
+    column = {b: i for i, b in enumerate(blocks)}
+    width = len(blocks) + 2 * len(others)
+    x = np.zeros((len(found), width))
+    y = np.empty(len(found))
+    for i, (r, before) in enumerate(found):
+        x[i, column[(r.workload, r.scale, r.clients, r.repeat)]] = 1.0
+        if r.set_name in others:
+            x[i, len(blocks) + others.index(str(r.set_name))] = 1.0
+        if before in others:
+            x[i, len(blocks) + len(others) + others.index(before)] = 1.0
+        y[i] = math.log(float(r.tps or 0.0))
+    return _fitted(x, y, others, reference, len(blocks), [b for _, b in found])
+
+
+def _fitted(
+    x: np.ndarray, y: np.ndarray, others: list[str], reference: str, blocks: int,
+    befores: list[str],
+) -> CarryOverFit | None:  # fmt: skip
+    coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+    dof = len(y) - int(rank)
+    if int(rank) < x.shape[1] or dof < 2:
+        return None
+    sigma2 = float(np.sum((y - x @ coef) ** 2)) / dof
+    cov = sigma2 * np.linalg.inv(x.T @ x)
+    effects = []
+    for j, name in enumerate(others):
+        k = blocks + len(others) + j
+        se = math.sqrt(max(float(cov[k, k]), 0.0))
+        t_value = float(coef[k]) / se if se > 0 else 0.0
+        p_value = float(2 * student_t.sf(abs(t_value), dof)) if se > 0 else 1.0
+        effects.append(
+            CarryOver(name, math.expm1(float(coef[k])), se, p_value, befores.count(name))
+        )
+    return CarryOverFit(reference, tuple(effects), dof)
