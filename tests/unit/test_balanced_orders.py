@@ -38,11 +38,11 @@ def run_sequence(units: str, design: Balanced | Rotation, rounds: int) -> list[s
     return [name for order in log.history().order for name in order]
 
 
-def assert_balanced(runs: list[str], units: str, blocks: int) -> None:
-    """Every unit ran right after every unit (itself included) `blocks` times, but the first
+def assert_balanced(runs: list[str], units: str, times: int) -> None:
+    """Every unit ran right after every unit (itself included) `times` times, but the first
     run, which has no run before it."""
     counts = carryover_counts(runs)
-    expected = Counter({(a, b): blocks for a in units for b in units})
+    expected = Counter({(a, b): times for a in units for b in units})
     expected[(runs[0], runs[0])] -= 1
     assert counts == expected
 
@@ -56,7 +56,7 @@ def test_every_complete_block_is_carry_over_and_position_balanced(
     units = "abcdefg"[:n]
     per_block = len(chained_rows(n))
     runs = run_sequence(units, Balanced(seed), blocks * per_block)
-    assert_balanced(runs, units, blocks)
+    assert_balanced(runs, units, blocks * per_block // n)
     rounds = [runs[i : i + n] for i in range(0, len(runs), n)]
     assert all(sorted(r) == sorted(units) for r in rounds)  # each round runs every set once
     for position in range(n):  # every set at every position equally often
@@ -66,7 +66,7 @@ def test_every_complete_block_is_carry_over_and_position_balanced(
 
 def test_an_aa_three_set_comparison_is_balanced_where_the_rotation_is_not() -> None:
     balanced = run_sequence("abc", Balanced(seed=2026), 12)
-    assert_balanced(balanced, "abc", 2)
+    assert_balanced(balanced, "abc", 4)  # two blocks of 6 rounds
     rotated = carryover_counts(run_sequence("abc", Rotation(), 12))
     assert rotated[("c", "a")] == 8 and rotated[("c", "c")] == 0  # a follows c, c never does
     assert run_sequence("abc", Balanced(seed=2027), 12) != balanced  # drawn from the seed
@@ -100,4 +100,4 @@ def test_the_design_and_seed_are_stored_with_the_rounds(tmp_path: Path) -> None:
 
 def test_plan_check_says_which_design_runs_and_why() -> None:
     assert "ABBA blocks" in orders_note(2) and "Williams's pair" in orders_note(5)
-    assert "blocks of 4 rounds" in orders_note(4) and "right after every set" in orders_note(4)
+    assert "blocks of 8 rounds" in orders_note(4) and "right after every set" in orders_note(4)

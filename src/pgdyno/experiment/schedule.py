@@ -103,43 +103,54 @@ def _williams_pair(n: int) -> tuple[Row, ...]:
     )
 
 
-def _chained_search(n: int) -> tuple[Row, ...]:
-    """For an even number of sets: n rows, row t running from set t to set t + 1 (so each row
-    starts where the one before it ended, cyclically), every ordered pair of different sets
-    adjacent exactly once within the rows and every set once at every position: a Williams
-    square (row-complete Latin square) whose rows chain. Found by a depth-first search, once
-    per number of sets (the cyclic squares never chain: their rows all end n/2 after they
-    start)."""
-    rows = [[t, *([-1] * (n - 2)), (t + 1) % n] for t in range(n)]
-    used: set[tuple[int, int]] = set()
-    columns: list[set[int]] = [set() for _ in range(n)]
-    cells = [(t, p) for t in range(n) for p in range(1, n - 1)]
+def _williams_square(n: int) -> list[Row]:
+    """Williams's (1949) square for an even number of sets: the cyclic square of 0, 1, n-1, 2,
+    n-2, ..., n/2, in which every ordered pair of different sets is adjacent exactly once.
 
-    def fill(i: int) -> bool:
-        if i == len(cells):
-            return True
-        t, p = cells[i]
-        row, last = rows[t], rows[t][n - 1]
-        before = row[p - 1]
-        for v in range(n):
-            arcs = [(before, v), *([(v, last)] if p == n - 2 else [])]
-            if v in row[:p] or v == last or v in columns[p] or any(a in used for a in arcs):
-                continue
-            if len(set(arcs)) < len(arcs):
-                continue
-            row[p] = v
-            used.update(arcs)
-            columns[p].add(v)
-            if fill(i + 1):
-                return True
-            used.difference_update(arcs)
-            columns[p].discard(v)
-            row[p] = -1
-        return False
+    >>> _williams_square(4)
+    [(0, 1, 3, 2), (1, 2, 0, 3), (2, 3, 1, 0), (3, 0, 2, 1)]
+    """
+    first = [0] + [(j + 1) // 2 if j % 2 else n - j // 2 for j in range(1, n)]
+    return [tuple((x + k) % n for x in first) for k in range(n)]
 
-    if not fill(0):  # pragma: no cover - found for every even n the tests cover
-        raise ValueError(f"no chained Williams square of {n} sets")
-    return tuple(tuple(row) for row in rows)
+
+def _chained(rows: list[Row]) -> tuple[Row, ...]:
+    """The rows in an order where each starts with the set the one before ended with, the
+    last ending with the set the first starts with: an Eulerian circuit (Hierholzer) of the
+    graph whose arcs are the rows, from their first set to their last (every set starts as
+    many rows as it ends; the caller makes the graph connected)."""
+    starting: dict[int, list[int]] = {}
+    for i in reversed(range(len(rows))):
+        starting.setdefault(rows[i][0], []).append(i)
+    at, taken, circuit = [rows[0][0]], [], []
+    while at:
+        if starting.get(at[-1]):
+            i = starting[at[-1]].pop()
+            at.append(rows[i][-1])
+            taken.append(i)
+        else:
+            at.pop()
+            if taken:
+                circuit.append(taken.pop())
+    return tuple(rows[i] for i in reversed(circuit))
+
+
+def _williams_even(n: int) -> tuple[Row, ...]:
+    """For an even number n >= 4 of sets: Williams's square and the mirror image of a
+    relabelled copy of it, 2n rows chained (every row of the cyclic square ends n/2 after it
+    starts, so one square alone never chains; the relabelling x -> x for x < n/2, x -> x + 1
+    within n/2..n-1 otherwise, links its start/end pairs into one cycle). Every ordered pair
+    of different sets is adjacent twice within the rows, every set at every position twice.
+
+    >>> rows = _williams_even(6)
+    >>> len(rows), all(a[-1] == b[0] for a, b in zip(rows, rows[1:] + rows[:1]))
+    (12, True)
+    """
+    half = n // 2
+    relabel = [x if x < half else half + (x - half + 1) % half for x in range(n)]
+    square = _williams_square(n)
+    mirrored = [tuple(relabel[x] for x in reversed(row)) for row in square]
+    return _chained([*square, *mirrored])
 
 
 @cache
@@ -152,7 +163,7 @@ def chained_rows(n: int) -> tuple[Row, ...]:
     """
     if n <= 2:
         return ((0, 1), (1, 0)) if n == 2 else ((0,),) * max(n, 0)
-    return _williams_pair(n) if n % 2 else _chained_search(n)
+    return _williams_pair(n) if n % 2 else _williams_even(n)
 
 
 def _drawn(rows: tuple[Row, ...], rng: np.random.Generator, start: int | None) -> list[Row]:
@@ -189,6 +200,8 @@ def balanced_order(n: int, seed: int, round_no: int) -> Row:
     [(1, 0), (0, 1), (1, 0), (0, 1)]
     """
     rows = chained_rows(n)
+    if not rows:
+        return ()
     block, row = divmod(round_no - 1, len(rows))
     return _blocks(n, seed, block + 1)[block][row]
 
@@ -210,7 +223,7 @@ class Balanced:
 
     A block is `chained_rows(n)`: for two sets A B, B A (the ABBA block); for an odd number n
     of sets the 2n rows of Williams's pair of Latin squares; for an even n >= 4 a Williams
-    square of n rows (Williams 1949, "Experimental designs balanced for the estimation of
+    square and the mirror image of a relabelled copy, 2n rows (Williams 1949, "Experimental designs balanced for the estimation of
     residual effects of treatments"; Jones & Kenward, "Design and Analysis of Cross-Over
     Trials", ch. 4). Its rows are chained: each round starts with the set the round before it
     ended with, so every set also runs right after itself once per round boundary, and the
@@ -259,7 +272,7 @@ def orders_note(n: int) -> str:
         if n == 2
         else "Williams's pair of Latin squares, chained"
         if n % 2
-        else "a Williams square, chained"
+        else "a Williams square and a relabelled mirror image, chained"
     )
     return (
         f"orders: balanced design ({kind}), blocks of {len(chained_rows(n))} rounds drawn at "

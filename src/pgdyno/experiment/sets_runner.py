@@ -140,7 +140,8 @@ def design_for(seed: int | None, earlier: RoundHistory | None, resuming: bool) -
     >>> design_for(5, None, False)
     Balanced(seed=5, name='balanced')
     >>> stored = RoundHistory("fixed", 2, (), 60.0, "repeats", design="balanced", seed=9)
-    >>> design_for(None, stored, True), design_for(None, None, True)
+    >>> old = RoundHistory("fixed", 2, (), 60.0, "repeats")  # stored before issue 33
+    >>> design_for(None, stored, True), design_for(None, old, True)
     (Balanced(seed=9, name='balanced'), Rotation(name='rotation', seed=None))
     >>> design_for(5, stored, True)
     Traceback (most recent call last):

@@ -6,10 +6,14 @@ cooled, a switch that restarts the server). `compare`'s balanced orders
 so such an effect falls on all sets alike; this module measures it, so a comparison can say
 when it is there and how large. The model is the crossover trials' one (Jones & Kenward,
 "Design and Analysis of Cross-Over Trials", ch. 1-2): log TPS of a run = the effect of its
-round and cell (pairing, drift) + the effect of its set + the effect of the set that ran right
-before it, fitted by least squares (numpy.linalg.lstsq); each carry-over effect is relative to
+cell and pair of rounds (rounds 1-2, 3-4, ...: drift) + the effect of its set + the effect of
+the set that ran right before it, fitted by least squares (numpy.linalg.lstsq); each carry-over effect is relative to
 runs that followed the reference set (the baseline), with its standard error and p-value from
 the residuals' t distribution. Pure: runs in, a record out.
+
+The blocks are pairs of rounds, not rounds: with two sets in chained orders (A B | B A | A B)
+both runs of a round follow the same set, so an effect that depends only on the set before
+is the same for both (it cancels in the paired difference, and a round block would absorb it).
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import t as student_t
 
 from pgdyno.records.stored import RunOutcome
+
+_Matrix = npt.NDArray[np.float64]
 
 # A carry-over worth a warning: at least this large a change of the next run's TPS ...
 LARGE_CHANGE: Final = 0.01
@@ -92,6 +99,11 @@ def preceded(runs: Sequence[RunOutcome]) -> list[tuple[RunOutcome, str]]:
     ]
 
 
+def _block(run: RunOutcome) -> tuple[str, int, int, int]:
+    """The run's cell and pair of rounds (rounds 1-2 are pair 0)."""
+    return (run.workload, run.scale, run.clients, (run.repeat - 1) // 2)
+
+
 def estimate(
     runs: Sequence[RunOutcome], sets: Sequence[str], reference: str
 ) -> CarryOverFit | None:
@@ -114,7 +126,7 @@ def estimate(
     """
     found = preceded(runs)
     others = [s for s in sets if s != reference]
-    blocks = sorted({(r.workload, r.scale, r.clients, r.repeat) for r, _ in found})
+    blocks = sorted({_block(r) for r, _ in found})
     if not found or not others:
         return None
     column = {b: i for i, b in enumerate(blocks)}
@@ -122,7 +134,7 @@ def estimate(
     x = np.zeros((len(found), width))
     y = np.empty(len(found))
     for i, (r, before) in enumerate(found):
-        x[i, column[(r.workload, r.scale, r.clients, r.repeat)]] = 1.0
+        x[i, column[_block(r)]] = 1.0
         if r.set_name in others:
             x[i, len(blocks) + others.index(str(r.set_name))] = 1.0
         if before in others:
@@ -132,7 +144,7 @@ def estimate(
 
 
 def _fitted(
-    x: np.ndarray, y: np.ndarray, others: list[str], reference: str, blocks: int,
+    x: _Matrix, y: _Matrix, others: list[str], reference: str, blocks: int,
     befores: list[str],
 ) -> CarryOverFit | None:  # fmt: skip
     coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
