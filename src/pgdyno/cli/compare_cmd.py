@@ -162,7 +162,7 @@ def compare(
                 "comparison": to_json(info),
                 "rounds": rounds_json(outcome.rounds.history()),
                 "analysis": analysis.as_dict(),
-                "carryover": done.carryover.as_dict() if done.carryover else None,
+                "carryover": [fit.as_dict() for fit in done.carryover],
                 "runs": [to_json(r) for r in runs],
             },
         )

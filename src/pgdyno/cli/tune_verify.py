@@ -55,4 +55,4 @@ def _as_json(one: lab.Verified) -> dict[str, object]:
             "verdicts": one.lines, "report": str(one.report),
             "rounds": rounds_json(done.outcome.rounds.history()),
             "analysis": done.analysis.as_dict(),
-            "carryover": done.carryover.as_dict() if done.carryover else None}  # fmt: skip
+            "carryover": [fit.as_dict() for fit in done.carryover]}  # fmt: skip

@@ -223,14 +223,17 @@ class Balanced:
 
     A block is `chained_rows(n)`: for two sets A B, B A (the ABBA block); for an odd number n
     of sets the 2n rows of Williams's pair of Latin squares; for an even n >= 4 a Williams
-    square and the mirror image of a relabelled copy, 2n rows (Williams 1949, "Experimental designs balanced for the estimation of
-    residual effects of treatments"; Jones & Kenward, "Design and Analysis of Cross-Over
-    Trials", ch. 4). Its rows are chained: each round starts with the set the round before it
-    ended with, so every set also runs right after itself once per round boundary, and the
-    block closes into a cycle (a serially balanced sequence, as Finney & Outhwaite 1956,
-    "Serially balanced sequences in bioassay", define it). Per block, the rows start at a
-    random one, are read forwards or backwards, and the sets are relabelled at random, the
-    first set being the one the block before ended with.
+    square and the mirror image of a relabelled copy, 2n rows (Williams 1949, "Experimental
+    designs balanced for the estimation of residual effects of treatments"; Jones & Kenward,
+    "Design and Analysis of Cross-Over Trials", ch. 4). Its rows are chained: each round
+    starts with the set the round before it ended with, so every set also runs right after
+    itself at round boundaries, and the block closes into a cycle (a serially balanced
+    sequence, as Finney & Outhwaite 1956, "Serially balanced sequences in bioassay", define
+    it). Per block, the rows start at a random one, are read forwards or backwards, and the
+    sets are relabelled at random, the first set being the one the block before ended with.
+    With two sets that makes every block A B B A (or every one B A A B): ABBA and BAAB blocks
+    mixed would break the balance at each change (A B B A B A A B: b runs after a three
+    times, a after a once).
 
     Exactly balanced: after every complete block, every set has run right after every set
     (itself included) equally often, except that the comparison's first run has no run

@@ -34,7 +34,7 @@ from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.remote.host import remote_host
 from pgdyno.results.open import open_results
 from pgdyno.stats.analysis import Analysis, Judging, analyse
-from pgdyno.stats.carryover import CarryOverFit, estimate
+from pgdyno.stats.carryover import CarryOverFit, estimates
 from pgdyno.textsafe import scrub_argv
 
 
@@ -47,7 +47,8 @@ class Executed:
     runs: list[RunOutcome]
     info: StoredComparison
     analysis: Analysis
-    carryover: CarryOverFit | None = None  # the effect of the set that ran right before
+    # the effect of the set that ran right before, and each set's switch cost
+    carryover: tuple[CarryOverFit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def execute_compare(
     )  # fmt: skip
     runs, info = _stored(env, outcome.comparison_id)
     names = [c.name for c in checked]
-    carryover = estimate(outcome.outcomes, names, plan.spec.baseline_name)
+    carryover = estimates(outcome.outcomes, names, plan.spec.baseline_name)
     return Executed(plan, outcome, runs, info, analysis, carryover)
 
 

@@ -91,32 +91,43 @@ def design_line(rounds: RoundHistory) -> str:
     return f"Orders: {rounds.design}."
 
 
-def carryover_lines(fit: CarryOverFit | None, design: str) -> list[str]:
-    """One warning line per set whose carry-over (the effect on the run right after it) is
-    large and significant; nothing when none is.
+def carryover_lines(fits: Sequence[CarryOverFit], design: str) -> list[str]:
+    """One warning line per set whose carry-over (the effect on the run right after it) or
+    switch cost (the effect on its own run right after another set) is large and
+    significant; nothing when none is.
 
     >>> from pgdyno.stats.carryover import CarryOver
     >>> fit = CarryOverFit("a", (CarryOver("c", -0.041, 0.006, 1e-6, 12),
     ...                          CarryOver("b", 0.002, 0.006, 0.7, 12)), 20)
-    >>> carryover_lines(fit, "balanced")  # doctest: +NORMALIZE_WHITESPACE
-    ['Warning: runs right after set c were 4.1% slower (se 0.6%) than runs right after a; the
-      balanced orders spread this over every set alike, but it adds noise: look for what c
-      leaves behind (a checkpoint, a cold cache).']
-    """
+    >>> cost = CarryOverFit("a", (CarryOver("b", -0.04, 0.008, 1e-5, 12),), 20, "switch")
+    >>> print(chr(10).join(carryover_lines([fit, cost], "balanced")))
+    Warning: runs right after set c were 4.1% slower (se 0.6%) than runs right after a; the balanced orders spread this over every set alike, but it adds noise.
+    Warning: runs of set b right after another set were 4.0% slower (se 0.8%) than its runs right after itself: a switch cost no order of rounds cancels; its verdicts include it.
+    """  # noqa: E501
     lines = []
-    for e in fit.flagged if fit is not None else ():
-        way = "slower" if e.change < 0 else "faster"
-        spread = (
-            "the balanced orders spread this over every set alike, but it adds noise"
-            if design == "balanced"
-            else f"the {design} orders do not balance it, so it can bias the verdicts"
-        )
-        lines.append(
-            f"Warning: runs right after set {e.after} were {abs(e.change):.1%} {way} "
-            f"(se {e.se:.1%}) than runs right after {fit.reference if fit else '?'}; {spread}: "
-            f"look for what {e.after} leaves behind (a checkpoint, a cold cache)."
-        )
+    for fit in fits:
+        for e in fit.flagged:
+            size = f"{abs(e.change):.1%} {'slower' if e.change < 0 else 'faster'} (se {e.se:.1%})"
+            lines.append(_carryover_line(fit, e.after, size, design))
     return lines
+
+
+def _carryover_line(fit: CarryOverFit, name: str, size: str, design: str) -> str:
+    if fit.kind == "switch":
+        return (
+            f"Warning: runs of set {name} right after another set were {size} than its runs "
+            "right after itself: a switch cost no order of rounds cancels; its verdicts "
+            "include it."
+        )
+    spread = (
+        "the balanced orders spread this over every set alike, but it adds noise"
+        if design == "balanced"
+        else f"the {design} orders do not balance it, so it can bias the verdicts"
+    )
+    return (
+        f"Warning: runs right after set {name} were {size} than runs right after "
+        f"{fit.reference}; {spread}."
+    )
 
 
 def level(analysis: Analysis) -> str:
