@@ -5,7 +5,7 @@ Each simulated comparison runs the real `RoundLoop` with a real design
 round, the runner's look `judge_round` (the analysis with its always-valid intervals at the
 plan-wide error's share, and `decide`), exactly as `pgdyno compare --precision --budget` does;
 only what pgbench would measure is simulated (`Carrying.run_set`): a TPS and a p99 latency per
-run, 2% noise per run on the log scale, a slow random walk of the machine, and a carry-over.
+run, 1.5% noise per run on the log scale, a slow random walk of the machine, and a carry-over.
 
 Three identical sets, where set c leaves -4% on the run right after it (whichever set that
 is): with the rotation (A B C, B C A, C A B) a runs after c in two rounds of three and c never
