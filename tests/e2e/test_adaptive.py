@@ -51,11 +51,12 @@ def test_adaptive_stops_once_resolved_with_rotated_rounds(quiet_workdir: Path, t
     """A gross difference with no run flagged (pgdyno sees only itself): resolved at the first
     round the always-valid interval allows, whatever the noise of the host."""
     ab = plan(tmp_path, 'precision = 30.0\nbudget = "4m"', gross=True)
-    result = quiet_pgdyno(quiet_workdir, "compare", str(ab), "--json")
+    result = quiet_pgdyno(quiet_workdir, "compare", str(ab), "--json", "--seed", "3")
     assert result.code == 0, result.stderr
     data = json.loads(result.stdout)
     no_steal([r["interference"] for r in data["runs"]])
     rounds = data["rounds"]
+    assert (rounds["design"], rounds["seed"]) == ("balanced", 3)  # ABBA, a first (issue 33)
     assert rounds["mode"] == "adaptive" and rounds["precision_pct"] == 30.0
     assert rounds["budget_s"] == 240.0
     assert rounds["stopped"] == "resolved", rounds

@@ -45,7 +45,7 @@ def test_the_comparison_is_judged_on_the_runs_kept_in_memory(
     path.write_text(PLAN)
     said: list[str] = []
     done = execute_compare(
-        env, CompareRequest(load_plan(path), Allowed.of((), ())), log=said.append,
+        env, CompareRequest(load_plan(path), Allowed.of((), ()), seed=3), log=said.append,
         progress=lambda: MatrixProgress(Console(file=io.StringIO())),
     )  # fmt: skip
     stored = done.runs
@@ -57,4 +57,5 @@ def test_the_comparison_is_judged_on_the_runs_kept_in_memory(
     # Scales and the comparison are said before any run was made (nothing learnt later).
     settled = next(i for i, line in enumerate(said) if line.startswith("comparison "))
     assert any("scale 1" in line for line in said[:settled])
-    assert done.outcome.rounds.orders == [["a", "b"], ["b", "a"]]  # the rotation
+    assert done.outcome.rounds.orders == [["a", "b"], ["b", "a"]]  # balanced, seed 3: a first
+    assert any(line.startswith("orders: balanced design") and "seed 3" in line for line in said)

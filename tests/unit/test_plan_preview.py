@@ -65,6 +65,8 @@ def test_the_preview_is_a_frozen_record_of_sets_datasets_and_duration(tmp_path: 
     # 1 workload x 1 scale x 2 client counts x 3 repeats, for each of the 2 sets
     assert (preview.duration.runs, preview.duration.mode) == (12, "sets")
     assert preview.duration.adaptive is None
+    # which design orders the rounds, and why (issue 33)
+    assert preview.orders.startswith("orders: balanced design (ABBA blocks)")
     with pytest.raises(dataclasses.FrozenInstanceError):
         preview.name = "other"  # type: ignore[misc]
     assert listing(workdir, cache) == before  # nothing created, nothing installed

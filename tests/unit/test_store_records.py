@@ -19,7 +19,9 @@ from pgdyno.results.encode import rounds_json, to_json
 from pgdyno.results.store import ResultsStore
 from pgdyno.stats.stopping import Decision
 
-ROUND_KEYS = ["rounds", "order", "seconds", "stopped", "unresolved", "more_rounds", "more_seconds"]
+# the design and its seed: issue 33
+ROUND_KEYS = ["rounds", "order", "seconds", "stopped", "unresolved", "more_rounds", "more_seconds",
+              "design", "seed"]  # fmt: skip
 
 
 def a_run(**changes: object) -> RunRecord:
@@ -59,7 +61,8 @@ def test_the_round_log_gives_the_shape_compare_json_always_printed() -> None:
     assert got == {
         "mode": "adaptive", "precision_pct": 2.0, "budget_s": 600.0, "rounds": 2,
         "order": [["a", "b"], ["b", "a"]], "seconds": 61.0, "stopped": "budget",
-        "unresolved": 1, "more_rounds": 4, "more_seconds": 123.5,
+        "unresolved": 1, "more_rounds": 4, "more_seconds": 123.5, "design": "rotation",
+        "seed": None,
     }  # fmt: skip
     assert list(got) == ["mode", "precision_pct", "budget_s", *ROUND_KEYS]
     fixed = rounds_json(RoundLog(None).history())

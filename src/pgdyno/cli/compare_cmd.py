@@ -35,7 +35,13 @@ from pgdyno.plan.model import applied_sets
 from pgdyno.plan.policy import Allowed
 from pgdyno.results.encode import rounds_json, to_json
 from pgdyno.stats.analysis import Analysis
-from pgdyno.terminal.verdict_tables import ladder_tables, rounds_summary, verdict_table
+from pgdyno.terminal.verdict_tables import (
+    carryover_lines,
+    design_line,
+    ladder_tables,
+    rounds_summary,
+    verdict_table,
+)
 
 
 def server_options[F: Callable[..., Any]](func: F) -> F:
@@ -74,6 +80,9 @@ def _server_options(
 @click.option("--resume", is_flag=True, help="Continue the last run of this same plan file, "
               "skipping the runs it finished.")  # fmt: skip
 @click.option("--keep-files", is_flag=True, help="Keep pgbench's output and logs of each run.")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), metavar="N",
+              help="Seed of the rounds' orders (default: drawn at random, printed and stored); "
+              "the same seed replays the same orders.")  # fmt: skip
 @server_options
 @ssh_option
 @adaptive_options
@@ -86,15 +95,18 @@ def compare(
     ctx: click.Context, /, plan_file: Path, resume: bool, keep_files: bool, as_json: bool,
     allow_sysctl: tuple[str, ...], allow_pg: tuple[str, ...], precision: float | None,
     budget: str | None, dsn: str | None, yes: bool, restart_command: str | None,
-    data_dir: Path | None, ssh: str | None, foreign_cpu_limit: float | None, **_: object,
+    data_dir: Path | None, ssh: str | None, foreign_cpu_limit: float | None,
+    seed: int | None = None, **_: object,
 ) -> None:  # fmt: skip
     """Compare configuration sets from a plan file: apply, run, restore, give a verdict.
 
     Each set's PostgreSQL settings, sysctls and block-device settings are applied in turn
     (host settings as root only, each old value journalled first and restored after the set
-    and on any exit; `pgdyno rollback` restores them after a crash). The sets run in rounds
-    (A B C, B C A, C A B, ...) and each set is compared with the baseline round by round, on
-    TPS and p99 latency. Every run lands in the results database.
+    and on any exit; `pgdyno rollback` restores them after a crash). The sets run in rounds,
+    each round's order drawn from a carry-over-balanced design (every set runs at every
+    position and right after every set equally often; --seed replays the orders), and each set
+    is compared with the baseline round by round, on TPS and p99 latency. Every run lands in
+    the results database.
 
     \b
     With --precision or --budget (or precision/budget in the plan's [matrix]) the rounds are
@@ -123,6 +135,7 @@ def compare(
       pgdyno plan check examples/aa.toml
       pgdyno compare examples/aa.toml
       pgdyno compare examples/002-shared-buffers.toml --resume
+      pgdyno compare examples/aa.toml --seed 1234
       pgdyno compare examples/004-ladder.toml --precision 3 --budget 30m
       pgdyno compare examples/002-shared-buffers.toml --dsn "host=db1 user=postgres" \\
           --yes --restart-command "systemctl restart postgresql"
@@ -134,7 +147,7 @@ def compare(
     request = CompareRequest(
         load_plan(plan_file), Allowed.of(allow_sysctl, allow_pg), precision=precision,
         budget=budget, resume=resume, keep_files=keep_files, server=server, ssh=ssh,
-        foreign_cpu_limit=foreign_cpu_limit,
+        foreign_cpu_limit=foreign_cpu_limit, seed=seed,
     )  # fmt: skip
     done = execute_compare(
         env, request, log=err(env).print, progress=lambda: MatrixProgress(err(env))
@@ -149,12 +162,17 @@ def compare(
                 "comparison": to_json(info),
                 "rounds": rounds_json(outcome.rounds.history()),
                 "analysis": analysis.as_dict(),
+                "carryover": [fit.as_dict() for fit in done.carryover],
                 "runs": [to_json(r) for r in runs],
             },
         )
     else:
         _print_analysis(env, analysis, plan, outcome.comparison_id)
-        out(env).print(rounds_summary(outcome.rounds.history()))
+        history = outcome.rounds.history()
+        out(env).print(rounds_summary(history))
+        out(env).print(design_line(history))
+        for line in carryover_lines(done.carryover, history.design):
+            err(env).print(line)
         if outcome.skipped:
             err(env).print(
                 f"{outcome.skipped} runs were finished before and not repeated (--resume)"

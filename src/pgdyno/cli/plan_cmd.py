@@ -59,6 +59,8 @@ def _show(console: Console, preview: PlanPreview) -> None:
     for line in preview.datasets:
         console.print(line)
     console.print(_duration(preview.duration))
+    if preview.orders:
+        console.print(preview.orders)
     for missing in preview.missing:
         console.print(
             f"PostgreSQL {missing.version} is not installed here: checked against pgdyno's "

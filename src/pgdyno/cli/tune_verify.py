@@ -10,7 +10,12 @@ from pgdyno.cli.tune_request import VerifyOptions
 from pgdyno.environment import Environment
 from pgdyno.lab import verify as lab
 from pgdyno.results.encode import rounds_json
-from pgdyno.terminal.verdict_tables import rounds_summary, verdict_table
+from pgdyno.terminal.verdict_tables import (
+    carryover_lines,
+    design_line,
+    rounds_summary,
+    verdict_table,
+)
 from pgdyno.textsafe import safe_text
 from pgdyno.tune.model import Configuration
 
@@ -28,7 +33,11 @@ def run_verify(env: Environment, plans: list[Path], *, as_json: bool) -> None:
             return
         done, console = one.executed, out(env)
         console.print(verdict_table(done.analysis, f"tune --verify ({one.plan.name})"))
-        console.print(rounds_summary(done.outcome.rounds.history()))
+        history = done.outcome.rounds.history()
+        console.print(rounds_summary(history))
+        console.print(design_line(history))
+        for line in carryover_lines(done.carryover, history.design):
+            err(env).print(line)
         for line in one.lines:
             console.print(line)
         console.print(f"report: {safe_text(one.report)}")
@@ -45,4 +54,5 @@ def _as_json(one: lab.Verified) -> dict[str, object]:
     return {"plan": str(one.plan), "comparison": done.outcome.comparison_id,
             "verdicts": one.lines, "report": str(one.report),
             "rounds": rounds_json(done.outcome.rounds.history()),
-            "analysis": done.analysis.as_dict()}  # fmt: skip
+            "analysis": done.analysis.as_dict(),
+            "carryover": [fit.as_dict() for fit in done.carryover]}  # fmt: skip

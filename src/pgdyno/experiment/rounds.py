@@ -5,9 +5,10 @@ rounds are counted; with ``precision`` / ``budget`` they go on until
 `pgdyno.stats.stopping.decide` says stop. `run_rounds` is the loop and `judge_round` the look
 after each round of a compare; `pgdyno.experiment.sets_runner` runs them with pgbench, and
 tests/unit/test_plan_error_sim.py with simulated pgbench outcomes. Within a round the sets run
-in an order rotated by one from round to round, so every set runs first, second, ... equally
-often and a position effect (the first run after a restart is slower, the cache warmer for the
-second) cancels in the paired differences instead of favouring one set.
+in the order the schedule's design gives (`pgdyno.experiment.schedule`): compare's `Balanced`
+design runs every set first, second, ... equally often and right after every set equally
+often, so neither a position effect (the first run after a restart is slower) nor the set that
+ran before (a checkpoint it left) favours one set in the paired differences.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class RoundLog:
     orders: list[list[str]] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
     decision: Decision | None = None
+    design: str = "rotation"  # the schedule's design and seed (RoundLoop sets them)
+    seed: int | None = None
     _started: float | None = None
     _round_start: float = 0.0
 
@@ -117,6 +120,8 @@ class RoundLog:
             more_seconds=None if more_seconds is None else round(more_seconds, 1),
             precision_pct=self.adaptive.precision_pct if self.adaptive else None,
             budget_s=self.adaptive.budget_s if self.adaptive else None,
+            design=self.design,
+            seed=self.seed,
         )
 
 
@@ -151,6 +156,7 @@ class RoundLoop[T]:
         self.after = after
         self.name = name
         self.rounds_run = 0
+        log.design, log.seed = schedule.design.name, schedule.design.seed
 
     def run_round(self) -> list[T]:
         """Run the next round; the units in the order they ran."""

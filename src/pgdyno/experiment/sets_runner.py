@@ -1,11 +1,13 @@
 """`pgdyno compare`: apply each configuration set, run the matrix, restore, repeat in rounds.
 
 The rounds run on the one run loop (`pgdyno.experiment.rounds.RoundLoop`): its schedule orders
-the sets of each round by a named design (`pgdyno.experiment.schedule.Rotation`: A B C, then
-B C A, ...) so slow drift of a shared machine is spread over all sets instead of landing on the
-last one, and the verdict compares runs of the same round (`pgdyno.stats.paired`). With a fixed
-number of repeats the rounds are counted; with a precision or budget they go on until every
-comparison is resolved or the budget is spent (`pgdyno.stats.stopping`), judged on the runs
+the sets of each round by a named design (`pgdyno.experiment.schedule.Balanced`, drawn from a
+seed that is logged and stored: every set runs at every position and right after every set
+equally often) so slow drift of a shared machine and the set that ran before are spread over
+all sets instead of landing on some (--resume continues the stored design and seed); the
+verdict compares runs of the same round (`pgdyno.stats.paired`). With a fixed number of repeats
+the rounds are counted; with a precision or budget they go on until every comparison is
+resolved or the budget is spent (`pgdyno.stats.stopping`), judged on the runs
 kept in memory. The comparison and its scales are settled before the first run.
 
 `SetInEffect.applied` puts a set in effect: its host settings through the journal (old values
@@ -17,6 +19,7 @@ end and on every way out; `pgdyno rollback` covers a crash.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -35,7 +38,7 @@ from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, RoundLoop, RoundPlan, judge_round
 from pgdyno.experiment.sandbox_sets import SandboxSwitcher, SetSwitcher
-from pgdyno.experiment.schedule import Rotation, Schedule
+from pgdyno.experiment.schedule import Balanced, Design, Rotation, Schedule
 from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import expected_dataset_bytes
 from pgdyno.experiment.target import Target, open_sandbox, running
@@ -47,6 +50,7 @@ from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.server import effective_settings, file_errors
 from pgdyno.postgres.settings import SettingMeta, load_settings_meta
 from pgdyno.records import RunCell
+from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import NewComparison, RunOutcome
 from pgdyno.results.interface import ComparisonsBackend
 from pgdyno.undo.host import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
@@ -109,6 +113,7 @@ class _Earlier:
     scales: list[int]
     done: _Done
     outcomes: list[RunOutcome]
+    rounds: RoundHistory | None = None  # its rounds as stored: the design and seed to go on with
 
 
 def _earlier(comparisons: ComparisonsBackend, plan: Plan) -> _Earlier:
@@ -119,7 +124,42 @@ def _earlier(comparisons: ComparisonsBackend, plan: Plan) -> _Earlier:
             "without --resume."
         )
     return _Earlier(earlier.id, list(earlier.scales), comparisons.finished_cells(earlier.id),
-                    comparisons.runs(earlier.id))  # fmt: skip
+                    comparisons.runs(earlier.id), earlier.rounds)  # fmt: skip
+
+
+def new_seed() -> int:
+    """A seed for a comparison's orders when none is given (printed and stored: it replays)."""
+    return secrets.randbelow(2**31)
+
+
+def design_for(seed: int | None, earlier: RoundHistory | None, resuming: bool) -> Design:
+    """The design of a comparison's orders: balanced, drawn from `seed` (a new one when None);
+    on --resume the earlier invocation's design and seed, so the rounds go on with the same
+    sequence (its next rounds); a comparison stored before issue 33 goes on rotating.
+
+    >>> design_for(5, None, False)
+    Balanced(seed=5, name='balanced')
+    >>> stored = RoundHistory("fixed", 2, (), 60.0, "repeats", design="balanced", seed=9)
+    >>> old = RoundHistory("fixed", 2, (), 60.0, "repeats")  # stored before issue 33
+    >>> design_for(None, stored, True), design_for(None, old, True)
+    (Balanced(seed=9, name='balanced'), Rotation(name='rotation', seed=None))
+    >>> design_for(5, stored, True)
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: --seed 5 is not the seed 9 of the comparison to resume: omit it.
+    """
+    if not resuming:
+        return Balanced(new_seed() if seed is None else seed)
+    stored = earlier.seed if earlier is not None and earlier.design == "balanced" else None
+    if seed is not None and stored is not None and seed != stored:
+        raise UsageError(
+            f"--seed {seed} is not the seed {stored} of the comparison to resume: omit it."
+        )
+    if stored is not None:
+        return Balanced(stored)
+    if earlier is not None and earlier.design == "rotation":
+        return Rotation()  # stored before issue 33 (or rotated): the same orders go on
+    return Balanced(new_seed() if seed is None else seed)  # no round finished before
 
 
 @dataclass(frozen=True)
@@ -133,6 +173,7 @@ class CompareJob:
     spec: BenchSpec
     resume: bool
     command: list[str]
+    seed: int | None = None  # --seed: the orders' seed (None: drawn, or the resumed one's)
 
 
 # Connects to a set's target for its runs (experiment/bench.py `connected`, its spec bound).
@@ -232,7 +273,8 @@ def run_compare(
     switcher = switcher or SandboxSwitcher(
         sandboxes, meta_for, ctx.log, expected_dataset_bytes(spec, host)
     )
-    schedule = Schedule(tuple(checked), Rotation())
+    design = design_for(job.seed, earlier.rounds if earlier else None, job.resume)
+    schedule = Schedule(tuple(checked), design)
     with ExitStack() as stack:
         changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
         # Servers stop (or are restored) before the host settings go back (huge pages in use
@@ -253,6 +295,7 @@ def run_compare(
                 f"comparison {comparison_id} (session {session_id}): "
                 f"`pgdyno runs list --comparison {comparison_id}` lists its runs"
             )
+        ctx.log(_design_note(design))
         stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
         run = _CompareRun(
             plan=plan, checked=checked, spec=spec, ctx=ctx, host=host, sets=sets,
@@ -270,6 +313,20 @@ def run_compare(
         RoundLoop(schedule, run.rounds, run.run_set, after, lambda c: c.name).run()
     return CompareOutcome(comparison_id, session_id, run.made, run.skipped, run.rounds,
                           tuple(run.outcomes))  # fmt: skip
+
+
+def _design_note(design: Design) -> str:
+    """The log line that says how the rounds are ordered and how to replay them.
+
+    >>> _design_note(Balanced(7))
+    'orders: balanced design (carry-over balanced), seed 7; `--seed 7` replays them'
+    """
+    if design.seed is None:
+        return f"orders: {design.name} (as the comparison resumed was ordered)"
+    return (
+        f"orders: {design.name} design (carry-over balanced), seed {design.seed}; "
+        f"`--seed {design.seed}` replays them"
+    )
 
 
 def _first_scales(

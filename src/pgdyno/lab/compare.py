@@ -34,6 +34,7 @@ from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.remote.host import remote_host
 from pgdyno.results.open import open_results
 from pgdyno.stats.analysis import Analysis, Judging, analyse
+from pgdyno.stats.carryover import CarryOverFit, estimates
 from pgdyno.textsafe import scrub_argv
 
 
@@ -46,6 +47,8 @@ class Executed:
     runs: list[RunOutcome]
     info: StoredComparison
     analysis: Analysis
+    # the effect of the set that ran right before, and each set's switch cost
+    carryover: tuple[CarryOverFit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class CompareRequest:
     server: ServerOptions | None = None
     ssh: str | None = None  # the server's host over SSH; `server.dsn` as that host sees it
     foreign_cpu_limit: float | None = None  # --foreign-cpu-limit (over the plan's)
+    seed: int | None = None  # --seed: the seed of the orders (None: drawn and printed)
 
 
 def execute_compare(
@@ -94,7 +98,8 @@ def execute_compare(
             env, log=log, progress=progress, keep_files=request.keep_files, remote=remote,
             lock=lock,
         ))  # fmt: skip
-        job = CompareJob(plan, checked, spec, request.resume, scrub_argv(["pgdyno", *env.argv]))
+        job = CompareJob(plan, checked, spec, request.resume, scrub_argv(["pgdyno", *env.argv]),
+                         request.seed)  # fmt: skip
         outcome = run_compare(
             job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher
         )
@@ -104,7 +109,9 @@ def execute_compare(
         plan.spec.mode, judging,
     )  # fmt: skip
     runs, info = _stored(env, outcome.comparison_id)
-    return Executed(plan, outcome, runs, info, analysis)
+    names = [c.name for c in checked]
+    carryover = estimates(outcome.outcomes, names, plan.spec.baseline_name)
+    return Executed(plan, outcome, runs, info, analysis, carryover)
 
 
 def _stored(env: Environment, comparison_id: int) -> tuple[list[RunOutcome], StoredComparison]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from pgdyno.environment import Environment
 from pgdyno.experiment.compare import sandbox_host
 from pgdyno.experiment.matrix import BenchSpec, bench_spec, run_count, seconds_per_run
+from pgdyno.experiment.schedule import orders_note
 from pgdyno.experiment.storage_sets import describe_storage, storage_notes
 from pgdyno.host.machine import read_host
 from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
@@ -75,6 +76,7 @@ class PlanPreview:
     datasets: tuple[str, ...]  # one line per scale: the dataset and its estimated size
     duration: Duration
     missing: tuple[MissingVersion, ...]
+    orders: str = ""  # which design orders the rounds, and why (experiment/schedule.py)
 
     @property
     def has_storage(self) -> bool:
@@ -97,6 +99,7 @@ def preview_plan(env: Environment, plan_file: Path, allowed: Allowed) -> PlanPre
         ),
         duration=_duration(spec, len(checked), plan.spec.mode),
         missing=_missing(c.binaries for c in checked),
+        orders=orders_note(len(checked)),
     )
 
 

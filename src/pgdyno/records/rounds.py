@@ -20,6 +20,10 @@ class RoundHistory:
     more_seconds: float | None = None  # the same in machine time
     precision_pct: float | None = None  # adaptive only: the precision asked for
     budget_s: float | None = None  # adaptive only: the machine-time budget
+    # How the orders were made (experiment/schedule.py): "balanced" (drawn from `seed`),
+    # "rotation" (every comparison stored before issue 33), "in order" (bench, noise).
+    design: str = "rotation"
+    seed: int | None = None  # what replays a drawn design's orders (`compare --seed`)
 
     @property
     def adaptive(self) -> bool:

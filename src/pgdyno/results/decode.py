@@ -183,11 +183,13 @@ def _integer(blob: Mapping[str, Json], key: str) -> int | None:
 
 
 def rounds(blob: Mapping[str, Json] | None) -> RoundHistory | None:
-    """A comparison's rounds as stored (None for comparisons stored before they were kept).
+    """A comparison's rounds as stored (None for comparisons stored before they were kept);
+    rounds stored before issue 33 were rotated and have no seed.
 
-    >>> rounds({"mode": "fixed", "rounds": 1, "order": [["a", "b"]], "seconds": 30.5,
-    ...         "stopped": "repeats"}).order
-    (('a', 'b'),)
+    >>> old = rounds({"mode": "fixed", "rounds": 1, "order": [["a", "b"]], "seconds": 30.5,
+    ...         "stopped": "repeats"})
+    >>> old.order, old.design, old.seed
+    ((('a', 'b'),), 'rotation', None)
     """
     if blob is None:
         return None
@@ -208,6 +210,8 @@ def rounds(blob: Mapping[str, Json] | None) -> RoundHistory | None:
         more_seconds=_number(blob, "more_seconds"),
         precision_pct=_number(blob, "precision_pct"),
         budget_s=_number(blob, "budget_s"),
+        design=_text(blob.get("design")) or "rotation",
+        seed=_integer(blob, "seed"),
     )
 
 

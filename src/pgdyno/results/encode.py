@@ -144,12 +144,14 @@ def _device_json(device: RunDevice | None) -> dict[str, object] | None:
 
 def rounds_json(rounds: RoundHistory) -> dict[str, object]:
     """The rounds as `compare --json` prints them and the comparisons table keeps them: the
-    precision and budget only when the rounds were adaptive.
+    precision and budget only when the rounds were adaptive; the design that ordered them and
+    its seed (what `compare --seed` replays) last.
 
     >>> rounds_json(RoundHistory("fixed", 2, (("a", "b"), ("b", "a")), 61.0, "repeats"))
     ... # doctest: +NORMALIZE_WHITESPACE
     {'mode': 'fixed', 'rounds': 2, 'order': [['a', 'b'], ['b', 'a']], 'seconds': 61.0,
-     'stopped': 'repeats', 'unresolved': None, 'more_rounds': None, 'more_seconds': None}
+     'stopped': 'repeats', 'unresolved': None, 'more_rounds': None, 'more_seconds': None,
+     'design': 'rotation', 'seed': None}
     """
     adaptive = {"precision_pct": rounds.precision_pct, "budget_s": rounds.budget_s}
     return {
@@ -162,6 +164,8 @@ def rounds_json(rounds: RoundHistory) -> dict[str, object]:
         "unresolved": rounds.unresolved,
         "more_rounds": rounds.more_rounds,
         "more_seconds": rounds.more_seconds,
+        "design": rounds.design,
+        "seed": rounds.seed,
     }
 
 
