@@ -20,6 +20,9 @@ class RoundHistory:
     more_seconds: float | None = None  # the same in machine time
     precision_pct: float | None = None  # adaptive only: the precision asked for
     budget_s: float | None = None  # adaptive only: the machine-time budget
+    # adaptive only: the rounds the budget held at the first round's duration, which the
+    # always-valid interval's mixture is tuned to (pgdyno.stats.sequential.mixture_for_rounds)
+    mixture_rounds: int | None = None
 
     @property
     def adaptive(self) -> bool:

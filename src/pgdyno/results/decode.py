@@ -208,6 +208,7 @@ def rounds(blob: Mapping[str, Json] | None) -> RoundHistory | None:
         more_seconds=_number(blob, "more_seconds"),
         precision_pct=_number(blob, "precision_pct"),
         budget_s=_number(blob, "budget_s"),
+        mixture_rounds=_integer(blob, "mixture_rounds"),  # absent before issue 33: MIXTURE_G
     )
 
 

@@ -151,7 +151,11 @@ def rounds_json(rounds: RoundHistory) -> dict[str, object]:
     {'mode': 'fixed', 'rounds': 2, 'order': [['a', 'b'], ['b', 'a']], 'seconds': 61.0,
      'stopped': 'repeats', 'unresolved': None, 'more_rounds': None, 'more_seconds': None}
     """
-    adaptive = {"precision_pct": rounds.precision_pct, "budget_s": rounds.budget_s}
+    adaptive = {
+        "precision_pct": rounds.precision_pct,
+        "budget_s": rounds.budget_s,
+        "mixture_rounds": rounds.mixture_rounds,
+    }
     return {
         "mode": rounds.mode,
         **(adaptive if rounds.adaptive else {}),
