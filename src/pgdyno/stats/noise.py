@@ -26,12 +26,13 @@ times and TPS this module computes:
   freedom for ``k`` normal differences, and the bootstrap one), shifted by the change, looked
   at after every round with the t-mixture at the plan's share until the verdict (or the
   precision). The interval runs from the 5th percentile of the rounds at the low end of the
-  spread to the 95th at the high end: the uncertainty of the spread (two calibrations of a few minutes differ
-  mostly by it: with 15 pairs the spread is known to about +-30%, the rounds, which go with its
-  square, to a factor of two) and that of the stopping round itself, with the calibration's
-  slow runs as often as it saw them. The robust half of the real intersection can only bring
-  a verdict sooner, so the upper end stays an upper bound where it decides (from about 12
-  rounds, under slow runs); tests/unit/test_noise_forecast.py measures the coverage.
+  spread to the 95th at the high end: the uncertainty of the spread (two calibrations of a few
+  minutes differ mostly by it: with 15 pairs the spread is known to about +-30%, the rounds,
+  which go with its square, to a factor of two) and that of the stopping round itself, with
+  the calibration's slow runs about as often as it saw them. The robust half of the real
+  intersection can only bring a verdict sooner, so the upper end stays an upper bound where it
+  decides (from about 12 rounds, under slow runs); tests/unit/test_noise_forecast.py measures
+  the coverage.
 
 Runs flagged for interference (other processes or the hypervisor took CPU time) are counted
 and left out of every figure, as the verdicts leave them out; a pair with a flagged run forms
