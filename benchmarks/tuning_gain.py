@@ -37,6 +37,7 @@ from typing import Any
 import tomli_w
 
 from pgdyno.stats.paired import compare_rounds
+from pgdyno.stats.sequential import MIXTURE_G, mixture_for_rounds
 
 
 def pgdyno(workdir: Path, *args: str) -> str:
@@ -153,7 +154,9 @@ def three_pairs(result: dict[str, Any]) -> None:
         if cand not in by_set or base not in by_set:
             print(f"{cand}/{base}: no usable runs")
             continue
-        found = compare_rounds(by_set[base], by_set[cand], sequential=True, alpha=0.05 / 3)
+        tuned = result["rounds"].get("mixture_rounds")  # the budget's rounds, as the compare
+        g = MIXTURE_G if tuned is None else mixture_for_rounds(tuned, 0.05 / 6)
+        found = compare_rounds(by_set[base], by_set[cand], sequential=True, alpha=0.05 / 3, g=g)
         interval = (
             "no interval yet" if found.ci_low_pct is None or found.ci_high_pct is None
             else f"[{1 + found.ci_low_pct / 100:.3f}, {1 + found.ci_high_pct / 100:.3f}]"

@@ -142,7 +142,7 @@ def test_the_simulation_sees_a_rate_above_five_percent(monkeypatch: pytest.Monke
     # at after every round, each comparison at 2.5%. The simulation must see its plan-wide rate
     # far above 5%, or the test above could not fail.
     monkeypatch.setattr(analysis_module, "ErrorControl", lambda k: ErrorControl(k, 0.025 * k))
-    monkeypatch.setattr(rounds_module, "Judging", lambda sequential: Judging(sequential=False))
+    monkeypatch.setattr(rounds_module, "Judging", lambda sequential, **_: Judging(sequential=False))
     outcomes = plans(SEED, CONTROL_PLANS)
     rate, _, _ = rate_and_se(outcomes)
     print(f"naive peeking, not split: plan-wide A/A false-verdict rate {rate:.3f}")

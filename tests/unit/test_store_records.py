@@ -59,12 +59,13 @@ def test_the_round_log_gives_the_shape_compare_json_always_printed() -> None:
     log.decision = Decision(True, "budget", 1, 4, 123.456)
     got = rounds_json(log.history())
     assert got == {
-        "mode": "adaptive", "precision_pct": 2.0, "budget_s": 600.0, "rounds": 2,
+        "mode": "adaptive", "precision_pct": 2.0, "budget_s": 600.0, "mixture_rounds": 19,
+        "rounds": 2,
         "order": [["a", "b"], ["b", "a"]], "seconds": 61.0, "stopped": "budget",
         "unresolved": 1, "more_rounds": 4, "more_seconds": 123.5, "design": "rotation",
         "seed": None,
     }  # fmt: skip
-    assert list(got) == ["mode", "precision_pct", "budget_s", *ROUND_KEYS]
+    assert list(got) == ["mode", "precision_pct", "budget_s", "mixture_rounds", *ROUND_KEYS]
     fixed = rounds_json(RoundLog(None).history())
     assert list(fixed) == ["mode", *ROUND_KEYS]  # no precision nor budget without adaptive rounds
     assert fixed["stopped"] is None and fixed["order"] == []
@@ -73,7 +74,7 @@ def test_the_round_log_gives_the_shape_compare_json_always_printed() -> None:
 def test_rounds_health_and_interference_read_back_equal(tmp_path: Path) -> None:
     rounds = RoundHistory(
         "adaptive", 3, (("a", "b"), ("b", "a"), ("a", "b")), 95.5, "resolved",
-        unresolved=0, precision_pct=2.0, budget_s=1200.0,
+        unresolved=0, precision_pct=2.0, budget_s=1200.0, mixture_rounds=5,
     )  # fmt: skip
     health = RunHealth(8, 0, 950.5, 2.25, -1.5, 40.0, 200.0, ("interference: ...",))
     found = Interference(12.5, 0.0, (("yes", 12.0),))

@@ -24,6 +24,7 @@ from pgdyno.host.machine import read_host
 from pgdyno.lab.noise import NoiseRequest
 from pgdyno.lab.noise import noise as run_noise
 from pgdyno.pgbench.command import BUILTINS
+from pgdyno.stats.noise import PLAN_COMPARISONS
 from pgdyno.terminal.noise import noise_screen
 
 
@@ -67,6 +68,15 @@ from pgdyno.terminal.noise import noise_screen
     show_default=True,
     help="Seconds each run lasts (the figures hold for runs of this length).",
 )
+@click.option(
+    "--comparisons",
+    type=click.IntRange(min=1, max=10000),
+    default=PLAN_COMPARISONS,
+    show_default=True,
+    help="Comparisons of the plan the forecasts are for, which share its 5% error: a plan of "
+    "S sets and C cells makes 2(S-1)C, a ladder 3(S-1)C (a compare prints it under its "
+    "verdicts).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print every figure and the run ids as JSON.")
 @binaries_options
 @workdir_options
@@ -79,6 +89,7 @@ def noise(
     scale: str,
     clients: int | None,
     duration: int,
+    comparisons: int,
     as_json: bool,
     pg_bin: Path | None,
     pg_version: int | None,
@@ -90,7 +101,9 @@ def noise(
     the runs as a bench session, and reports on one screen the run-to-run CV, the spread of
     paired runs, the drift per minute (Theil-Sen slope), the runs other processes disturbed,
     and the machine time `compare --precision/--budget` needs here to resolve a change of 10%,
-    5% and 2%. The sandbox only: an existing server's host is not this one.
+    5% and 2%, each with its 90% prediction interval (a simulation of that compare at its
+    share of the plan's error, from this calibration's own paired differences). The sandbox
+    only: an existing server's host is not this one.
 
     \b
     Examples:
@@ -104,12 +117,12 @@ def noise(
     spec = _spec(workload, scale, clients or host.cpu_count, duration)
     binaries = pick_binaries(env, pg_bin, pg_version)
     outcome = run_noise(
-        env, NoiseRequest(spec, budget_s, binaries), log=err(env).print,
+        env, NoiseRequest(spec, budget_s, binaries, comparisons), log=err(env).print,
         progress=lambda: MatrixProgress(err(env)),
     )  # fmt: skip
     cell = f"{workload}, scale {outcome.scale}, {spec.clients[0]} clients, {duration} s runs"
     if as_json:
-        print_json(env, _as_json(outcome, workload, spec, budget_s))
+        print_json(env, {**_as_json(outcome, workload, spec, budget_s), "comparisons": comparisons})
     else:
         console = out(env)
         console.print(noise_screen(outcome.report, cell))

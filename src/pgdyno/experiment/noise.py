@@ -26,7 +26,7 @@ from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
 from pgdyno.host.machine import HostFacts
 from pgdyno.records import RunCell, RunRecord
-from pgdyno.stats.noise import NoiseReport, NoiseRun, noise_report
+from pgdyno.stats.noise import PLAN_COMPARISONS, NoiseReport, NoiseRun, noise_report
 
 MIN_RUNS: Final = 6  # three pairs: the fewest with a spread of paired differences worth showing
 
@@ -44,9 +44,17 @@ class NoiseOutcome:
         return [run_id for run_id, r in self.records if r.status != "ok"]
 
 
+@dataclass(frozen=True)
+class NoisePlan:
+    """The machine time for the runs, and the plan the forecasts are for (its comparisons)."""
+
+    budget_s: float
+    comparisons: int = PLAN_COMPARISONS
+
+
 def run_noise(
     spec: BenchSpec,
-    budget_s: float,
+    plan: NoisePlan,
     target: Target,
     host: HostFacts,
     ctx: RunContext,
@@ -54,7 +62,8 @@ def run_noise(
     command: list[str],
     clock: Callable[[], float] = time.monotonic,
 ) -> NoiseOutcome:
-    """Run `spec`'s one cell in pairs until `budget_s` is spent (at least MIN_RUNS runs)."""
+    """Run `spec`'s one cell in pairs until the budget is spent (at least MIN_RUNS runs)."""
+    budget_s = plan.budget_s
     with connected(spec, target, host, ctx) as ready:
         info = ready.info
         (choice,) = resolve_scales(spec, host, info.shared_buffers_bytes, ready.data_path)
@@ -69,6 +78,7 @@ def run_noise(
     report = noise_report(
         [run for _, r in records if (run := noise_run(r)) is not None],
         sum(walls) / len(walls),
+        comparisons=plan.comparisons,
     )
     return NoiseOutcome(session_id, records, choice.scale, walls, report)
 

@@ -100,6 +100,15 @@ class RoundLog:
         return 0.0 if self._started is None else self.clock() - self._started
 
     @property
+    def mixture_rounds(self) -> int | None:
+        """The rounds the budget holds at the first round's duration, fixed when that round
+        ends and never moved by the data: what the always-valid interval is tuned to (None for
+        fixed rounds and before the first round ends)."""
+        if self.adaptive is None or not self.durations:
+            return None
+        return self.adaptive.most_rounds(self.durations[0])
+
+    @property
     def round_s(self) -> float:
         """Expected duration of the next round: the mean of those so far."""
         return sum(self.durations) / len(self.durations) if self.durations else 0.0
@@ -122,6 +131,7 @@ class RoundLog:
             budget_s=self.adaptive.budget_s if self.adaptive else None,
             design=self.design,
             seed=self.seed,
+            mixture_rounds=self.mixture_rounds,
         )
 
 
@@ -228,7 +238,8 @@ def judge_round(
 ) -> Analysis:
     """The look after round `round_no`: every comparison with its always-valid interval at its
     share of the plan-wide error, and whether to stop (set on `log.decision`)."""
-    analysis = analyse(runs, plan.set_names, plan.baseline, plan.mode, Judging(sequential=True))
+    judging = Judging(sequential=True, mixture_rounds=log.mixture_rounds)
+    analysis = analyse(runs, plan.set_names, plan.baseline, plan.mode, judging)
     log.decision = decide(
         watched(analysis), precision_pct=adaptive.precision_pct, rounds=round_no,
         elapsed_s=log.elapsed_s, round_s=log.round_s, budget_s=adaptive.budget_s,

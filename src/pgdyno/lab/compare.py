@@ -103,7 +103,9 @@ def execute_compare(
         outcome = run_compare(
             job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher
         )
-    judging = Judging(sequential=spec.adaptive is not None)
+    judging = Judging(
+        sequential=spec.adaptive is not None, mixture_rounds=outcome.rounds.mixture_rounds
+    )
     analysis = analyse(
         list(outcome.outcomes), [c.name for c in checked], plan.spec.baseline_name,
         plan.spec.mode, judging,

@@ -7,21 +7,24 @@ from dataclasses import dataclass
 
 from pgdyno.environment import Environment
 from pgdyno.experiment.matrix import BenchSpec
-from pgdyno.experiment.noise import NoiseOutcome, run_noise
+from pgdyno.experiment.noise import NoiseOutcome, NoisePlan, run_noise
 from pgdyno.experiment.target import locked_sandbox
 from pgdyno.host.machine import read_host
 from pgdyno.lab.open import Progress, open_lab
 from pgdyno.postgres.binaries import Binaries
+from pgdyno.stats.noise import PLAN_COMPARISONS
 from pgdyno.textsafe import scrub_argv
 
 
 @dataclass(frozen=True)
 class NoiseRequest:
-    """The one cell to run back to back, the machine time for it, the sandbox's binaries."""
+    """The one cell to run back to back, the machine time for it, the sandbox's binaries, and
+    the plan the forecasts are for (its number of comparisons: its error split)."""
 
     spec: BenchSpec
     budget_s: float
     binaries: Binaries
+    comparisons: int = PLAN_COMPARISONS
 
 
 def noise(
@@ -34,4 +37,5 @@ def noise(
         open_lab(env, log=log, progress=progress, keep_files=False) as run_ctx,
     ):
         command = scrub_argv(["pgdyno", *env.argv])
-        return run_noise(request.spec, request.budget_s, target, host, run_ctx, command=command)
+        plan = NoisePlan(request.budget_s, request.comparisons)
+        return run_noise(request.spec, plan, target, host, run_ctx, command=command)

@@ -24,6 +24,9 @@ class RoundHistory:
     # "rotation" (every comparison stored before issue 33), "in order" (bench, noise).
     design: str = "rotation"
     seed: int | None = None  # what replays a drawn design's orders (`compare --seed`)
+    # adaptive only: the rounds the budget held at the first round's duration, which the
+    # always-valid interval's mixture is tuned to (pgdyno.stats.sequential.mixture_for_rounds)
+    mixture_rounds: int | None = None
 
     @property
     def adaptive(self) -> bool:

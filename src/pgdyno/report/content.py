@@ -308,7 +308,10 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     by_set = data.comparison is not None and data.by in (None, "set")
     mode = data.comparison.mode if data.comparison and by_set else "sets"
     rounds = data.comparison.rounds if data.comparison and by_set else None
-    judging = Judging(paired=by_set, sequential=rounds is not None and rounds.adaptive)
+    judging = Judging(
+        paired=by_set, sequential=rounds is not None and rounds.adaptive,
+        mixture_rounds=rounds.mixture_rounds if rounds is not None else None,
+    )  # fmt: skip
     differing = differences(ok_runs, groups, "set" if by_set else data.by)
     outcomes = [r.outcome(groups[r.id]) for r in data.runs]
     analysis = analyse(outcomes, names, baseline, mode, judging)

@@ -212,6 +212,7 @@ def rounds(blob: Mapping[str, Json] | None) -> RoundHistory | None:
         budget_s=_number(blob, "budget_s"),
         design=_text(blob.get("design")) or "rotation",
         seed=_integer(blob, "seed"),
+        mixture_rounds=_integer(blob, "mixture_rounds"),  # absent before issue 33: MIXTURE_G
     )
 
 

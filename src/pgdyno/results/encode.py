@@ -153,7 +153,11 @@ def rounds_json(rounds: RoundHistory) -> dict[str, object]:
      'stopped': 'repeats', 'unresolved': None, 'more_rounds': None, 'more_seconds': None,
      'design': 'rotation', 'seed': None}
     """
-    adaptive = {"precision_pct": rounds.precision_pct, "budget_s": rounds.budget_s}
+    adaptive = {
+        "precision_pct": rounds.precision_pct,
+        "budget_s": rounds.budget_s,
+        "mixture_rounds": rounds.mixture_rounds,
+    }
     return {
         "mode": rounds.mode,
         **(adaptive if rounds.adaptive else {}),

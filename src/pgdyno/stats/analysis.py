@@ -20,6 +20,7 @@ from pgdyno.stats.family import ErrorControl, family_size
 from pgdyno.stats.ladder import Ladder, ladder
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT
 from pgdyno.stats.paired import Rounds, compare_rounds
+from pgdyno.stats.sequential import MIXTURE_G, mixture_for_rounds
 from pgdyno.stats.summary import CellStats, describe
 from pgdyno.stats.verdict import SAME, ChangeVerdict, compare, practically_equal
 from pgdyno.stats.waits import WaitChange, largest_changes
@@ -35,13 +36,28 @@ class Judging:
     paired: bool = True
     sequential: bool = False
     alpha: float = COMPARE_ALPHA  # this comparison's share of the plan-wide error
+    # The rounds the budget holds, fixed before the data (experiment/rounds.py's RoundLog):
+    # the t-mixture is tuned to them; None keeps MIXTURE_G.
+    mixture_rounds: int | None = None
+
+    @property
+    def g(self) -> float:
+        """The t-mixture's variance: tuned to the budget's rounds at the mixture's share of the
+        error (half of it: `pgdyno.stats.paired.sequential_interval`), else MIXTURE_G.
+
+        >>> Judging().g, round(Judging(sequential=True, alpha=0.05 / 6, mixture_rounds=5).g)
+        (2.0, 22)
+        """
+        if not self.sequential or self.mixture_rounds is None:
+            return MIXTURE_G
+        return mixture_for_rounds(self.mixture_rounds, self.alpha / 2.0)
 
     def __call__(self, base: Rounds, cand: Rounds, higher_is_better: bool = True) -> ChangeVerdict:
         """`base` against `cand`, one figure."""
         if self.paired:
             return compare_rounds(
                 base, cand, higher_is_better=higher_is_better, sequential=self.sequential,
-                alpha=self.alpha,
+                alpha=self.alpha, g=self.g,
             )  # fmt: skip
         return compare(
             list(base.values()), list(cand.values()), higher_is_better=higher_is_better,

@@ -14,13 +14,25 @@ times and TPS this module computes:
   tilt it, as it would a least-squares line), with its 95% interval;
 * the machine time the adaptive method (``precision`` / ``budget``) needs here to resolve a
   change of 10%, 5% and 2% (`rounds_to_detect`, about 80% of the time) and to reach the default
-  precision of +-2% (`rounds_for_precision`), times the seconds one round of two runs took;
-* with each forecast, its 90% interval: the rounds at the ends of the chi-square interval of
-  the paired spread (``(k - 1) s^2 / sigma^2`` has ``k - 1`` degrees of freedom for ``k`` normal
-  differences). Two calibrations of a few minutes differ mostly by this: with 15 pairs the
-  spread is known to about +-30%, the rounds (which go with its square) to a factor of two.
-  Slow runs that escape the interference flag make the spread's own spread larger still, so the
-  interval is a lower bound on the uncertainty there.
+  precision of +-2% (`rounds_for_precision`), times the seconds one round of two runs took,
+  at the error share of the plan the forecast is for (``comparisons``: the plan-wide error split,
+  `pgdyno.stats.family`, and the t-mixture's half of it, `pgdyno.stats.paired`);
+* with each forecast, its 90% prediction interval, from a simulation of that procedure
+  (`simulated_rounds`): comparisons whose per-round differences are the calibration's own,
+  standardised, resampled with random signs (an A/A difference is symmetric; each simulated
+  comparison first draws its own resample of the calibration, so its share of slow runs varies
+  as the calibration's would) and scaled to each end of the spread's interval (`spread_ends`:
+  the wider of the chi-square interval, ``(k - 1) s^2 / sigma^2`` having ``k - 1`` degrees of
+  freedom for ``k`` normal differences, and the bootstrap one), shifted by the change, looked
+  at after every round with the t-mixture at the plan's share until the verdict (or the
+  precision). The interval runs from the 5th percentile of the rounds at the low end of the
+  spread to the 95th at the high end: the uncertainty of the spread (two calibrations of a few
+  minutes differ mostly by it: with 15 pairs the spread is known to about +-30%, the rounds,
+  which go with its square, to a factor of two) and that of the stopping round itself, with
+  the calibration's slow runs about as often as it saw them. The robust half of the real
+  intersection can only bring a verdict sooner, so the upper end stays an upper bound where it
+  decides (from about 12 rounds, under slow runs); tests/unit/test_noise_forecast.py measures
+  the coverage.
 
 Runs flagged for interference (other processes or the hypervisor took CPU time) are counted
 and left out of every figure, as the verdicts leave them out; a pair with a flagged run forms
@@ -33,10 +45,19 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
+from pgdyno.stats.family import PLAN_ALPHA, split
 from pgdyno.stats.levels import MAX_REPEATS, MIN_EFFECT_PCT
-from pgdyno.stats.sequential import rounds_for_precision, rounds_to_detect
+from pgdyno.stats.sequential import (
+    MIXTURE_G,
+    half_width_factors,
+    rounds_for_precision,
+    rounds_to_detect,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "DRIFT_METHOD",
@@ -46,6 +67,8 @@ __all__ = [
     "Resolution",
     "about",
     "noise_report",
+    "resolving_rounds",
+    "simulated_rounds",
     "span",
     "spread_interval",
     "top_foreign",
@@ -56,6 +79,10 @@ PRECISION_PCT: Final = 2.0  # the adaptive method's default precision (experimen
 DRIFT_METHOD: Final = "scipy.stats.theilslopes"
 TOP_COMMANDS: Final = 3
 FORECAST_CONFIDENCE: Final = 0.90
+PLAN_COMPARISONS: Final = 2  # the plan forecast for by default: two sets, one cell (TPS, p99)
+FORECAST_TRIALS: Final = 400  # simulated comparisons per end of the spread's interval
+FORECAST_SEED: Final = 33  # the forecast is reproducible: the same runs, the same interval
+FIRST_HORIZON: Final = 32  # rounds simulated at first; doubled while some have not stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,18 +165,20 @@ def noise_report(
     *,
     effects_pct: Sequence[float] = EFFECTS_PCT,
     precision_pct: float = PRECISION_PCT,
+    comparisons: int = PLAN_COMPARISONS,
 ) -> NoiseReport:
-    """The calibration's figures from its runs (in run order) and the mean seconds per run.
+    """The calibration's figures from its runs (in run order) and the mean seconds per run;
+    the forecasts are for a plan of ``comparisons`` comparisons (its error split).
 
     >>> runs = [NoiseRun(60.0 * i, tps) for i, tps in enumerate([100, 103, 98, 101, 99, 102])]
     >>> r = noise_report(runs, 8.0)
     >>> r.used, r.pairs, round(r.cv_pct, 2), round(r.pair_sd_pct, 2), r.round_seconds
     (6, 3, 1.86, 3.46, 16.0)
     >>> [(x.target, x.rounds) for x in r.resolve]
-    [('10%', 7), ('5%', 13), ('2%', 62)]
+    [('10%', 7), ('5%', 14), ('2%', 68)]
     >>> print(r.conclusion)  # doctest: +NORMALIZE_WHITESPACE
-    this host resolves 10% in about 2 min (80 s to 14 min), 5% in about 3 min (2 min to 54 min);
-    2% needs about 17 min (6 min to more than 4.4 h)
+    this host resolves 10% in about 2 min (80 s to 16 min), 5% in about 4 min (80 s to 61 min);
+    2% needs about 18 min (80 s to more than 4.4 h)
     """
     if not (math.isfinite(run_seconds) and run_seconds > 0):
         raise ValueError(f"run_seconds must be a positive number, got {run_seconds}")
@@ -165,14 +194,10 @@ def noise_report(
     resolve: tuple[Resolution, ...] = ()
     precision = None
     if pair_sd is not None:
-        sds = (pair_sd, *spread_interval(pair_sd, len(diffs)))
-        resolve = tuple(
-            _resolution("change", e, [_detect(sd, e) for sd in sds], round_s) for e in effects_pct
-        )
-        precision = _resolution(
-            "precision", precision_pct,
-            [rounds_for_precision(sd, precision_pct) for sd in sds], round_s,
-        )  # fmt: skip
+        spread = Spread(pair_sd, spread_ends(diffs), tuple(diffs))
+        alpha = mixture_alpha(comparisons)
+        resolve = tuple(_forecast("change", e, spread, alpha, round_s) for e in effects_pct)
+        precision = _forecast("precision", precision_pct, spread, alpha, round_s)
     return NoiseReport(
         runs=len(runs),
         flagged=len(runs) - len(clean),
@@ -197,19 +222,135 @@ def _sd_pct(values: Sequence[float]) -> float | None:
     return 100.0 * statistics.stdev(values) if len(values) >= 2 else None
 
 
-def _detect(sd: float, effect_pct: float) -> int:
-    return rounds_to_detect(sd, effect_pct, min_effect_pct=MIN_EFFECT_PCT)
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """The calibration's paired differences, their sd and the interval of the sd."""
+
+    sd: float
+    ends: tuple[float, float]
+    diffs: tuple[float, ...]
 
 
-def _resolution(
-    kind: Literal["change", "precision"], pct: float, rounds: Sequence[int], round_s: float
+def mixture_alpha(comparisons: int) -> float:
+    """The t-mixture's error in a plan of ``comparisons``: its half of the comparison's share
+    (`pgdyno.stats.paired.sequential_interval`).
+
+    >>> mixture_alpha(2), mixture_alpha(6)
+    (0.0125, 0.004166666666666667)
+    """
+    return split(PLAN_ALPHA, comparisons) / 2.0
+
+
+def _forecast(
+    kind: Literal["change", "precision"], pct: float, spread: Spread, alpha: float, round_s: float
 ) -> Resolution:
-    """From the rounds at the measured spread and at the low and high ends of its interval."""
-    mid, low, high = rounds
+    """The rounds at the measured spread (the closed form, about 80% of the time for a
+    change), and the prediction interval of the simulated procedure around them."""
+    if kind == "change":
+        mid = rounds_to_detect(spread.sd, pct, alpha=alpha, min_effect_pct=MIN_EFFECT_PCT)
+    else:
+        mid = rounds_for_precision(spread.sd, pct, alpha=alpha)
+    tail = (1.0 - FORECAST_CONFIDENCE) / 2.0
+    shape = standardised(spread.diffs)
+    low_end, high_end = (simulated_rounds(shape, sd, kind, pct, alpha) for sd in spread.ends)
+    low = min(mid, _quantile(low_end, tail))
+    high = max(mid, _quantile(high_end, 1.0 - tail))
     return Resolution(
         kind, pct, mid, mid * round_s, mid >= MAX_REPEATS, low, high, low * round_s,
         high * round_s,
     )  # fmt: skip
+
+
+def _quantile(rounds: np.ndarray, q: float) -> int:
+    import numpy as np
+
+    return int(np.quantile(rounds, q, method="inverted_cdf"))
+
+
+def standardised(diffs: Sequence[float]) -> np.ndarray:
+    """The differences centred and divided by their sd: the shape the simulation resamples
+    (zeros when they do not vary).
+
+    >>> [float(x) for x in standardised([1.0, 3.0])]
+    [-0.7071067811865475, 0.7071067811865475]
+    """
+    import numpy as np
+
+    values = np.asarray(diffs, dtype=float)
+    sd = float(values.std(ddof=1)) if len(values) >= 2 else 0.0
+    centred: np.ndarray = values - values.mean()
+    return centred / sd if sd > 0 else np.zeros_like(values)
+
+
+def simulated_rounds(
+    shape: np.ndarray,
+    sd: float,
+    kind: Literal["change", "precision"],
+    pct: float,
+    alpha: float,
+    *,
+    trials: int = FORECAST_TRIALS,
+    seed: int = FORECAST_SEED,
+) -> np.ndarray:
+    """Rounds each of ``trials`` simulated comparisons takes to its verdict on a change of
+    ``pct`` (kind "change") or to an interval within +-``pct`` (kind "precision"), looking
+    after every round with the t-mixture (``MIXTURE_G``) at ``alpha``: per-round differences
+    drawn from ``shape`` with random signs, times ``sd``, plus the change; ``MAX_REPEATS`` for
+    those that do not get there within it.
+
+    >>> rounds = simulated_rounds(standardised([0.01, -0.02, 0.03, -0.01]), 0.03, "change",
+    ...                           10.0, 0.0125)
+    >>> 5 <= int(rounds.min()) <= int(rounds.max()) < 40
+    True
+    """
+    import numpy as np
+
+    shift = math.log1p(pct / 100.0) if kind == "change" else 0.0
+    horizon = FIRST_HORIZON
+    while True:
+        rng = np.random.default_rng(seed)
+        # Each comparison draws from its own resample of the calibration (its own share of
+        # slow runs), then its rounds from that resample, with random signs.
+        population = rng.choice(shape, size=(trials, len(shape)))
+        picks = rng.integers(len(shape), size=(trials, horizon))
+        signs = rng.choice([-1.0, 1.0], (trials, horizon))
+        draws = np.take_along_axis(population, picks, axis=1) * signs
+        stops = resolving_rounds(shift + sd * draws, kind, pct, alpha)
+        if bool((stops <= horizon).all()) or horizon >= MAX_REPEATS:
+            capped: np.ndarray = np.minimum(stops, MAX_REPEATS)
+            return capped
+        horizon = min(MAX_REPEATS, 2 * horizon)
+
+
+def resolving_rounds(
+    diffs: np.ndarray,
+    kind: Literal["change", "precision"],
+    pct: float,
+    alpha: float,
+    g: float = MIXTURE_G,
+) -> np.ndarray:
+    """Per row of per-round differences, the first round (from 2) whose always-valid interval
+    (the t-mixture at ``alpha``) resolves: a verdict on a change of ``pct`` (kind "change"), or
+    within +-``pct`` (kind "precision"); the number of columns + 1 when none does."""
+    import numpy as np
+
+    horizon = diffs.shape[1]
+    n = np.arange(1, horizon + 1, dtype=float)
+    mean = np.cumsum(diffs, axis=1) / n
+    squares = np.cumsum((diffs - mean[:, :1]) ** 2, axis=1)  # around the first: no cancellation
+    var = np.maximum(squares - n * (mean - mean[:, :1]) ** 2, 0.0) / np.maximum(n - 1.0, 1.0)
+    with np.errstate(invalid="ignore"):  # inf x 0 while unbounded: no verdict there
+        half = half_width_factors(horizon, alpha, g) * np.sqrt(var)
+    low, high = mean - half, mean + half
+    if kind == "precision":
+        done = 50.0 * (np.exp(high) - np.exp(low)) <= pct
+    elif pct > 0:  # pgdyno.stats.verdict.decide: beyond 0, and reaching the floor
+        done = (low > 0) & (high >= math.log1p(MIN_EFFECT_PCT / 100.0))
+    else:
+        done = (high < 0) & (low <= math.log1p(-MIN_EFFECT_PCT / 100.0))
+    done &= n >= 2
+    stops: np.ndarray = np.where(done.any(axis=1), done.argmax(axis=1) + 1, horizon + 1)
+    return stops
 
 
 def spread_interval(
@@ -230,6 +371,30 @@ def spread_interval(
     low = sd * math.sqrt(df / float(chi2.ppf(1.0 - tail, df)))
     high = sd * math.sqrt(df / float(chi2.ppf(tail, df)))
     return low, high
+
+
+def spread_ends(
+    diffs: Sequence[float], confidence: float = FORECAST_CONFIDENCE
+) -> tuple[float, float]:
+    """The ends of the spread's interval the forecasts simulate at: the wider of the chi-square
+    interval (exact for normal differences) and the percentile bootstrap interval of the sample
+    sd (Efron and Tibshirani 1993, "An Introduction to the Bootstrap"), which slow runs widen as
+    they widen the sd's own spread; ``FORECAST_TRIALS`` resamples, seeded.
+
+    >>> low, high = spread_ends([0.01, -0.02, 0.03, -0.01, 0.0, 0.02, -0.03, 0.01])
+    >>> bool(low < 0.021 < high)
+    True
+    """
+    import numpy as np
+
+    values = np.asarray(diffs, dtype=float)
+    sd = float(values.std(ddof=1))
+    chi_low, chi_high = spread_interval(sd, len(values), confidence)
+    rng = np.random.default_rng(FORECAST_SEED)
+    resampled = rng.choice(values, size=(FORECAST_TRIALS, len(values))).std(axis=1, ddof=1)
+    tail = (1.0 - confidence) / 2.0
+    boot_low, boot_high = np.quantile(resampled, [tail, 1.0 - tail])
+    return min(chi_low, float(boot_low)), max(chi_high, float(boot_high))
 
 
 def paired_differences(runs: Sequence[NoiseRun]) -> list[float]:

@@ -28,7 +28,7 @@ from dataclasses import replace
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
 from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.robust import robust_interval
-from pgdyno.stats.sequential import half_width, rounds_to_detect
+from pgdyno.stats.sequential import MIXTURE_G, half_width, rounds_to_detect
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import require_positive
 from pgdyno.stats.verdict import SAME, ChangeVerdict, Verdict, compare, decide
@@ -46,10 +46,12 @@ def compare_rounds(
     sequential: bool = False,
     min_effect_pct: float = MIN_EFFECT_PCT,
     alpha: float = COMPARE_ALPHA,
+    g: float = MIXTURE_G,
 ) -> ChangeVerdict:
     """The candidate's runs against the baseline's, paired by round (positive values); the
     interval at level ``1 - alpha`` (the plan-wide error split over its comparisons:
-    `pgdyno.stats.family`).
+    `pgdyno.stats.family`); ``g`` is the t-mixture's variance when ``sequential``
+    (`pgdyno.stats.sequential.mixture_for_rounds`).
 
     >>> c = compare_rounds({1: 100.0, 2: 90.0, 3: 80.0}, {1: 110.0, 2: 99.5, 3: 87.5})
     >>> round(c.change_pct, 1), c.verdict, c.method, c.pairs
@@ -77,7 +79,7 @@ def compare_rounds(
     mean = statistics.fmean(diffs)
     sd = statistics.stdev(diffs, mean)
     if sequential:
-        centre, low_log, high_log = sequential_interval(diffs, alpha)
+        centre, low_log, high_log = sequential_interval(diffs, alpha, g=g)
     else:
         half = t_quantile(1.0 - alpha / 2.0, n - 1) * sd / math.sqrt(n)
         centre, low_log, high_log = mean, mean - half, mean + half
@@ -107,7 +109,9 @@ def noisy_pairs(sd_diff: float) -> bool:
     return 100.0 * sd_diff / math.sqrt(2.0) > NOISY_CV_PCT
 
 
-def sequential_interval(diffs: list[float], alpha: float) -> tuple[float, float, float]:
+def sequential_interval(
+    diffs: list[float], alpha: float, *, g: float = MIXTURE_G
+) -> tuple[float, float, float]:
     """(centre, low, high) of the always-valid interval for the per-round log differences: the
     intersection of the t-mixture (`pgdyno.stats.sequential`) and the robust betting sequence
     (`pgdyno.stats.robust`), each at ``alpha / 2``. By the union bound, both cover the true
@@ -122,7 +126,7 @@ def sequential_interval(diffs: list[float], alpha: float) -> tuple[float, float,
     """
     n = len(diffs)
     mean = statistics.fmean(diffs)
-    half = half_width(n, statistics.stdev(diffs, mean), alpha=alpha / 2.0)
+    half = half_width(n, statistics.stdev(diffs, mean), alpha=alpha / 2.0, g=g)
     _, low_r, high_r = robust_interval(diffs, alpha=alpha / 2.0)
     low, high = max(mean - half, low_r), min(mean + half, high_r)
     if low > high:  # the two disagree (an assumption broken): keep what either allows
