@@ -98,8 +98,9 @@ def execute_compare(
             env, log=log, progress=progress, keep_files=request.keep_files, remote=remote,
             lock=lock,
         ))  # fmt: skip
+        seed = request.seed if request.seed is not None else plan.spec.matrix.seed
         job = CompareJob(plan, checked, spec, request.resume, scrub_argv(["pgdyno", *env.argv]),
-                         request.seed)  # fmt: skip
+                         seed)  # fmt: skip
         outcome = run_compare(
             job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher
         )

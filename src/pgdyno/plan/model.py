@@ -279,6 +279,9 @@ class MatrixSpec(BaseModel):
     # A run is flagged, and left out of the verdicts, when other processes took more than this
     # % of the machine's CPU during it (default 5; --foreign-cpu-limit overrides it).
     foreign_cpu_limit: Annotated[float, Field(gt=0, le=100)] | None = None
+    # The seed of the rounds' balanced orders (`compare --seed` overrides it): every host of a
+    # fleet, and every later run of the plan, then runs the sets in the same orders.
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
 
     @model_validator(mode="after")
     def _repeats_or_adaptive(self) -> MatrixSpec:
