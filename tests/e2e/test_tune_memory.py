@@ -156,7 +156,10 @@ def test_a_sandbox_leaves_reserved_huge_pages_to_the_server_they_are_for(
             box.stop()
         box.start({"huge_pages": "try"}, owner_pid=None)  # asked for: it takes them
         try:
-            assert shown(box, "huge_pages_status") == {"huge_pages_status": "on"}
+            status = shown(box, "huge_pages_status")
+            if status != {"huge_pages_status": "on"} and (taken := taken_by_others(box)):
+                pytest.skip(f"another process on this shared host took {taken} of the pages")
+            assert status == {"huge_pages_status": "on"}
         finally:
             box.stop()
 
