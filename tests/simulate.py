@@ -334,6 +334,7 @@ class Outcomes:
     missed: Bools
     erratic: Bools  # no verdict at some look up to the budget: the intervals disagreed
     dependent: Bools  # clearly positive autocorrelation at some look up to the budget
+    missed_at_stop: Bools  # the mean's interval excluded ``truth`` at the look that stopped
 
     def rate(self, code: int | None = None) -> float:
         """Share of trials ending on verdict `code` (None: better or worse)."""
@@ -595,6 +596,7 @@ def simulate(
     resolved = np.zeros(trials, dtype=np.bool_)
     marks = {name: np.zeros(trials, dtype=np.bool_) for name in ("ever", "missed", "erratic")}
     marks["dependent"] = np.zeros(trials, dtype=np.bool_)
+    at_stop = np.zeros(trials, dtype=np.bool_)
     for n in range(MIN_ROUNDS, max_rounds + 1):
         k = paired[:, :n].sum(axis=1)
         if (k < 2).any():
@@ -615,9 +617,10 @@ def simulate(
         marks["erratic"] |= erratic
         now = (stopped == 0) & (done | (n == max_rounds))
         verdict[now], stopped[now], resolved[now] = codes[now], n, done[now]
+        at_stop[now] = ((m_low > truth) | (m_high < truth))[now]
     upto = np.arange(1, rounds + 1) <= stopped[:, None]
     one_flagged = runs.flagged.sum(axis=2) == 1
     return Outcomes(
         verdict, stopped, resolved, (paired & upto).sum(axis=1), (one_flagged & upto).sum(axis=1),
-        **marks,
+        **marks, missed_at_stop=at_stop,
     )  # fmt: skip

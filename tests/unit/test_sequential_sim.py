@@ -330,10 +330,12 @@ def table() -> None:
           f"mean {float(np.mean(heavy.rounds)):.1f}")  # fmt: skip
     for effect in (0.0, 3.0):
         slow = slow_b(effect)
-        rates = [float(np.mean(slow.missed)), float(np.mean(slow.erratic))]
+        rates = [float(np.mean(slow.missed)), float(np.mean(slow.missed_at_stop))]
+        rates += [float(np.mean(slow.erratic))]
         rates += [slow.rate(-1), slow.rate(1)]
         print(
-            f"B's own slow runs, +{effect:g}%: mean missed, erratic, worse, better "
+            f"B's own slow runs, +{effect:g}%: mean missed (any look, at the stop), erratic, "
+            "worse, better "
             f"{', '.join(f'{100 * r:.1f}%' for r in rates)}, "
             f"mean rounds {float(np.mean(slow.rounds)):.1f}"
         )
