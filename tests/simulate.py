@@ -329,8 +329,8 @@ class Outcomes:
     pairs: Ints
     left_out: Ints
     ever: Bools  # a verdict at some look up to the budget, had the rounds gone on to it
-    # The mean's interval excluded the true mean change (``truth``) at some look up to the
-    # budget: it failed to cover the change printed beside it.
+    # The mean's interval as printed (the last look's alone when erratic) excluded the true mean
+    # change (``truth``) at some look up to the budget: it failed to cover what it is about.
     missed: Bools
     erratic: Bools  # no verdict at some look up to the budget: the intervals disagreed
     dependent: Bools  # clearly positive autocorrelation at some look up to the budget
@@ -516,9 +516,9 @@ class _Looks:
             low[rows] = np.maximum(low[rows], new_low)
             high[rows] = np.minimum(high[rows], new_high)
 
-    def now(self, k: Ints) -> tuple[tuple[Floats, Floats], tuple[Floats, Floats], Bools]:
-        """The mean's interval, the verdict's and "clearly dependent" after the first ``k``
-        pairs (folded in already)."""
+    def now(self, k: Ints) -> tuple[tuple[Floats, Floats], tuple[Floats, Floats], Floats]:
+        """The mean's interval, the verdict's and the factor on the t-mixture's spread (above 1:
+        clearly dependent) after the first ``k`` pairs (folded in already)."""
         d = np.where(np.arange(self.packed.diffs.shape[1]) < k[:, None], self.packed.diffs, 0.0)
         mean = d.sum(axis=1) / k
         dev = np.where(np.arange(d.shape[1]) < k[:, None], d - mean[:, None], 0.0)
@@ -531,18 +531,24 @@ class _Looks:
         )
         m, v = (self.m[0].copy(), self.m[1].copy()), (self.v[0].copy(), self.v[1].copy())
         rows = np.flatnonzero(clear)
+        factor = np.ones(len(k))
         if rows.size:
             r = np.minimum(dependence.RHO_CAP, rho[rows] + 1.0 / root[rows])
-            factor = np.sqrt((1.0 + r) / (1.0 - r))
+            factor[rows] = np.sqrt((1.0 + r) / (1.0 - r))
             j = np.arange(self.mean.shape[1])
             upto = (j >= 2) & (j <= k[rows][:, None])
-            half = self.factors[None, :] * self.sd[rows] * factor[:, None]
+            half = self.factors[None, :] * self.sd[rows] * factor[rows, None]
             with np.errstate(invalid="ignore"):
                 lows = np.where(upto, self.mean[rows] - half, -np.inf).max(axis=1)
                 highs = np.where(upto, self.mean[rows] + half, np.inf).min(axis=1)
             for ends in (m, v):
                 ends[0][rows], ends[1][rows] = lows, highs
-        return m, v, clear
+        return m, v, factor
+
+    def last(self, k: Ints, factor: Floats) -> tuple[Floats, Floats]:
+        """The t-mixture's interval of the last look alone (what an erratic comparison prints)."""
+        half = self.factors[k] * self._at(self.sd, k) * factor
+        return self.mean_at(k) - half, self.mean_at(k) + half
 
 
 def _verdicts(
@@ -603,21 +609,24 @@ def simulate(
             raise ValueError("fewer than 2 pairs: the twin has no unpaired fallback")
         if looks is not None:
             looks.fold(k)
-            (m_low, m_high), (v_low, v_high), clear = looks.now(k)
-            marks["dependent"] |= clear
+            (m_low, m_high), (v_low, v_high), factor = looks.now(k)
+            marks["dependent"] |= factor > 1.0
+            # erratic: the two disagree, or the mean has left the interval the looks left for it
+            mean = looks.mean_at(k)
+            erratic = (v_low > v_high) | (mean < m_low) | (mean > m_high)
+            last_low, last_high = looks.last(k, factor)  # printed when erratic
+            m_low, m_high = np.where(erratic, last_low, m_low), np.where(erratic, last_high, m_high)
         else:
             m_low, m_high = v_low, v_high = _fixed_interval(diffs[:, :n], paired[:, :n], factors)
-        erratic = v_low > v_high
-        if looks is not None:  # the mean has left the interval the looks left for it
-            mean = looks.mean_at(k)
-            erratic |= (mean < m_low) | (mean > m_high)
+            erratic = np.zeros(trials, dtype=np.bool_)
         codes, done = _verdicts(v_low, v_high, erratic, (precision_pct, min_effect_pct))
+        missed = (m_low > truth) | (m_high < truth)
         marks["ever"] |= codes != 0
-        marks["missed"] |= (m_low > truth) | (m_high < truth)
+        marks["missed"] |= missed
         marks["erratic"] |= erratic
         now = (stopped == 0) & (done | (n == max_rounds))
         verdict[now], stopped[now], resolved[now] = codes[now], n, done[now]
-        at_stop[now] = ((m_low > truth) | (m_high < truth))[now]
+        at_stop[now] = missed[now]
     upto = np.arange(1, rounds + 1) <= stopped[:, None]
     one_flagged = runs.flagged.sum(axis=2) == 1
     return Outcomes(
