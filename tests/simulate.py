@@ -10,15 +10,21 @@ from the second the paired comparison of the runs not flagged for interference
 Two implementations of that procedure live here:
 
 * `run_procedure` calls the real `compare_rounds` and `decide` after every round, exactly as the
-  runner does. It costs about half a millisecond a look (the statistics module works in exact
-  fractions), so some 40 seconds for 2000 comparisons of 40 rounds: too slow for every case.
+  runner does. A look costs a few milliseconds (every look's intervals are recomputed from the
+  data, the robust ends of the earlier looks remembered): too slow for thousands of comparisons.
 * `simulate` is its numpy twin, for thousands of comparisons at once: the same per-round log
-  differences, mean, standard deviation, interval (the t-mixture's half-width is linear in the
+  differences, mean, standard deviation, t-mixture interval (its half-width is linear in the
   spread, so the factor of every round count comes from the real `half_width` or
-  `t_quantile`; the robust betting sequence of `pgdyno.stats.robust` is recomputed with the
-  same bets and bisection, vectorised over trials), verdict rule and stopping rule. The tests
-  check that both give the same verdict, rounds, stop reason, pairs and left-out runs on a
-  sample of every noise model.
+  `t_quantile`), the robust betting sequence of `pgdyno.stats.robust` (the same bets and
+  bisection, vectorised over trials, computed only where it may bind), the running
+  intersections over the looks (kept as state where the real function recomputes every
+  prefix), the lag-1 autocorrelation and its widening, the erratic rule, the verdict rule and
+  the stopping rule. The tests check that both give the same verdict, rounds, stop reason,
+  pairs and left-out runs on a sample of every noise model.
+
+`SimulatedHost` is the one simulated host of the tests that drive the real round loop
+(tests/unit/test_plan_error_sim.py, tests/unit/test_carryover_sim.py): pgbench's outcomes run by
+run, as `RunOutcome` records.
 
 Noise is generated on the log scale, run by run in the order the runs happen, then gathered
 into ``(trials, rounds, 2)`` arrays (column 0 is A, 1 is B).

@@ -24,12 +24,11 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from pgdyno.stats.dependence import inflation, lag1
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
 from pgdyno.stats.planning import repeats_needed
-from pgdyno.stats.robust import robust_interval
+from pgdyno.stats.robust import prefix_intervals
 from pgdyno.stats.sequential import MIXTURE_G, half_width, rounds_to_detect
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import require_positive
@@ -183,14 +182,11 @@ def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXT
     n = len(diffs)
     rho = lag1(diffs)
     factor = inflation(rho, n)
-    t_ends = [
-        (m - h, m + h)
-        for m, h in (
-            (mean, half_width(k, sd * factor, alpha=alpha / 2.0, g=g))
-            for k, mean, sd in _prefix_moments(diffs)
-        )
-    ]
-    r_ends = [_robust_ends(tuple(diffs[:k]), alpha / 2.0) for k in range(2, n + 1)]
+    t_ends = []
+    for k, mean_k, sd_k in _prefix_moments(diffs):
+        half = half_width(k, sd_k * factor, alpha=alpha / 2.0, g=g)
+        t_ends.append((mean_k - half, mean_k + half))
+    r_ends = _robust_looks(tuple(diffs), alpha / 2.0)
     low, high = _meet(t_ends)
     robust_low, robust_high = _meet(r_ends)
     verdict_low, verdict_high = (low, high) if factor > 1.0 else _meet(t_ends + r_ends)
@@ -225,11 +221,27 @@ def _meet(ends: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return max(low for low, _ in ends), min(high for _, high in ends)
 
 
-@lru_cache(maxsize=4096)
-def _robust_ends(prefix: tuple[float, ...], alpha: float) -> tuple[float, float]:
-    """One look's robust interval, remembered: the next look asks for the same prefixes."""
-    _, low, high = robust_interval(prefix, alpha=alpha)
-    return low, high
+# The robust ends of every look of the comparisons judged lately: the next look of the same
+# comparison only adds its own (the runner looks after every round). Bounded; a memo, like
+# functools.lru_cache, which cannot tell whether the previous look is known without computing it.
+_LOOKS_SEEN: dict[tuple[tuple[float, ...], float], list[tuple[float, float]]] = {}
+_LOOKS_KEPT = 512
+
+
+def _robust_looks(diffs: tuple[float, ...], alpha: float) -> list[tuple[float, float]]:
+    """`pgdyno.stats.robust.prefix_intervals` of ``diffs``, reusing the previous look's."""
+    known = _LOOKS_SEEN.get((diffs, alpha))
+    if known is not None:
+        return known
+    before = _LOOKS_SEEN.get((diffs[:-1], alpha))
+    if before is not None:
+        ends = before + prefix_intervals(diffs, alpha=alpha, first=len(diffs))
+    else:
+        ends = prefix_intervals(diffs, alpha=alpha)
+    if len(_LOOKS_SEEN) >= _LOOKS_KEPT:
+        _LOOKS_SEEN.clear()
+    _LOOKS_SEEN[(diffs, alpha)] = ends
+    return ends
 
 
 def _needed(
