@@ -40,6 +40,7 @@ from pgdyno.terminal.verdict_tables import (
     design_line,
     ladder_tables,
     rounds_summary,
+    switch_costs,
     verdict_table,
 )
 
@@ -171,6 +172,8 @@ def compare(
         history = outcome.rounds.history()
         out(env).print(rounds_summary(history))
         out(env).print(design_line(history))
+        for line in switch_costs(done.carryover):
+            out(env).print(line)
         for line in carryover_lines(done.carryover, history.design):
             err(env).print(line)
         if outcome.skipped:

@@ -14,6 +14,7 @@ from pgdyno.terminal.verdict_tables import (
     carryover_lines,
     design_line,
     rounds_summary,
+    switch_costs,
     verdict_table,
 )
 from pgdyno.textsafe import safe_text
@@ -36,6 +37,8 @@ def run_verify(env: Environment, plans: list[Path], *, as_json: bool) -> None:
         history = done.outcome.rounds.history()
         console.print(rounds_summary(history))
         console.print(design_line(history))
+        for line in switch_costs(done.carryover):
+            console.print(line)
         for line in carryover_lines(done.carryover, history.design):
             err(env).print(line)
         for line in one.lines:
