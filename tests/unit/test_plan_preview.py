@@ -70,3 +70,20 @@ def test_the_preview_is_a_frozen_record_of_sets_datasets_and_duration(tmp_path: 
     with pytest.raises(dataclasses.FrozenInstanceError):
         preview.name = "other"  # type: ignore[misc]
     assert listing(workdir, cache) == before  # nothing created, nothing installed
+
+
+def test_plan_check_prints_the_plans_seed(tmp_path: Path, run_cli) -> None:
+    """A plan with `[matrix] seed` fixes the orders every compare of it draws: `plan check`
+    says the seed beside the design (issue 33: the plan check says which design runs); without
+    one it names no seed."""
+    workdir = tmp_path / "work"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.replace("repeats = 3\n", "repeats = 3\nseed = 8086\n"))
+    preview = preview_plan(environment(workdir, tmp_path / "cache"), plan, Allowed.of((), ()))
+    assert preview.seed == 8086
+    shown = run_cli(workdir, "plan", "check", str(plan))
+    assert shown.code == 0, shown.stderr
+    assert "orders: balanced design" in shown.stdout
+    assert "seed: 8086 (the plan's [matrix] seed)" in " ".join(shown.stdout.split())
+    plan.write_text(PLAN)
+    assert "seed:" not in run_cli(workdir, "plan", "check", str(plan)).stdout

@@ -61,6 +61,11 @@ def _show(console: Console, preview: PlanPreview) -> None:
     console.print(_duration(preview.duration))
     if preview.orders:
         console.print(preview.orders)
+    if preview.seed is not None:
+        console.print(
+            f"seed: {preview.seed} (the plan's [matrix] seed): every compare of this plan, on "
+            "every host, draws the same orders; `compare --seed N` overrides it."
+        )
     for missing in preview.missing:
         console.print(
             f"PostgreSQL {missing.version} is not installed here: checked against pgdyno's "
