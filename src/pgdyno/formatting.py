@@ -120,3 +120,29 @@ def _carryover_warning(fit: CarryOverFit, name: str, size: str, design: str) -> 
         f"Warning: runs right after set {name} were {size} than runs right after "
         f"{fit.reference}; {spread}."
     )
+
+
+def burn_in_line(warmup_s: int | None) -> str:
+    """What drops the first seconds after each set switch (a reload, a restart, a host
+    change): the unmeasured warm-up every run starts with once its set is in effect
+    (`[matrix] warmup`, `bench --warmup`), said by `plan check`, `compare` and the report.
+    None: the runs differ (runs of several comparisons or sessions).
+
+    >>> burn_in_line(5)
+    'Burn-in: every run started with 5 s of unmeasured load after its set was put in effect ([matrix] warmup), so the first seconds after each set switch are not in its figures.'
+    >>> print(burn_in_line(0))
+    Burn-in: none ([matrix] warmup = 0): the first seconds after each set switch (a cold cache after a restart, a checkpoint it triggered) are in the runs' figures; a warmup of 5 s or more drops them.
+    """  # noqa: E501
+    if warmup_s is None:
+        return "Burn-in: the runs had different warm-ups (see each run's warmup_s)."
+    if warmup_s > 0:
+        return (
+            f"Burn-in: every run started with {warmup_s} s of unmeasured load after its set "
+            "was put in effect ([matrix] warmup), so the first seconds after each set switch "
+            "are not in its figures."
+        )
+    return (
+        "Burn-in: none ([matrix] warmup = 0): the first seconds after each set switch (a cold "
+        "cache after a restart, a checkpoint it triggered) are in the runs' figures; a warmup "
+        "of 5 s or more drops them."
+    )

@@ -142,6 +142,8 @@ def test_the_page_and_the_listing_say_which_design_ordered_the_rounds(
     shown = page.evaluate("document.getElementById('design').innerText")
     assert shown.startswith("Orders: balanced design") and "seed 31337" in shown
     assert page.evaluate("document.getElementById('design').offsetParent !== null") is True
+    burn_in = page.evaluate("document.getElementById('burn-in').innerText")
+    assert burn_in.startswith("Burn-in: none ([matrix] warmup = 0)")  # the recorded runs had none
     assert page.console_errors == []
     printed = run_cli(tmp_path, "report", "--comparison", "2", "--results", str(results), "--json")
     head = json.loads(printed.stdout)["comparison"]

@@ -87,3 +87,16 @@ def test_plan_check_prints_the_plans_seed(tmp_path: Path, run_cli) -> None:
     assert "seed: 8086 (the plan's [matrix] seed)" in " ".join(shown.stdout.split())
     plan.write_text(PLAN)
     assert "seed:" not in run_cli(workdir, "plan", "check", str(plan)).stdout
+
+
+def test_plan_check_says_what_drops_the_seconds_after_each_switch(tmp_path: Path, run_cli) -> None:
+    """The burn-in after each set switch is the unmeasured warm-up each run starts with once
+    its set is in effect (issue 33 §1): `plan check` says it, and says when a plan has none."""
+    workdir = tmp_path / "work"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)  # warmup = 0
+    shown = " ".join(run_cli(workdir, "plan", "check", str(plan)).stdout.split())
+    assert "Burn-in: none ([matrix] warmup = 0)" in shown
+    plan.write_text(PLAN.replace("warmup = 0", "warmup = 7"))
+    shown = " ".join(run_cli(workdir, "plan", "check", str(plan)).stdout.split())
+    assert "Burn-in: every run started with 7 s of unmeasured load after its set was put" in shown

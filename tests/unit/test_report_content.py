@@ -241,8 +241,11 @@ def test_a_comparison_report_says_which_design_ordered_its_rounds(store: Results
     head = report["comparison"]
     assert (head["design"], head["seed"]) == ("balanced", 4242)
     assert "seed 4242 (`--seed 4242` replays them)" in head["orders"]
+    # the recorded runs ran without a warm-up: nothing dropped the seconds after each switch
+    assert head["warmup_s"] == 0 and head["burn_in"].startswith("Burn-in: none")
     page = html.render(report, {s.name: s for s in data.comparison.sets})  # type: ignore[union-attr]
     assert '<p class="hint design" id="design">Orders: balanced design' in page
+    assert '<p class="hint burn-in" id="burn-in">Burn-in: none' in page
 
 
 def _run(i: int, name: str, round_no: int, tps: float) -> RunOutcome:

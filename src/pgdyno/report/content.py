@@ -19,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pgdyno.formatting import carryover_warnings, change_text, orders_line, switch_cost_line
+from pgdyno.formatting import (
+    burn_in_line,
+    carryover_warnings,
+    change_text,
+    orders_line,
+    switch_cost_line,
+)
 from pgdyno.records.stored import RunOutcome, StoredRun
 from pgdyno.report import charts, flagged, ladders, timelines, tpcc, waits
 from pgdyno.report.charts import Point
@@ -300,11 +306,17 @@ def _comparison_head(data: ReportInput) -> dict[str, object] | None:
         return None
     whole = to_json(data.comparison)
     rounds = data.comparison.rounds
+    warmups = {r.warmup_s for r in data.runs}
+    warmup = warmups.pop() if len(warmups) == 1 else None
     return {
         **{k: whole[k] for k in _COMPARISON_KEYS},
         "design": rounds.design if rounds else None,
         "seed": rounds.seed if rounds else None,
         "orders": orders_line(rounds.design, rounds.seed) if rounds else None,
+        # the unmeasured seconds each run began with after its set was put in effect, as the
+        # stored runs say (None when they differ)
+        "warmup_s": warmup,
+        "burn_in": burn_in_line(warmup) if data.runs else None,
     }
 
 

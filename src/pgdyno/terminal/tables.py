@@ -184,7 +184,8 @@ def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
           if run.comparison_id is not None else []),
         ("started / finished", f"{run.started_at} / {run.finished_at}"),
         ("workload", f"{run.workload}, {_size(run)}, {run.clients} clients, "
-                     f"{run.jobs} jobs, {run.duration_s} s, protocol {run.protocol}"),
+                     f"{run.jobs} jobs, {run.duration_s} s after {run.warmup_s} s "
+                     f"unmeasured warm-up, protocol {run.protocol}"),
         *(tpcc_rows(run.tpcc) if run.tpcc is not None else []),
         ("TPS", fmt(run.tps)),
         ("latency avg / stddev ms", f"{fmt(run.latency_avg_ms, 3)} / "
