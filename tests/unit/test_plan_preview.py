@@ -13,25 +13,9 @@ import pytest
 from pgdyno.environment import Environment, ResultsLocation
 from pgdyno.lab.plan_preview import PlanPreview, preview_plan
 from pgdyno.plan.policy import Allowed
+from plans import tiny_plan
 
-PLAN = """name = "preview"
-
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1, 2]
-duration = 2
-warmup = 0
-repeats = 3
-
-[[set]]
-name = "a"
-
-[[set]]
-name = "b"
-[set.pg]
-work_mem = "8MB"
-"""
+PLAN = tiny_plan("preview", clients=[1, 2], repeats=3)
 
 
 def environment(workdir: Path, cache: Path) -> Environment:
@@ -78,7 +62,7 @@ def test_plan_check_prints_the_plans_seed(tmp_path: Path, run_cli) -> None:
     one it names no seed."""
     workdir = tmp_path / "work"
     plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.replace("repeats = 3\n", "repeats = 3\nseed = 8086\n"))
+    plan.write_text(tiny_plan("preview", clients=[1, 2], repeats=3, seed=8086))
     preview = preview_plan(environment(workdir, tmp_path / "cache"), plan, Allowed.of((), ()))
     assert preview.seed == 8086
     shown = run_cli(workdir, "plan", "check", str(plan))
@@ -97,6 +81,6 @@ def test_plan_check_says_what_drops_the_seconds_after_each_switch(tmp_path: Path
     plan.write_text(PLAN)  # warmup = 0
     shown = " ".join(run_cli(workdir, "plan", "check", str(plan)).stdout.split())
     assert "Burn-in: none ([matrix] warmup = 0)" in shown
-    plan.write_text(PLAN.replace("warmup = 0", "warmup = 7"))
+    plan.write_text(tiny_plan("preview", clients=[1, 2], repeats=3, warmup=7))
     shown = " ".join(run_cli(workdir, "plan", "check", str(plan)).stdout.split())
     assert "Burn-in: every run started with 7 s of unmeasured load after its set was put" in shown
