@@ -129,7 +129,8 @@ def test_the_page_and_the_listing_say_which_design_ordered_the_rounds(
 ) -> None:
     """A comparison's stored design and seed are shown on the page a person reads (issue 33:
     the result says which design ran), the same in `--json`, and above `runs list
-    --comparison`'s table."""
+    --comparison`'s table; the page and `runs show` say the burn-in (the unmeasured warm-up
+    after each set switch) the stored runs had."""
     rounds = RoundHistory(
         "fixed", 2, (("defaults", "no-jit", "bigger-buffers"), ("no-jit", "defaults",
                                                                "bigger-buffers")),
@@ -153,6 +154,8 @@ def test_the_page_and_the_listing_say_which_design_ordered_the_rounds(
     first = " ".join(listing.stdout.split("runs (newest first)")[0].split())
     assert first.startswith("comparison 2: plan fixture-ladder")
     assert "Orders: balanced design" in first and "seed 31337" in first
+    shown = run_cli(tmp_path, "runs", "show", "9", "--results", str(results))
+    assert "after 0 s unmeasured warm-up" in " ".join(shown.stdout.split())  # its burn-in
 
 
 def test_hash_link_opens_a_runs_drill_down(run_cli, tmp_path: Path, results: Path, browser) -> None:
