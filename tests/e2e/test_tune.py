@@ -28,6 +28,7 @@ from pgdyno.postgres.queries import load
 from pgdyno.postgres.settings import check_setting, settings_meta_from_rows
 from pgdyno.textsafe import strict_loads
 from pgdyno.tune.files import ALTER_SQL, PG_CONF, SYSCTL, THP
+from plans import tiny_plan
 
 PROC_SYS = Path("/proc/sys")
 THP_DIR = Path("/sys/kernel/mm/transparent_hugepage")
@@ -504,11 +505,7 @@ def test_a_sandbox_compare_refuses_while_tune_settings_are_applied(
     assert run_cli(workdir, "tune", *SANDBOX, "--apply", "--layers", "postgresql").code == 0
     box.stop()
     plan = workdir / "p.toml"
-    plan.write_text(
-        'name = "p"\n[matrix]\nworkloads = ["select-only"]\nscales = [1]\nclients = [1]\n'
-        'duration = 2\nrepeats = 1\n[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
-        '[set.pg]\nwork_mem = "8MB"\n'
-    )
+    plan.write_text(tiny_plan("p", warmup=None))
     refused = run_cli(workdir, "compare", str(plan))
     assert refused.code == 2
     assert "still has settings `pgdyno tune --apply` changed" in one_clear_sentence(refused.stderr)
