@@ -12,6 +12,7 @@ every host (a busy shared runner included) or skipped with the reason; never lef
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 import signal
@@ -175,6 +176,20 @@ def _namespace_refused() -> str | None:
     return None
 
 
+# Run first in quiet_process's namespace: --mount-proc gives it a mount namespace of its own,
+# a private copy of every mount there was, which would keep another test's loop filesystems (and
+# so its loop devices) in use after that test unmounts them, until this command ends. The copies
+# of loop mounts are dropped (lazily, deepest first), then pgdyno runs in its place.
+WITHOUT_LOOP_MOUNTS = """
+import os, subprocess, sys
+for line in reversed(open("/proc/self/mountinfo").read().splitlines()):
+    fields = line.split()
+    if fields[fields.index("-") + 2].startswith("/dev/loop"):
+        subprocess.run(["umount", "--lazy", fields[4]], check=False)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
 @contextmanager
 def quiet_process(workdir: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
     """`pgdyno ARGS --workdir WORKDIR` started in a PID namespace with its own /proc: it sees
@@ -191,8 +206,8 @@ def quiet_process(workdir: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
     unshare = shutil.which("unshare")
     assert unshare is not None
     proc = subprocess.Popen(
-        [unshare, "--pid", "--fork", "--mount-proc", "--kill-child", "--", str(PGDYNO), *args,
-         "--workdir", str(workdir)],
+        [unshare, "--pid", "--fork", "--mount-proc", "--kill-child", "--", sys.executable, "-c",
+         WITHOUT_LOOP_MOUNTS, str(PGDYNO), *args, "--workdir", str(workdir)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -252,3 +267,33 @@ def huge_pages(count: int) -> Iterator[int]:
     finally:
         _set_pages(before)
         assert _pages() == before, f"vm.nr_hugepages not restored to {before}"
+
+
+@contextmanager
+def holding_huge_pages(count: int) -> Iterator[int]:
+    """`count` huge pages of the pool held by this process for the block (a hugetlb memfd,
+    every page touched), as another cluster or a JVM would hold them; yields the count. They
+    must be reserved already (huge_pages); skips visibly when the kernel gives fewer."""
+    size = count * _huge_page_bytes()
+    fd = os.memfd_create("pgdyno-test-held", os.MFD_HUGETLB)
+    try:
+        os.ftruncate(fd, size)
+        try:
+            held = mmap.mmap(fd, size)
+        except OSError as exc:
+            pytest.skip(f"the kernel would not give this test {count} huge pages to hold: {exc}")
+        try:
+            for offset in range(0, size, _huge_page_bytes()):
+                held[offset] = 1  # a page is taken from the pool when first touched
+            yield count
+        finally:
+            held.close()
+    finally:
+        os.close(fd)
+
+
+def _huge_page_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Hugepagesize:"):
+            return int(line.split()[1]) * 1024
+    pytest.skip("this kernel has no huge pages (no Hugepagesize in /proc/meminfo)")

@@ -1,12 +1,15 @@
 """Numbers and changes as text, written the same way in every output: the terminal tables
-(terminal/), the HTML report and its exports (report/). Pure; it sits below both so that neither
-renderer imports the other."""
+(terminal/), the HTML report and its exports (report/), and the sentences both print (how a
+comparison's rounds were ordered, its switch costs, its carry-over warnings). Pure; it sits
+below both so that neither renderer imports the other."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pgdyno.stats.carryover import CarryOverFit
     from pgdyno.stats.verdict import ChangeVerdict
 
 
@@ -32,3 +35,114 @@ def change_text(change: ChangeVerdict | None) -> str:
     if change.ci_low_pct is None or change.ci_high_pct is None:
         return f"{change.change_pct:+.1f}%"
     return f"{change.change_pct:+.1f}% [{change.ci_low_pct:+.1f}, {change.ci_high_pct:+.1f}]"
+
+
+def orders_line(design: str, seed: int | None) -> str:
+    """How a comparison's rounds were ordered (its stored design and seed), and how to replay
+    the orders: the same sentence in `compare`'s output, `runs list --comparison` and the
+    report.
+
+    >>> orders_line("balanced", 42)
+    'Orders: balanced design (every set ran right after every set equally often in each complete block), seed 42 (`--seed 42` replays them).'
+    >>> orders_line("rotation", None)
+    'Orders: rotation (A B C, B C A, ...).'
+    """  # noqa: E501
+    if design == "balanced" and seed is not None:
+        return (
+            "Orders: balanced design (every set ran right after every set equally often in "
+            f"each complete block), seed {seed} (`--seed {seed}` replays them)."
+        )
+    if design == "rotation":
+        return "Orders: rotation (A B C, B C A, ...)."
+    return f"Orders: {design}" + (f", seed {seed}." if seed is not None else ".")
+
+
+def _size(change: float, se: float) -> str:
+    return f"{abs(change):.1%} {'slower' if change < 0 else 'faster'} (se {se:.1%})"
+
+
+def switch_cost_line(fits: Sequence[CarryOverFit]) -> str | None:
+    """Every set's estimated switch cost (its runs right after another set against its runs
+    right after itself, `pgdyno.stats.carryover`), or None when the design let none be
+    estimated (no run of a set right after itself, or too few runs).
+
+    >>> from pgdyno.stats.carryover import CarryOver, CarryOverFit
+    >>> cost = CarryOverFit("a", (CarryOver("a", 0.003, 0.006, 0.6, 6),
+    ...                           CarryOver("b", -0.04, 0.008, 1e-5, 6)), 20, "switch")
+    >>> switch_cost_line([cost])
+    'Switch cost per set (its runs right after another set against its runs right after itself): a +0.3% (se 0.6%), b -4.0% (se 0.8%).'
+    >>> switch_cost_line([CarryOverFit("a", (), 20)]) is None
+    True
+    """  # noqa: E501
+    for fit in fits:
+        if fit.kind == "switch" and fit.effects:
+            costs = ", ".join(f"{e.after} {e.change:+.1%} (se {e.se:.1%})" for e in fit.effects)
+            return (
+                "Switch cost per set (its runs right after another set against its runs right "
+                f"after itself): {costs}."
+            )
+    return None
+
+
+def carryover_warnings(fits: Sequence[CarryOverFit], design: str) -> list[str]:
+    """One warning per set whose carry-over (the effect on the run right after it) or switch
+    cost (the effect on its own run right after another set) is large and significant
+    (`CarryOver.flagged`); nothing when none is.
+
+    >>> from pgdyno.stats.carryover import CarryOver, CarryOverFit
+    >>> fit = CarryOverFit("a", (CarryOver("c", -0.041, 0.006, 1e-6, 12),
+    ...                          CarryOver("b", 0.002, 0.006, 0.7, 12)), 20)
+    >>> cost = CarryOverFit("a", (CarryOver("b", -0.04, 0.008, 1e-5, 12),), 20, "switch")
+    >>> print(chr(10).join(carryover_warnings([fit, cost], "balanced")))
+    Warning: runs right after set c were 4.1% slower (se 0.6%) than runs right after a; the balanced orders spread this over every set alike, but it adds noise.
+    Warning: runs of set b right after another set were 4.0% slower (se 0.8%) than its runs right after itself: a switch cost no order of rounds cancels; its verdicts include it.
+    """  # noqa: E501
+    return [
+        _carryover_warning(fit, e.after, _size(e.change, e.se), design)
+        for fit in fits
+        for e in fit.flagged
+    ]
+
+
+def _carryover_warning(fit: CarryOverFit, name: str, size: str, design: str) -> str:
+    if fit.kind == "switch":
+        return (
+            f"Warning: runs of set {name} right after another set were {size} than its runs "
+            "right after itself: a switch cost no order of rounds cancels; its verdicts "
+            "include it."
+        )
+    spread = (
+        "the balanced orders spread this over every set alike, but it adds noise"
+        if design == "balanced"
+        else f"the {design} orders do not balance it, so it can bias the verdicts"
+    )
+    return (
+        f"Warning: runs right after set {name} were {size} than runs right after "
+        f"{fit.reference}; {spread}."
+    )
+
+
+def burn_in_line(warmup_s: int | None) -> str:
+    """What drops the first seconds after each set switch (a reload, a restart, a host
+    change): the unmeasured warm-up every run starts with once its set is in effect
+    (`[matrix] warmup`, `bench --warmup`), said by `plan check`, `compare` and the report.
+    None: the runs differ (runs of several comparisons or sessions).
+
+    >>> burn_in_line(5)
+    'Burn-in: every run started with 5 s of unmeasured load after its set was put in effect ([matrix] warmup), so the first seconds after each set switch are not in its figures.'
+    >>> print(burn_in_line(0))
+    Burn-in: none ([matrix] warmup = 0): the first seconds after each set switch (a cold cache after a restart, a checkpoint it triggered) are in the runs' figures; a warmup of 5 s or more drops them.
+    """  # noqa: E501
+    if warmup_s is None:
+        return "Burn-in: the runs had different warm-ups (see each run's warmup_s)."
+    if warmup_s > 0:
+        return (
+            f"Burn-in: every run started with {warmup_s} s of unmeasured load after its set "
+            "was put in effect ([matrix] warmup), so the first seconds after each set switch "
+            "are not in its figures."
+        )
+    return (
+        "Burn-in: none ([matrix] warmup = 0): the first seconds after each set switch (a cold "
+        "cache after a restart, a checkpoint it triggered) are in the runs' figures; a warmup "
+        "of 5 s or more drops them."
+    )

@@ -18,26 +18,11 @@ from pathlib import Path
 import pytest
 
 from conftest import PGDYNO
+from plans import tiny_plan
 
 BURNER = "cpu-burner"  # the command name the busy line must show (/proc/PID/comm)
 
-PLAN = """\
-name = "busy"
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-duration = 2
-repeats = 1
-warmup = 0
-foreign_cpu_limit = 100
-[[set]]
-name = "a"
-[[set]]
-name = "b"
-[set.pg]
-work_mem = "8MB"
-"""
+PLAN = tiny_plan("busy", foreign_cpu_limit=100)
 
 
 @pytest.fixture

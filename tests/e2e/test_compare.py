@@ -141,6 +141,10 @@ def test_aa_plan_is_judged_by_round_and_restores(run_cli, quiet_workdir: Path, t
     table = run_cli(quiet_workdir, "compare", str(plan), "--resume")
     assert table.code == 0, table.stderr
     assert "baseline" in table.stdout and "4 runs were finished before" in table.stderr
+    # which design ran and what dropped the seconds after each switch (issue 33)
+    shown = " ".join(table.stdout.split())
+    assert "Orders: balanced design" in shown and "seed 3" in shown
+    assert "Burn-in: none ([matrix] warmup = 0)" in shown
     assert SYSCTL.read_text() == before
 
 

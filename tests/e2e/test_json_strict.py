@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import Result, make_env, run_in
+from plans import tiny_plan
 
 
 def _refuse(name: str) -> Any:
@@ -27,24 +28,7 @@ def strict(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse)
 
 
-PLAN = """
-name = "strict-json"
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-duration = 1
-repeats = 1
-warmup = 0
-rate = 400.5
-latency_limit = 50.0
-[[set]]
-name = "a"
-[[set]]
-name = "b"
-[set.pg]
-work_mem = "8MB"
-"""
+PLAN = tiny_plan("strict-json", duration=1, rate=400.5, latency_limit=50.0)
 
 Run = Callable[..., Result]
 

@@ -17,6 +17,7 @@ import pytest
 from tests.browser import Page, chromium
 from tests.conftest import ARTIFACTS
 
+from pgdyno.records.rounds import RoundHistory
 from pgdyno.results.store import ResultsStore
 
 FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
@@ -121,6 +122,40 @@ def test_ladder_report_draws_the_waterfall(run_cli, tmp_path: Path, results: Pat
     assert page.evaluate("document.querySelectorAll('#summary table').length") == 2
     assert page.console_errors == []
     page.screenshot(ARTIFACTS / "report-ladder.png")
+
+
+def test_the_page_and_the_listing_say_which_design_ordered_the_rounds(
+    run_cli, tmp_path: Path, results: Path, browser
+) -> None:
+    """A comparison's stored design and seed are shown on the page a person reads (issue 33:
+    the result says which design ran), the same in `--json`, and above `runs list
+    --comparison`'s table; the page and `runs show` say the burn-in (the unmeasured warm-up
+    after each set switch) the stored runs had."""
+    rounds = RoundHistory(
+        "fixed", 2, (("defaults", "no-jit", "bigger-buffers"), ("no-jit", "defaults",
+                                                               "bigger-buffers")),
+        90.0, "repeats", design="balanced", seed=31337,
+    )  # fmt: skip
+    with ResultsStore(results) as store:
+        store.comparisons.record_rounds(2, rounds)
+    path = _report(run_cli, tmp_path, results, "--comparison", "2")
+    page = browser.open(path, wait_for="window.reportReady === true")
+    shown = page.evaluate("document.getElementById('design').innerText")
+    assert shown.startswith("Orders: balanced design") and "seed 31337" in shown
+    assert page.evaluate("document.getElementById('design').offsetParent !== null") is True
+    burn_in = page.evaluate("document.getElementById('burn-in').innerText")
+    assert burn_in.startswith("Burn-in: none ([matrix] warmup = 0)")  # the recorded runs had none
+    assert page.console_errors == []
+    printed = run_cli(tmp_path, "report", "--comparison", "2", "--results", str(results), "--json")
+    head = json.loads(printed.stdout)["comparison"]
+    assert (head["design"], head["seed"]) == ("balanced", 31337)
+    listing = run_cli(tmp_path, "runs", "list", "--comparison", "2", "--results", str(results))
+    assert listing.code == 0, listing.stderr
+    first = " ".join(listing.stdout.split("runs (newest first)")[0].split())
+    assert first.startswith("comparison 2: plan fixture-ladder")
+    assert "Orders: balanced design" in first and "seed 31337" in first
+    shown = run_cli(tmp_path, "runs", "show", "9", "--results", str(results))
+    assert "after 0 s unmeasured warm-up" in " ".join(shown.stdout.split())  # its burn-in
 
 
 def test_hash_link_opens_a_runs_drill_down(run_cli, tmp_path: Path, results: Path, browser) -> None:

@@ -19,6 +19,7 @@ from conftest import IS_ROOT, Cli, make_env, new_workdir, one_clear_sentence, re
 from debian_cluster import ADMIN_PASSWORD, DebianCluster
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.undo.server import JOURNAL_NAME, contents
+from plans import tiny_plan
 
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="restarts a server as its owner: needs root")
 
@@ -132,11 +133,7 @@ def test_one_server_has_one_owner_across_work_directories(
         sentence = one_clear_sentence(again.stderr)
         assert "another pgdyno changed" in sentence and str(workdir) in sentence
         plan = other_workdir / "p.toml"
-        plan.write_text(
-            'name = "p"\n[matrix]\nworkloads = ["select-only"]\nscales = [1]\nclients = [1]\n'
-            'duration = 2\nrepeats = 1\n[[set]]\nname = "a"\n[[set]]\nname = "b"\n'
-            '[set.pg]\nwork_mem = "8MB"\n'
-        )
+        plan.write_text(tiny_plan("p", warmup=None))
         compared = cli(other_workdir, "compare", str(plan), "--dsn", dsn)
         assert compared.code == 2 and "another pgdyno changed" in compared.stderr
         assert contents(other_workdir).pending == []
@@ -191,11 +188,8 @@ def test_a_server_that_does_not_start_is_put_back_and_started_again(
 ) -> None:
     before = state(server.conninfo(), server.data_dir)
     plan = workdir / "huge.toml"
-    plan.write_text(
-        'name = "huge"\nbaseline = "base"\n[matrix]\nworkloads = ["select-only"]\nscales = [1]\n'
-        'clients = [1]\nduration = 2\nrepeats = 1\n[[set]]\nname = "base"\n[[set]]\n'
-        'name = "huge"\n[set.pg]\nshared_buffers = "4TB"\n'
-    )
+    plan.write_text(tiny_plan("huge", [("base", {}), ("huge", {"shared_buffers": "4TB"})],
+                              head={"baseline": "base"}, warmup=None))  # fmt: skip
     result = cli(workdir, "compare", str(plan), "--dsn", server.conninfo(), "--yes",
                  "--data-dir", str(server.data_dir))  # fmt: skip
     assert result.code == 2, result.stderr

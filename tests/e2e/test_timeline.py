@@ -9,6 +9,7 @@ from pathlib import Path
 
 from conftest import make_env, plain_role
 from pgdyno.experiment.target import open_sandbox
+from plans import tiny_plan
 
 
 def test_tpcb_run_has_a_full_timeline(run_cli, shared_workdir: Path):
@@ -185,11 +186,7 @@ def test_a_compare_probes_once_and_never_longer_than_its_runs(run_cli, workdir: 
     of the plan find it (they were once looked up under the server's name while a compare's
     runs are stored under the plan's, so every run probed); a probe lasts at most a run."""
     plan = workdir / "probe.toml"
-    plan.write_text(
-        'name = "probe"\nbaseline = "a"\n[matrix]\nworkloads = ["select-only"]\nscales = [1]\n'
-        "clients = [1]\nduration = 2\nrepeats = 1\nwarmup = 0\n"
-        '[[set]]\nname = "a"\n[[set]]\nname = "b"\n[set.pg]\nwork_mem = "8MB"\n'
-    )
+    plan.write_text(tiny_plan("probe", head={"baseline": "a"}))
     for _ in range(2):
         result = run_cli(workdir, "compare", str(plan), "--keep-files")
         assert result.code == 0, result.stderr

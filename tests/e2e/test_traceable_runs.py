@@ -8,22 +8,9 @@ import json
 import re
 from pathlib import Path
 
-PLAN = """\
-name = "trace"
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-duration = 2
-repeats = 2
-warmup = 0
-[[set]]
-name = "base"
-[[set]]
-name = "more-mem"
-[set.pg]
-work_mem = "8MB"
-"""
+from plans import tiny_plan
+
+PLAN = tiny_plan("trace", [("base", {}), ("more-mem", {"work_mem": "8MB"})], repeats=2)
 
 
 def test_a_comparisons_runs_carry_its_id_and_their_sets_everywhere(run_cli, workdir: Path):

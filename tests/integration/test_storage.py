@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IS_ROOT, one_clear_sentence
+from conftest import IS_ROOT, one_clear_sentence, wait_for
 from pgdyno.errors import UsageError
 from pgdyno.host.disks import parse_mountinfo
-from pgdyno.storage import kernel
+from pgdyno.storage import kernel, loop
 from pgdyno.storage.check import check_requests, inspect_request, mkfs_command
 from pgdyno.storage.filesystems import KINDS
 from pgdyno.storage.layer import (
@@ -288,6 +288,43 @@ def test_a_crash_at_any_journal_write_is_rolled_back(storage_workdir: Path, poin
 
 
 # -- refusals --------------------------------------------------------------------------------------
+
+
+@needs("ext4")
+def test_a_device_kept_by_another_mount_namespace_names_the_process(storage_workdir: Path) -> None:
+    """A process that made a mount namespace while the filesystem was mounted (unshare, a
+    container, a systemd unit with PrivateTmp) keeps its copy of the mount where mounts do not
+    propagate, and with it the loop device, after the unmount here: detach names that process;
+    once it ends the kernel lets the device go."""
+    image = storage_workdir / "kept.img"
+    with image.open("wb") as file:
+        file.truncate(120 * MIB)
+    device = loop.attach(image)
+    subprocess.run(["mkfs.ext4", "-q", "-F", device], check=True, capture_output=True)
+    target = storage_workdir / "mnt"
+    target.mkdir()
+    subprocess.run(["mount", device, str(target)], check=True)
+    keeper = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sleep", "600"],
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        namespace = Path(f"/proc/{keeper.pid}/ns/mnt")
+        assert wait_for(lambda: namespace.readlink() != Path("/proc/self/ns/mnt").readlink(), 10)
+        subprocess.run(["umount", str(target)], check=True)
+        with pytest.raises(StorageError) as kept:
+            loop.detach(image, Roots(), timeout=0.2)
+        assert str(kept.value) == (
+            f"{device} still holds {image} after losetup --detach: it is still mounted in the "
+            f"mount namespace of process {keeper.pid} (sleep), which copied the mount when it "
+            "started, and the kernel lets the device go when that namespace ends: end that "
+            "process, then run `pgdyno rollback`."
+        )
+    finally:
+        keeper.kill()
+        keeper.wait()
+    loop.detach(image, Roots())  # the namespace is gone: the device goes
+    assert loop.loops_backed_by(image, Roots()) == []
 
 
 @needs("ext4")

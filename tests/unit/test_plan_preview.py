@@ -13,25 +13,9 @@ import pytest
 from pgdyno.environment import Environment, ResultsLocation
 from pgdyno.lab.plan_preview import PlanPreview, preview_plan
 from pgdyno.plan.policy import Allowed
+from plans import tiny_plan
 
-PLAN = """name = "preview"
-
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1, 2]
-duration = 2
-warmup = 0
-repeats = 3
-
-[[set]]
-name = "a"
-
-[[set]]
-name = "b"
-[set.pg]
-work_mem = "8MB"
-"""
+PLAN = tiny_plan("preview", clients=[1, 2], repeats=3)
 
 
 def environment(workdir: Path, cache: Path) -> Environment:
@@ -70,3 +54,33 @@ def test_the_preview_is_a_frozen_record_of_sets_datasets_and_duration(tmp_path: 
     with pytest.raises(dataclasses.FrozenInstanceError):
         preview.name = "other"  # type: ignore[misc]
     assert listing(workdir, cache) == before  # nothing created, nothing installed
+
+
+def test_plan_check_prints_the_plans_seed(tmp_path: Path, run_cli) -> None:
+    """A plan with `[matrix] seed` fixes the orders every compare of it draws: `plan check`
+    says the seed beside the design (issue 33: the plan check says which design runs); without
+    one it names no seed."""
+    workdir = tmp_path / "work"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(tiny_plan("preview", clients=[1, 2], repeats=3, seed=8086))
+    preview = preview_plan(environment(workdir, tmp_path / "cache"), plan, Allowed.of((), ()))
+    assert preview.seed == 8086
+    shown = run_cli(workdir, "plan", "check", str(plan))
+    assert shown.code == 0, shown.stderr
+    assert "orders: balanced design" in shown.stdout
+    assert "seed: 8086 (the plan's [matrix] seed)" in " ".join(shown.stdout.split())
+    plan.write_text(PLAN)
+    assert "seed:" not in run_cli(workdir, "plan", "check", str(plan)).stdout
+
+
+def test_plan_check_says_what_drops_the_seconds_after_each_switch(tmp_path: Path, run_cli) -> None:
+    """The burn-in after each set switch is the unmeasured warm-up each run starts with once
+    its set is in effect (issue 33 §1): `plan check` says it, and says when a plan has none."""
+    workdir = tmp_path / "work"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)  # warmup = 0
+    shown = " ".join(run_cli(workdir, "plan", "check", str(plan)).stdout.split())
+    assert "Burn-in: none ([matrix] warmup = 0)" in shown
+    plan.write_text(tiny_plan("preview", clients=[1, 2], repeats=3, warmup=7))
+    shown = " ".join(run_cli(workdir, "plan", "check", str(plan)).stdout.split())
+    assert "Burn-in: every run started with 7 s of unmeasured load after its set was put" in shown

@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 
 from pgdyno.errors import UsageError
+from pgdyno.records.health import RunHealth
+from pgdyno.records.rounds import RoundHistory
+from pgdyno.records.stored import RunOutcome
 from pgdyno.report import content, html
 from pgdyno.report.export import CSV_COLUMNS, summary_csv
 from pgdyno.report.load import ReportInput, Selection, load, parse_run_ids
@@ -221,3 +224,54 @@ def test_the_printed_summary_shows_flagged_figures_not_judged(store: ResultsStor
         cells = [c.strip() for c in row.split("│")]
         assert cells[3] == "2 flagged" and cells[4] not in ("", "-")  # the median TPS
         assert "not judged" in row and "flagged for interference" in row
+
+
+def test_a_comparison_report_says_which_design_ordered_its_rounds(store: ResultsStore) -> None:
+    """The design and seed stored with the comparison's rounds reach the report's content and
+    its page (issue 33: the result says which design ran); a comparison stored before its
+    rounds were kept says nothing of them rather than guess."""
+    before = _build(load(store, Selection(comparison_id=1)))["comparison"]
+    assert (before["design"], before["seed"], before["orders"]) == (None, None, None)
+    store.comparisons.record_rounds(
+        1, RoundHistory("fixed", 2, (("small-wal", "large-wal"), ("large-wal", "small-wal")),
+                        120.0, "repeats", design="balanced", seed=4242),
+    )  # fmt: skip
+    data = load(store, Selection(comparison_id=1))
+    report = _build(data)
+    head = report["comparison"]
+    assert (head["design"], head["seed"]) == ("balanced", 4242)
+    assert "seed 4242 (`--seed 4242` replays them)" in head["orders"]
+    # the recorded runs ran without a warm-up: nothing dropped the seconds after each switch
+    assert head["warmup_s"] == 0 and head["burn_in"].startswith("Burn-in: none")
+    page = html.render(report, {s.name: s for s in data.comparison.sets})  # type: ignore[union-attr]
+    assert '<p class="hint design" id="design">Orders: balanced design' in page
+    assert '<p class="hint burn-in" id="burn-in">Burn-in: none' in page
+
+
+def _run(i: int, name: str, round_no: int, tps: float) -> RunOutcome:
+    return RunOutcome(i, name, "ok", "tpcb-like", 1, 1, round_no, tps, None, None, RunHealth(),
+                      "18")  # fmt: skip
+
+
+def test_the_report_shows_every_sets_switch_cost_and_warns_when_it_is_large() -> None:
+    """Two sets in ABBA orders (so each runs right after itself as well as after the other):
+    set b is 4% slower whenever it runs right after a. The report's carry-over section gives
+    every set's estimated switch cost and the warning; runs whose design never put a set after
+    itself give no switch cost (nothing to estimate it from)."""
+    noise = [0.3, -0.2, 0.1, 0.0, -0.4, 0.2, 0.1, -0.1, 0.3, 0.0, -0.2, 0.1, 0.2, -0.3, 0.0, 0.1]
+    sequence = [name for rnd in [("a", "b"), ("b", "a")] * 4 for name in rnd]
+    runs = [
+        _run(i + 1, name, i // 2 + 1, 1000.0 * (1 + noise[i] / 100)
+             * (0.96 if name == "b" and i and sequence[i - 1] == "a" else 1.0))
+        for i, name in enumerate(sequence)
+    ]  # fmt: skip
+    section = content.carryover_section(runs, ["a", "b"], "a", "balanced")
+    assert section["switch_costs"] is not None
+    assert re.search(r"b -4\.\d% \(se", str(section["switch_costs"]))
+    warnings = section["warnings"]
+    assert isinstance(warnings, list)
+    assert any("runs of set b right after another set were 4." in w for w in warnings)
+    json.dumps(section, allow_nan=False)  # strict JSON, as the page embeds it
+    alternating = [_run(i + 1, "ab"[i % 2], i // 2 + 1, 1000.0 + i) for i in range(8)]
+    assert content.carryover_section(alternating, ["a", "b"], "a", "balanced")[
+        "switch_costs"] is None  # fmt: skip

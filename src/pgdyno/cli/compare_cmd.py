@@ -29,6 +29,7 @@ from pgdyno.errors import PgbenchFailed, UsageError
 from pgdyno.experiment.compare import cell_count, unresolved_failures
 from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.experiment.storage_sets import describe_storage
+from pgdyno.formatting import burn_in_line
 from pgdyno.lab.compare import CompareRequest, execute_compare
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.model import applied_sets
@@ -40,6 +41,7 @@ from pgdyno.terminal.verdict_tables import (
     design_line,
     ladder_tables,
     rounds_summary,
+    switch_costs,
     verdict_table,
 )
 
@@ -171,6 +173,9 @@ def compare(
         history = outcome.rounds.history()
         out(env).print(rounds_summary(history))
         out(env).print(design_line(history))
+        out(env).print(burn_in_line(plan.spec.matrix.warmup))
+        for line in switch_costs(done.carryover):
+            out(env).print(line)
         for line in carryover_lines(done.carryover, history.design):
             err(env).print(line)
         if outcome.skipped:

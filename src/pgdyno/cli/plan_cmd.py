@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pgdyno.cli.common import PLAN, allow_options, environment, out, workdir_options
+from pgdyno.formatting import burn_in_line
 from pgdyno.lab.plan_preview import Duration, PlanPreview, PreviewedSet, preview_plan
 from pgdyno.plan.policy import Allowed
 
@@ -61,6 +62,12 @@ def _show(console: Console, preview: PlanPreview) -> None:
     console.print(_duration(preview.duration))
     if preview.orders:
         console.print(preview.orders)
+    console.print(burn_in_line(preview.warmup_s))
+    if preview.seed is not None:
+        console.print(
+            f"seed: {preview.seed} (the plan's [matrix] seed): every compare of this plan, on "
+            "every host, draws the same orders; `compare --seed N` overrides it."
+        )
     for missing in preview.missing:
         console.print(
             f"PostgreSQL {missing.version} is not installed here: checked against pgdyno's "

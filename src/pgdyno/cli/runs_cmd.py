@@ -16,7 +16,7 @@ from pgdyno.postgres.settings import shown_settings
 from pgdyno.records.interference import Interference
 from pgdyno.results.encode import to_json
 from pgdyno.results.transfer import Copied
-from pgdyno.terminal.tables import run_detail, runs_table
+from pgdyno.terminal.tables import comparison_head, run_detail, runs_table
 from pgdyno.terminal.timeline import compact_table, timeline_csv
 from pgdyno.terminal.waits import waits_tables
 from pgdyno.textsafe import safe_text
@@ -64,11 +64,13 @@ def list_runs(
       pgdyno runs list --comparison 4
     """
     env = environment(ctx)
-    rows = runs_in.listed(env, limit or None, session, comparison)
+    found = runs_in.listed(env, limit or None, session, comparison)
     if as_json:
-        print_json(env, [to_json(row) for row in rows])
+        print_json(env, [to_json(row) for row in found.rows])
     else:
-        out(env).print(runs_table(rows))
+        if found.comparison is not None:
+            out(env).print(comparison_head(found.comparison))
+        out(env).print(runs_table(found.rows))
         out(env).print(f"results database: {env.results}")
 
 

@@ -8,12 +8,14 @@ from pgdyno.cli.common import err, out, print_json
 from pgdyno.cli.progress import MatrixProgress
 from pgdyno.cli.tune_request import VerifyOptions
 from pgdyno.environment import Environment
+from pgdyno.formatting import burn_in_line
 from pgdyno.lab import verify as lab
 from pgdyno.results.encode import rounds_json
 from pgdyno.terminal.verdict_tables import (
     carryover_lines,
     design_line,
     rounds_summary,
+    switch_costs,
     verdict_table,
 )
 from pgdyno.textsafe import safe_text
@@ -36,6 +38,9 @@ def run_verify(env: Environment, plans: list[Path], *, as_json: bool) -> None:
         history = done.outcome.rounds.history()
         console.print(rounds_summary(history))
         console.print(design_line(history))
+        console.print(burn_in_line(done.plan.spec.matrix.warmup))
+        for line in switch_costs(done.carryover):
+            console.print(line)
         for line in carryover_lines(done.carryover, history.design):
             err(env).print(line)
         for line in one.lines:

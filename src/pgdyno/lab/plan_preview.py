@@ -77,6 +77,8 @@ class PlanPreview:
     duration: Duration
     missing: tuple[MissingVersion, ...]
     orders: str = ""  # which design orders the rounds, and why (experiment/schedule.py)
+    seed: int | None = None  # the plan's [matrix] seed: the orders every run of it draws
+    warmup_s: int = 0  # unmeasured load at each run's start, after its set is put in effect
 
     @property
     def has_storage(self) -> bool:
@@ -100,6 +102,8 @@ def preview_plan(env: Environment, plan_file: Path, allowed: Allowed) -> PlanPre
         duration=_duration(spec, len(checked), plan.spec.mode),
         missing=_missing(c.binaries for c in checked),
         orders=orders_note(len(checked)),
+        seed=plan.spec.matrix.seed,
+        warmup_s=plan.spec.matrix.warmup,
     )
 
 

@@ -3,11 +3,12 @@ through one opening of the store each."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno.environment import Environment
 from pgdyno.errors import UsageError
-from pgdyno.records.stored import RunListing, StoredRun
+from pgdyno.records.stored import RunListing, StoredComparison, StoredRun
 from pgdyno.report.load import parse_run_ids
 from pgdyno.results.exchange import export_runs, import_runs
 from pgdyno.results.open import open_results
@@ -15,12 +16,24 @@ from pgdyno.results.store import ResultsStore
 from pgdyno.results.transfer import Copied, selected_run_ids
 
 
+@dataclass(frozen=True)
+class Listed:
+    """Runs as `runs list` shows them and, for `--comparison`, the comparison they were made
+    for (None: not asked for, or no such comparison)."""
+
+    rows: list[RunListing]
+    comparison: StoredComparison | None = None
+
+
 def listed(
     env: Environment, limit: int | None, session: int | None, comparison: int | None
-) -> list[RunListing]:
-    """The newest runs (all with `limit` None), or those of a bench session or comparison."""
+) -> Listed:
+    """The newest runs (all with `limit` None), or those of a bench session or comparison
+    (with the comparison: its plan, status, and the design and seed of its rounds)."""
     with open_results(env.results, writing=False) as store:
-        return store.list_runs(limit, session, comparison)
+        rows = store.list_runs(limit, session, comparison)
+        info = store.comparisons.get(comparison) if comparison is not None else None
+    return Listed(rows, info)
 
 
 def one_run(env: Environment, run_id: int) -> StoredRun:

@@ -19,8 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pgdyno.formatting import change_text
-from pgdyno.records.stored import StoredRun
+from pgdyno.formatting import (
+    burn_in_line,
+    carryover_warnings,
+    change_text,
+    orders_line,
+    switch_cost_line,
+)
+from pgdyno.records.stored import RunOutcome, StoredRun
 from pgdyno.report import charts, flagged, ladders, timelines, tpcc, waits
 from pgdyno.report.charts import Point
 from pgdyno.report.differences import difference_notes, differences
@@ -40,6 +46,7 @@ from pgdyno.report.selection import (
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
 from pgdyno.results.encode import to_json
 from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
+from pgdyno.stats.carryover import estimates
 from pgdyno.stats.summary import describe
 
 MAX_CELL_SECTIONS = 12  # more cells than this get the overview charts and drill-downs only
@@ -293,10 +300,38 @@ def _notes(data: ReportInput, cells: int) -> list[str]:
 
 
 def _comparison_head(data: ReportInput) -> dict[str, object] | None:
+    """The comparison's plan and status, and which design ordered its rounds from which seed
+    (None and no `orders` sentence for comparisons stored before their rounds were kept)."""
     if data.comparison is None:
         return None
     whole = to_json(data.comparison)
-    return {k: whole[k] for k in _COMPARISON_KEYS}
+    rounds = data.comparison.rounds
+    warmups = {r.warmup_s for r in data.runs}
+    warmup = warmups.pop() if len(warmups) == 1 else None
+    return {
+        **{k: whole[k] for k in _COMPARISON_KEYS},
+        "design": rounds.design if rounds else None,
+        "seed": rounds.seed if rounds else None,
+        "orders": orders_line(rounds.design, rounds.seed) if rounds else None,
+        # the unmeasured seconds each run began with after its set was put in effect, as the
+        # stored runs say (None when they differ)
+        "warmup_s": warmup,
+        "burn_in": burn_in_line(warmup) if data.runs else None,
+    }
+
+
+def carryover_section(
+    outcomes: Sequence[RunOutcome], names: Sequence[str], baseline: str, design: str
+) -> dict[str, object]:
+    """What the set before a run, and the switch to a set, did to its TPS
+    (`pgdyno.stats.carryover`, the fits `compare --json` prints): every set's switch cost when
+    the design let it be estimated, and a warning per large and significant effect."""
+    fits = estimates(outcomes, names, baseline)
+    return {
+        "fits": [fit.as_dict() for fit in fits],
+        "switch_costs": switch_cost_line(fits),
+        "warnings": carryover_warnings(fits, design),
+    }
 
 
 def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
@@ -315,6 +350,11 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     differing = differences(ok_runs, groups, "set" if by_set else data.by)
     outcomes = [r.outcome(groups[r.id]) for r in data.runs]
     analysis = analyse(outcomes, names, baseline, mode, judging)
+    carryover = (
+        carryover_section(outcomes, names, baseline, rounds.design if rounds else "rotation")
+        if by_set and len(names) > 1
+        else None
+    )
     by_cell: dict[CellKey, list[StoredRun]] = {}
     for run in ok_runs:
         by_cell.setdefault(cell_key(run), []).append(run)
@@ -357,6 +397,8 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
             for n in names
         ],
         "comparison": _comparison_head(data),
+        # A comparison's carry-over and switch costs (None for runs not grouped by set)
+        "carryover": carryover,
         "summary": summary,
         "figure_label": tpcc.summary_label(summary),  # heads the summary's throughput columns
         "ladders": ladders.rows(analysis, ladder_entries),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from pgdyno.host.disks import parse_mountinfo
 from pgdyno.storage.model import Roots
 from pgdyno.storage.tools import run_tool
 from pgdyno.undo.filesystems import StorageError
@@ -101,12 +102,52 @@ def detach(image: Path, roots: Roots, *, timeout: float = 10.0) -> list[str]:
             )
     # A device still open (udev probing it) is detached by the kernel when it is closed.
     deadline = time.monotonic() + timeout
-    while loops_backed_by(image, roots):
+    while held := loops_backed_by(image, roots):
         if time.monotonic() > deadline:
-            raise StorageError(
-                f"{', '.join(loops_backed_by(image, roots))} still holds {image} after "
-                f"losetup --detach: check what has it open (`fuser -v DEVICE`), then run "
-                "`pgdyno rollback`."
-            )
+            raise StorageError(f"{', '.join(held)} still holds {image} after losetup --detach: "
+                               f"{_holder_hint(held, roots)}")  # fmt: skip
         time.sleep(0.05)
     return devices
+
+
+def _holder_hint(devices: list[str], roots: Roots) -> str:
+    elsewhere = [found for device in devices for found in mounted_elsewhere(device, roots)]
+    if not elsewhere:
+        return "check what has it open (`fuser -v DEVICE`), then run `pgdyno rollback`."
+    pid, command = elsewhere[0]
+    return (
+        f"it is still mounted in the mount namespace of process {pid} ({command}), which copied "
+        "the mount when it started, and the kernel lets the device go when that namespace ends: "
+        "end that process, then run `pgdyno rollback`."
+    )
+
+
+def mounted_elsewhere(device: str, roots: Roots) -> list[tuple[int, str]]:
+    """(pid, command) of one process per other mount namespace where `device` is still mounted.
+
+    A process that made a mount namespace of its own (unshare, a container, a systemd unit with
+    PrivateTmp) copied every mount there was; where mounts do not propagate, its copy keeps the
+    filesystem, and so the loop device, in use after it is unmounted here.
+    """
+    try:
+        numbers = (roots.sys / "block" / Path(device).name / "dev").read_text().strip()
+        own = (roots.proc / "self" / "ns" / "mnt").readlink()
+    except OSError:
+        return []
+    found: list[tuple[int, str]] = []
+    seen = {own}
+    for entry in roots.proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            namespace = (entry / "ns" / "mnt").readlink()
+            if namespace in seen:
+                continue
+            seen.add(namespace)
+            mounts = parse_mountinfo((entry / "mountinfo").read_text())
+            command = (entry / "comm").read_text().strip()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if any(f"{mount.major}:{mount.minor}" == numbers for mount in mounts):
+            found.append((int(entry.name), command))
+    return found

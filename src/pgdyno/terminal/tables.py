@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 
-from pgdyno.formatting import fmt
+from pgdyno.formatting import fmt, orders_line
 from pgdyno.records import Available, Event, RunRecord, Status
 from pgdyno.records.devices import RunDevice
 from pgdyno.records.health import RunHealth
-from pgdyno.records.stored import RunListing, StoredRun
+from pgdyno.records.stored import RunListing, StoredComparison, StoredRun
 from pgdyno.terminal.tpcc_tables import tpcc_rows, tpcc_table
 from pgdyno.textsafe import safe_text
 
@@ -59,6 +59,16 @@ def _text(value: object) -> str:
     ('-', '0')
     """
     return "-" if value is None else str(value)
+
+
+def comparison_head(info: StoredComparison) -> Text:
+    """The comparison a listing of its runs belongs to: plan, status, and how its rounds were
+    ordered (the design and seed stored with them; not said for a comparison stored before its
+    rounds were kept). A Text: the plan's name is printed as written, never as markup."""
+    line = f"comparison {info.id}: plan {info.name} ({info.plan_path}), {info.status}"
+    if info.rounds is not None:
+        line += f"; {orders_line(info.rounds.design, info.rounds.seed)}"
+    return Text(safe_text(line))
 
 
 def runs_table(rows: Sequence[RunListing]) -> Table:
@@ -174,7 +184,8 @@ def _detail_rows(run: StoredRun) -> list[tuple[str, str]]:
           if run.comparison_id is not None else []),
         ("started / finished", f"{run.started_at} / {run.finished_at}"),
         ("workload", f"{run.workload}, {_size(run)}, {run.clients} clients, "
-                     f"{run.jobs} jobs, {run.duration_s} s, protocol {run.protocol}"),
+                     f"{run.jobs} jobs, {run.duration_s} s after {run.warmup_s} s "
+                     f"unmeasured warm-up, protocol {run.protocol}"),
         *(tpcc_rows(run.tpcc) if run.tpcc is not None else []),
         ("TPS", fmt(run.tps)),
         ("latency avg / stddev ms", f"{fmt(run.latency_avg_ms, 3)} / "

@@ -7,7 +7,13 @@ from collections.abc import Mapping, Sequence
 from rich.table import Table
 from rich.text import Text
 
-from pgdyno.formatting import change_text, fmt
+from pgdyno.formatting import (
+    carryover_warnings,
+    change_text,
+    fmt,
+    orders_line,
+    switch_cost_line,
+)
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.stats.analysis import Analysis, SetResult
 from pgdyno.stats.carryover import CarryOverFit
@@ -74,60 +80,32 @@ def rounds_summary(rounds: RoundHistory) -> str:
 
 
 def design_line(rounds: RoundHistory) -> str:
-    """How the rounds were ordered, and how to replay the orders.
+    """How the rounds were ordered, and how to replay the orders (`formatting.orders_line`).
 
-    >>> design_line(RoundHistory("fixed", 6, (), 95.0, "repeats", design="balanced", seed=42))
-    'Orders: balanced design (every set ran right after every set equally often in each complete block), seed 42 (`--seed 42` replays them).'
     >>> design_line(RoundHistory("fixed", 3, (), 95.0, "repeats"))
     'Orders: rotation (A B C, B C A, ...).'
-    """  # noqa: E501
-    if rounds.design == "balanced" and rounds.seed is not None:
-        return (
-            "Orders: balanced design (every set ran right after every set equally often in "
-            f"each complete block), seed {rounds.seed} (`--seed {rounds.seed}` replays them)."
-        )
-    if rounds.design == "rotation":
-        return "Orders: rotation (A B C, B C A, ...)."
-    return f"Orders: {rounds.design}."
+    """
+    return orders_line(rounds.design, rounds.seed)
 
 
 def carryover_lines(fits: Sequence[CarryOverFit], design: str) -> list[str]:
     """One warning line per set whose carry-over (the effect on the run right after it) or
     switch cost (the effect on its own run right after another set) is large and
-    significant; nothing when none is.
+    significant; nothing when none is (`formatting.carryover_warnings`).
 
     >>> from pgdyno.stats.carryover import CarryOver
-    >>> fit = CarryOverFit("a", (CarryOver("c", -0.041, 0.006, 1e-6, 12),
-    ...                          CarryOver("b", 0.002, 0.006, 0.7, 12)), 20)
-    >>> cost = CarryOverFit("a", (CarryOver("b", -0.04, 0.008, 1e-5, 12),), 20, "switch")
-    >>> print(chr(10).join(carryover_lines([fit, cost], "balanced")))
-    Warning: runs right after set c were 4.1% slower (se 0.6%) than runs right after a; the balanced orders spread this over every set alike, but it adds noise.
-    Warning: runs of set b right after another set were 4.0% slower (se 0.8%) than its runs right after itself: a switch cost no order of rounds cancels; its verdicts include it.
-    """  # noqa: E501
-    lines = []
-    for fit in fits:
-        for e in fit.flagged:
-            size = f"{abs(e.change):.1%} {'slower' if e.change < 0 else 'faster'} (se {e.se:.1%})"
-            lines.append(_carryover_line(fit, e.after, size, design))
-    return lines
+    >>> fit = CarryOverFit("a", (CarryOver("c", -0.041, 0.006, 1e-6, 12),), 20)
+    >>> [line[:40] for line in carryover_lines([fit], "balanced")]
+    ['Warning: runs right after set c were 4.1']
+    """
+    return carryover_warnings(fits, design)
 
 
-def _carryover_line(fit: CarryOverFit, name: str, size: str, design: str) -> str:
-    if fit.kind == "switch":
-        return (
-            f"Warning: runs of set {name} right after another set were {size} than its runs "
-            "right after itself: a switch cost no order of rounds cancels; its verdicts "
-            "include it."
-        )
-    spread = (
-        "the balanced orders spread this over every set alike, but it adds noise"
-        if design == "balanced"
-        else f"the {design} orders do not balance it, so it can bias the verdicts"
-    )
-    return (
-        f"Warning: runs right after set {name} were {size} than runs right after "
-        f"{fit.reference}; {spread}."
-    )
+def switch_costs(fits: Sequence[CarryOverFit]) -> list[str]:
+    """Every set's estimated switch cost, when the design let it be estimated
+    (`formatting.switch_cost_line`); nothing otherwise."""
+    line = switch_cost_line(fits)
+    return [line] if line else []
 
 
 def level(analysis: Analysis) -> str:

@@ -8,9 +8,9 @@ Order, so that each step can be undone and huge pages are sized from what the se
    journalled `ALTER SYSTEM`, checked against what the server refuses at start, then a reload
    or, with consent, a restart that never leaves the server down; without consent a setting
    that needs a restart is not written; huge_pages as `try` for now;
-3. huge pages: vm.nr_hugepages from the running server's shared_memory_size_in_huge_pages, then
-   huge_pages = on and another restart; if the kernel cannot reserve the pages, huge_pages
-   stays `try` and the report says so;
+3. huge pages: vm.nr_hugepages from the running server's shared_memory_size_in_huge_pages plus
+   the pages other processes hold (theirs stay theirs), then huge_pages = on and another
+   restart; if the kernel cannot reserve the pages, huge_pages stays `try` and the report says so;
 4. every value read back.
 
 If anything fails, everything changed so far is restored before the error is shown.
@@ -26,7 +26,7 @@ from typing import Any
 
 from pgdyno.changes.alter import auto_conf, marker_value, settings_state
 from pgdyno.changes.changer import ServerChanger
-from pgdyno.changes.hugepages import needed_huge_pages
+from pgdyno.changes.hugepages import held_elsewhere, needed_huge_pages
 from pgdyno.environment import Environment
 from pgdyno.errors import PgdynoError
 from pgdyno.host.knobs import Knob
@@ -203,9 +203,13 @@ def _huge_pages(
     handle = changer.handle
     with connect(handle.dsn, handle.password) as client:
         needed = needed_huge_pages(client)
-    pages = int(setting.value) if needed is None else needed
+        others = held_elsewhere(client, env.proc_root)
+    own = int(setting.value) if needed is None else needed
+    pages = own + others
     if needed is not None:
-        log(f"the server needs {pages} huge pages (shared_memory_size_in_huge_pages)")
+        log(f"the server needs {own} huge pages (shared_memory_size_in_huge_pages)")
+    if others:
+        log(f"other processes hold {others} huge pages: reserving {pages} leaves them theirs")
     done = _apply_host(env, host, Setting("host", setting.name, str(pages), setting.why))
     report.done.append(done)
     if done.effective is None or int(done.effective) < pages:
