@@ -153,7 +153,7 @@ def _change_notes(change: ChangeVerdict, name: str = "the candidate") -> list[st
         change.ci_low_pct, change.ci_high_pct, MIN_EFFECT_PCT
     ):
         notes.append(f"practically equal: the whole interval is within +-{MIN_EFFECT_PCT:g}%")
-    elif change.verdict == SAME and change.repeats_needed:
+    elif change.verdict == SAME and change.repeats_needed and not change.erratic:
         unit = "rounds" if change.method != "unpaired" else "repeats per set"
         notes.append(f"about {change.repeats_needed} {unit} would resolve a change this size")
     return notes
@@ -166,9 +166,9 @@ def _sequential_notes(change: ChangeVerdict, name: str) -> list[str]:
     ...                   "sequential", 40, 0, 0.1, robust_pct=0.2, robust_low_pct=-1.0,
     ...                   robust_high_pct=1.5, erratic=True)
     >>> _sequential_notes(c, "b")  # doctest: +NORMALIZE_WHITESPACE
-    ['robust centre +0.2% [-1.0, +1.5]', 'runs of b are erratic: the mean change and the robust
-    centre of the rounds disagree (their intervals do not meet), so the assumptions behind a
-    verdict are broken: no better or worse']
+    ['robust centre +0.2% [-1.0, +1.5]', 'runs of b are erratic: the intervals of the mean change
+    and of the robust centre, look after look, do not all meet (the rounds are not one
+    steady distribution), so the assumptions behind a verdict are broken: no better or worse']
     """
     notes = []
     centre, r_low, r_high = change.robust_pct, change.robust_low_pct, change.robust_high_pct
@@ -176,9 +176,9 @@ def _sequential_notes(change: ChangeVerdict, name: str) -> list[str]:
         notes.append(f"robust centre {centre:+.1f}% [{r_low:+.1f}, {r_high:+.1f}]")
     if change.erratic:
         notes.append(
-            f"runs of {name} are erratic: the mean change and the robust centre of the rounds "
-            "disagree (their intervals do not meet), so the assumptions behind a verdict are "
-            "broken: no better or worse"
+            f"runs of {name} are erratic: the intervals of the mean change and of the robust "
+            "centre, look after look, do not all meet (the rounds are not one steady "
+            "distribution), so the assumptions behind a verdict are broken: no better or worse"
         )
     if clearly_dependent(change.autocorrelation, change.pairs or 0):
         notes.append(
