@@ -118,6 +118,22 @@ def test_clearly_autocorrelated_rounds_widen_the_interval_and_say_so() -> None:
     assert any(n.startswith("rounds are dependent (lag-1 autocorrelation 0.") for n in notes)
 
 
+def test_one_look_reports_the_autocorrelation_and_notes_it() -> None:
+    # A fixed number of rounds: reported, and said when clearly positive, not handled.
+    e = [0.03 * math.sin(r / 6.0) for r in range(30)]
+    change = compare_rounds(*rounds_of(e))
+    assert change.method == "paired" and change.autocorrelation is not None
+    assert change.autocorrelation > 0.8 and not change.dependent
+    runs = [
+        RunOutcome(2 * r + s, name, "ok", "w", 1, 2, r + 1, tps, 1.0, None, RunHealth(), "18")
+        for r, d in enumerate(e)
+        for s, (name, tps) in enumerate((("a", 1000.0), ("b", 1000.0 * math.exp(d))))
+    ]
+    notes = analyse(runs, ["a", "b"], "a", "sets").results[1].warnings
+    assert any(n.endswith("the interval assumes independent rounds and may be too narrow")
+               for n in notes)  # fmt: skip
+
+
 def test_rounds_left_does_not_use_the_change_seen() -> None:
     change = compare_rounds(
         *rounds_of([0.06, 0.01, 0.08, 0.03, 0.07, 0.02, 0.05, 0.04]), sequential=True

@@ -149,6 +149,11 @@ def _change_notes(change: ChangeVerdict, name: str = "the candidate") -> list[st
     elif change.left_out:
         noun = "run" if change.left_out == 1 else "runs"
         notes.append(f"{change.left_out} {noun} without a partner in their round left out")
+    if change.method == "paired" and clearly_dependent(change.autocorrelation, change.pairs or 0):
+        notes.append(
+            f"rounds are dependent (lag-1 autocorrelation {change.autocorrelation:.2f}): the "
+            "interval assumes independent rounds and may be too narrow"
+        )
     if change.verdict == SAME and practically_equal(
         change.ci_low_pct, change.ci_high_pct, MIN_EFFECT_PCT
     ):

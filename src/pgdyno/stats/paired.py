@@ -95,7 +95,10 @@ def compare_rounds(
     verdict: Verdict = SAME
     if low is not None and high is not None:
         verdict = decide(change_pct, low, high, higher_is_better, min_effect_pct)
-    return replace(fixed, ci_low_pct=low, ci_high_pct=high, verdict=verdict)
+    # One look: the autocorrelation is reported (and noted when clearly positive), not handled.
+    return replace(
+        fixed, ci_low_pct=low, ci_high_pct=high, verdict=verdict, autocorrelation=lag1(diffs)
+    )
 
 
 def _pct(end_log: float) -> float | None:
@@ -251,9 +254,8 @@ def _needed(
     if sd <= 0 or abs(change_pct) <= min_effect_pct:
         return None
     if sequential:
-        # The t-mixture at the comparison's alpha: what the intersection with the robust
-        # sequence gives under normal noise from about 20 rounds (pgdyno.stats.robust).
-        return rounds_to_detect(sd, change_pct, alpha=alpha, min_effect_pct=min_effect_pct)
+        # The t-mixture at its half of the comparison's alpha: the mean's interval.
+        return rounds_to_detect(sd, change_pct, alpha=alpha / 2.0, min_effect_pct=min_effect_pct)
     # The paired difference of n rounds has standard error sd/sqrt(n) = (sd/sqrt 2)*sqrt(2/n):
     # the two-sample planning formula with sd/sqrt(2) (its t has 2n-2 degrees of freedom
     # where the paired one has n-1, which only matters below about 5 rounds).

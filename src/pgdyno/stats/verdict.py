@@ -87,9 +87,10 @@ class ChangeVerdict:
     left_out: int = 0  # runs without a partner in their round, not in a paired interval
     sd_log: float | None = None  # spread of the log figures (paired: of the differences)
     alpha: float = COMPARE_ALPHA  # the interval is at 1 - alpha: the plan-wide error's share
-    # Sequential only (pgdyno.stats.paired.sequential_interval). The interval above is the
-    # mean's, about change_pct = exp(mean) - 1; the robust centre (the typical round) is its own
-    # figure with its own interval; the verdict rests on the two intersected (`verdict_interval`).
+    # Sequential only but `autocorrelation` (paired; pgdyno.stats.paired.sequential_interval).
+    # The interval above is the mean's, about change_pct = exp(mean) - 1; the robust centre (the
+    # typical round) is its own figure with its own interval; the verdict rests on the two
+    # intersected (`verdict_interval`).
     robust_pct: float | None = None
     robust_low_pct: float | None = None
     robust_high_pct: float | None = None
