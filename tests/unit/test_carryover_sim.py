@@ -14,12 +14,12 @@ does, so the plan calls a difference between identical sets almost always; with 
 orders every set runs after c equally often in every complete block, and the plan-wide
 false-verdict rate stays under the plan's alpha: 0 false verdicts in 100 A/A plans bound the
 rate below 3% (Clopper-Pearson, one-sided 95%); the rotation's rate, on 30 of the same plans,
-is 0.67 (Monte Carlo se 0.09).
+is 0.73 (Monte Carlo se 0.08; 0.67 before issue 33's TPS/p99 error split).
 
 Two sets with a set-specific switch cost (b is 4% slower whenever it runs right after a, and
 nothing else is): no order of rounds that pairs a and b can remove it, since b pays it in
 every round it runs after a and a never pays anything; both designs give false verdicts in
-0.43 and 0.37 of 30 plans (MC se 0.09). The orders cannot help; the switch-cost estimate
+0.53 and 0.43 of 30 plans (MC se 0.09; 0.43 and 0.37 before the error split). The orders cannot help; the switch-cost estimate
 (`pgdyno.stats.carryover`) says it: it flags b's switch cost in every plan.
 Seeds are fixed.
 """
