@@ -10,15 +10,21 @@ from the second the paired comparison of the runs not flagged for interference
 Two implementations of that procedure live here:
 
 * `run_procedure` calls the real `compare_rounds` and `decide` after every round, exactly as the
-  runner does. It costs about half a millisecond a look (the statistics module works in exact
-  fractions), so some 40 seconds for 2000 comparisons of 40 rounds: too slow for every case.
+  runner does. A look costs a few milliseconds (every look's intervals are recomputed from the
+  data, the robust ends of the earlier looks remembered): too slow for thousands of comparisons.
 * `simulate` is its numpy twin, for thousands of comparisons at once: the same per-round log
-  differences, mean, standard deviation, interval (the t-mixture's half-width is linear in the
+  differences, mean, standard deviation, t-mixture interval (its half-width is linear in the
   spread, so the factor of every round count comes from the real `half_width` or
-  `t_quantile`; the robust betting sequence of `pgdyno.stats.robust` is recomputed with the
-  same bets and bisection, vectorised over trials), verdict rule and stopping rule. The tests
-  check that both give the same verdict, rounds, stop reason, pairs and left-out runs on a
-  sample of every noise model.
+  `t_quantile`), the robust betting sequence of `pgdyno.stats.robust` (the same bets and
+  bisection, vectorised over trials, computed only where it may bind), the running
+  intersections over the looks (kept as state where the real function recomputes every
+  prefix), the lag-1 autocorrelation and its widening, the erratic rule, the verdict rule and
+  the stopping rule. The tests check that both give the same verdict, rounds, stop reason,
+  pairs and left-out runs on a sample of every noise model.
+
+`SimulatedHost` is the one simulated host of the tests that drive the real round loop
+(tests/unit/test_plan_error_sim.py, tests/unit/test_carryover_sim.py): pgbench's outcomes run by
+run, as `RunOutcome` records.
 
 Noise is generated on the log scale, run by run in the order the runs happen, then gathered
 into ``(trials, rounds, 2)`` arrays (column 0 is A, 1 is B).
@@ -27,14 +33,17 @@ into ``(trials, rounds, 2)`` arrays (column 0 is A, 1 is B).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pgdyno.experiment.schedule import rotated
-from pgdyno.stats import robust
+from pgdyno.records.health import RunHealth
+from pgdyno.records.interference import Interference
+from pgdyno.records.stored import RunOutcome
+from pgdyno.stats import dependence, robust
 from pgdyno.stats.levels import COMPARE_ALPHA, MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.paired import compare_rounds
 from pgdyno.stats.sequential import half_width
@@ -43,11 +52,13 @@ from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.verdict import BETTER, SAME, WORSE
 
 __all__ = [
+    "RUN_S",
     "SETS",
     "NoiseModel",
     "Outcome",
     "Outcomes",
     "Runs",
+    "SimulatedHost",
     "run_index",
     "run_procedure",
     "simulate",
@@ -98,7 +109,11 @@ class NoiseModel:
     never fast). ``burst_runs``: a block of consecutive runs, of a length drawn from this range
     and starting in round 3 or later, runs ``burst_slowdown`` slower and is flagged when
     ``burst_flagged``. ``first_faster``: the first run of each round is faster by a fraction
-    drawn per round from this range (an order effect).
+    drawn per round from this range (an order effect). ``slow_b_only``: only the candidate's
+    runs are slowed (a set that makes its own runs erratic: the mean change is then negative
+    while the typical round shows none). ``ar1``: the per-round differences are an AR(1)
+    series with this autocorrelation and the spread of two runs' ``sd`` (the runs' own noise
+    is then on B's side only, as that series).
     """
 
     sd: float = 0.03
@@ -110,6 +125,8 @@ class NoiseModel:
     burst_slowdown: float = 0.30
     burst_flagged: bool = True
     first_faster: tuple[float, float] | None = None
+    slow_b_only: bool = False
+    ar1: float | None = None
 
     def steps(self, rounds: int) -> tuple[float, float]:
         """Standard deviation of the walk's step and the drift, per run, over `rounds` rounds."""
@@ -131,16 +148,22 @@ class NoiseModel:
         runs = 2 * rounds
         time = np.arange(runs)
         walk, drift = self.steps(rounds)
-        log_tps = LEVEL + rng.normal(0.0, self.sd, (trials, runs)) + drift * time
+        own = self.sd if self.ar1 is None else 0.0
+        log_tps = LEVEL + rng.normal(0.0, own, (trials, runs)) + drift * time
         if walk:
             log_tps += np.cumsum(rng.normal(0.0, walk, (trials, runs)), axis=1)
-        log_tps += self._slow_runs(rng, trials, runs)
+        slow = self._slow_runs(rng, trials, runs)
         burst = self._burst(rng, trials, runs)
         log_tps += np.where(burst, math.log1p(-self.burst_slowdown), 0.0)
         log_tps += self._order_effect(rng, trials, rounds)
         index = run_index(rounds)
+        if self.slow_b_only:
+            slow[:, index[:, 0]] = 0.0
+        log_tps += slow
         by_round = log_tps[:, index]
         by_round[:, :, 1] += math.log1p(effect_pct / 100.0)
+        if self.ar1 is not None:
+            by_round[:, :, 1] += self._ar1(rng, trials, rounds)
         flagged = burst[:, index] if self.burst_flagged else np.zeros_like(burst[:, index])
         return Runs(by_round, flagged)
 
@@ -149,6 +172,27 @@ class NoiseModel:
         slow = rng.random((trials, runs)) < share
         hit = rng.uniform(*self.slow_by, (trials, runs))
         return np.where(slow, np.log1p(-hit), 0.0)
+
+    def true_change(self) -> float:
+        """The true mean log difference from slow runs of B alone (0 otherwise)."""
+        if not self.slow_b_only:
+            return 0.0
+        low, high = self.slow_by  # E log(1 - U) for U uniform on [low, high], by parts
+
+        def primitive(u: float) -> float:
+            return -(1.0 - u) * math.log1p(-u) + (1.0 - u)
+
+        mean_log = (primitive(high) - primitive(low)) / (high - low)
+        return 0.5 * sum(self.slow_share) * mean_log
+
+    def _ar1(self, rng: np.random.Generator, trials: int, rounds: int) -> Floats:
+        rho = self.ar1 or 0.0
+        shocks = rng.normal(0.0, math.sqrt(2.0) * self.sd, (trials, rounds))
+        series = np.empty((trials, rounds))
+        series[:, 0] = shocks[:, 0]
+        for r in range(1, rounds):
+            series[:, r] = rho * series[:, r - 1] + math.sqrt(1.0 - rho**2) * shocks[:, r]
+        return series
 
     def _burst(self, rng: np.random.Generator, trials: int, runs: int) -> Bools:
         if self.burst_runs is None:
@@ -168,6 +212,69 @@ class NoiseModel:
         first = np.zeros((trials, rounds, 2))
         first[:, :, 0] = gain  # by position in time: runs 0, 2, 4, ... are first in their round
         return first.reshape(trials, 2 * rounds)
+
+
+# --- A simulated host for the real round loop ---------------------------------------------------
+
+
+RUN_S: Final = 10.0  # simulated seconds per run: the round loop's clock
+Cell = tuple[str, int, int]  # workload, scale, clients
+
+
+@dataclass
+class SimulatedHost:
+    """pgbench's outcomes on a simulated host, run by run, for the real round loop
+    (`pgdyno.experiment.rounds`): `run_set` stands in for running one set's cells (host
+    settings, the sandbox, pgbench) and stores a `RunOutcome` per cell, as the runner would.
+
+    On the log scale: ``sd`` of independent noise per run; a random walk of the machine's
+    level, ``walk`` per run; with probability ``slow_share`` a run nobody flagged is 15-40%
+    slower; with probability ``flagged_share`` a burst of interference makes it 30% slower and
+    the collector flags it; ``after[s]`` is added to the run right after a run of set s
+    (carry-over), ``switch[(s, t)]`` to a run of t right after s (a set-specific switch cost).
+    p99 latency moves against TPS, with twice its noise. Random draws are made only for the
+    terms a host has, so each host's stream of draws depends on its own terms only.
+    """
+
+    rng: np.random.Generator
+    cells: tuple[Cell, ...] = (("select-only", 4, 2),)
+    sd: float = 0.015
+    walk: float = 0.002
+    slow_share: float = 0.0
+    flagged_share: float = 0.0
+    after: dict[str, float] = field(default_factory=dict)
+    switch: dict[tuple[str, str], float] = field(default_factory=dict)
+    clock: float = 0.0
+    level: float = 0.0
+    runs: list[RunOutcome] = field(default_factory=list)
+
+    def now(self) -> float:
+        return self.clock
+
+    def run_set(self, name: str, round_no: int) -> None:
+        """One set's cells in one round."""
+        for workload, scale, clients in self.cells:
+            self.clock += RUN_S
+            self.level += self.rng.normal(0.0, self.walk)
+            before = self.runs[-1].set_name if self.runs else None
+            log_tps = 10.0 + self.level + self.rng.normal(0.0, self.sd)
+            if before is not None:
+                log_tps += self.after.get(before, 0.0) + self.switch.get((before, name), 0.0)
+            if self.slow_share and self.rng.random() < self.slow_share:
+                log_tps += math.log1p(-self.rng.uniform(0.15, 0.40))
+            flagged = bool(self.flagged_share) and self.rng.random() < self.flagged_share
+            if flagged:
+                log_tps += math.log1p(-0.30)
+            log_p99 = 1.0 - 0.8 * (log_tps - 10.0) + self.rng.normal(0.0, 2 * self.sd)
+            run = RunOutcome(
+                len(self.runs) + 1, name, "ok", workload, scale, clients, round_no,
+                math.exp(log_tps), math.exp(log_p99), math.exp(log_p99) / 3, RunHealth(), "18",
+                BURST if flagged else None,
+            )  # fmt: skip
+            self.runs.append(run)
+
+
+BURST: Final = Interference(35.0, 0.0, (("stress", 35.0),))  # what the collector records
 
 
 # --- The procedure with the real functions -------------------------------------------------------
@@ -228,6 +335,12 @@ class Outcomes:
     pairs: Ints
     left_out: Ints
     ever: Bools  # a verdict at some look up to the budget, had the rounds gone on to it
+    # The mean's interval as printed (the last look's alone when erratic) excluded the true mean
+    # change (``truth``) at some look up to the budget: it failed to cover what it is about.
+    missed: Bools
+    erratic: Bools  # no verdict at some look up to the budget: the intervals disagreed
+    dependent: Bools  # clearly positive autocorrelation at some look up to the budget
+    missed_at_stop: Bools  # the mean's interval excluded ``truth`` at the look that stopped
 
     def rate(self, code: int | None = None) -> float:
         """Share of trials ending on verdict `code` (None: better or worse)."""
@@ -279,6 +392,10 @@ class _Packed:
                 scale[:, t] = sc
                 fraction[:, t] = np.where(bet, np.minimum(robust.LAMBDA_MAX, frac), 0.0)
         return cls(packed, np.nan_to_num(scale, nan=1.0), np.nan_to_num(fraction, nan=0.0))
+
+    def rows(self, rows: Ints) -> _Packed:
+        """The same for the trials ``rows`` only."""
+        return _Packed(self.diffs[rows], self.scale[rows], self.fraction[rows])
 
     def bounds(self, k: Ints, alpha: float, rows: Ints) -> tuple[Floats, Floats]:
         """`robust.robust_interval`'s ends after the first ``k`` pairs of the trials ``rows``."""
@@ -333,9 +450,9 @@ class _Wealth:
 
 
 def _intersect(packed: _Packed, n: Ints, t_low: Floats, t_high: Floats) -> tuple[Floats, Floats]:
-    """The t-mixture's ends intersected with the robust sequence's (their hull if disjoint).
-    The robust ends are only computed where they may bind: where the t-mixture is unbounded
-    or a robust gambler is already rich at a t-mixture end."""
+    """The t-mixture's ends intersected with the robust sequence's (empty: low > high). The
+    robust ends are only computed where they may bind: where the t-mixture is unbounded or a
+    robust gambler is already rich at a t-mixture end."""
     alpha = COMPARE_ALPHA / 2.0
     bounded = np.isfinite(t_low) & np.isfinite(t_high)
     safe_low, safe_high = np.where(bounded, t_low, 0.0), np.where(bounded, t_high, 0.0)
@@ -345,42 +462,124 @@ def _intersect(packed: _Packed, n: Ints, t_low: Floats, t_high: Floats) -> tuple
     low, high = t_low.copy(), t_high.copy()
     if rows.size:
         r_low, r_high = packed.bounds(n, alpha, rows)
-        lo, hi = np.maximum(t_low[rows], r_low), np.minimum(t_high[rows], r_high)
-        empty = lo > hi
-        low[rows] = np.where(empty, np.minimum(t_low[rows], r_low), lo)
-        high[rows] = np.where(empty, np.maximum(t_high[rows], r_high), hi)
+        low[rows], high[rows] = np.maximum(t_low[rows], r_low), np.minimum(t_high[rows], r_high)
     return low, high
 
 
-def _look(
-    diffs: Floats,
-    paired: Bools,
-    factors: Floats,
-    packed: _Packed | None,
-    goals: tuple[float, float],
+@dataclass
+class _Looks:
+    """`sequential_interval` for every trial, look by look: the running intersections over the
+    looks (prefixes of the packed pairs) of the t-mixture (``m``) and of it with the robust
+    sequence (``v``), kept as state where the real function recomputes every prefix; and the
+    prefix moments, to widen every look's t-mixture at a clearly dependent look."""
+
+    packed: _Packed
+    factors: Floats  # the t-mixture's half-width per unit of spread, by pairs
+    mean: Floats  # (trials, rounds + 1): the mean of the first k pairs at column k
+    sd: Floats
+    m: tuple[Floats, Floats]
+    v: tuple[Floats, Floats]
+    seen: Ints  # pairs already folded in
+
+    @classmethod
+    def of(cls, packed: _Packed, factors: Floats) -> _Looks:
+        trials, rounds = packed.diffs.shape
+        k = np.arange(1, rounds + 1)
+        d = packed.diffs
+        total = np.cumsum(d, axis=1)
+        mean = total / k
+        with np.errstate(invalid="ignore", divide="ignore"):
+            square = np.cumsum(d**2, axis=1) - k * mean**2
+            sd = np.sqrt(np.maximum(square, 0.0) / (k - 1))
+        pad = np.full((trials, 1), np.nan)
+        low, high = np.full(trials, -np.inf), np.full(trials, np.inf)
+        return cls(
+            packed, factors, np.hstack([pad, mean]), np.hstack([pad, sd]), (low, high),
+            (low.copy(), high.copy()), np.zeros(trials, dtype=np.int64),
+        )  # fmt: skip
+
+    def mean_at(self, k: Ints) -> Floats:
+        """The mean of the first ``k`` pairs of every trial."""
+        return self._at(self.mean, k)
+
+    def _at(self, table: Floats, k: Ints) -> Floats:
+        return np.asarray(np.take_along_axis(table, k[:, None], axis=1)[:, 0], dtype=np.float64)
+
+    def fold(self, k: Ints) -> None:
+        """Fold in the look after the first ``k`` pairs of every trial with a new pair."""
+        rows = np.flatnonzero(k > self.seen)
+        self.seen = np.maximum(self.seen, k)
+        if not rows.size:
+            return
+        sub = k[rows]
+        mean, sd = self._at(self.mean[rows], sub), self._at(self.sd[rows], sub)
+        t_low, t_high = mean - self.factors[sub] * sd, mean + self.factors[sub] * sd
+        v_low, v_high = _intersect(self.packed.rows(rows), sub, t_low, t_high)
+        for (low, high), (new_low, new_high) in (
+            (self.m, (t_low, t_high)),
+            (self.v, (v_low, v_high)),
+        ):
+            low[rows] = np.maximum(low[rows], new_low)
+            high[rows] = np.minimum(high[rows], new_high)
+
+    def now(self, k: Ints) -> tuple[tuple[Floats, Floats], tuple[Floats, Floats], Floats]:
+        """The mean's interval, the verdict's and the factor on the t-mixture's spread (above 1:
+        clearly dependent) after the first ``k`` pairs (folded in already)."""
+        d = np.where(np.arange(self.packed.diffs.shape[1]) < k[:, None], self.packed.diffs, 0.0)
+        mean = d.sum(axis=1) / k
+        dev = np.where(np.arange(d.shape[1]) < k[:, None], d - mean[:, None], 0.0)
+        square = (dev**2).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.where(square > 0, (dev[:, :-1] * dev[:, 1:]).sum(axis=1) / square, np.nan)
+        root = np.sqrt(k)
+        clear = (k >= dependence.MIN_PAIRS) & (
+            np.nan_to_num(rho, nan=-1.0) > dependence.RHO_Z / root
+        )
+        m, v = (self.m[0].copy(), self.m[1].copy()), (self.v[0].copy(), self.v[1].copy())
+        rows = np.flatnonzero(clear)
+        factor = np.ones(len(k))
+        if rows.size:
+            r = np.minimum(dependence.RHO_CAP, rho[rows] + 1.0 / root[rows])
+            factor[rows] = np.sqrt((1.0 + r) / (1.0 - r))
+            j = np.arange(self.mean.shape[1])
+            upto = (j >= 2) & (j <= k[rows][:, None])
+            half = self.factors[None, :] * self.sd[rows] * factor[rows, None]
+            with np.errstate(invalid="ignore"):
+                lows = np.where(upto, self.mean[rows] - half, -np.inf).max(axis=1)
+                highs = np.where(upto, self.mean[rows] + half, np.inf).min(axis=1)
+            for ends in (m, v):
+                ends[0][rows], ends[1][rows] = lows, highs
+        return m, v, factor
+
+    def last(self, k: Ints, factor: Floats) -> tuple[Floats, Floats]:
+        """The t-mixture's interval of the last look alone (what an erratic comparison prints)."""
+        half = self.factors[k] * self._at(self.sd, k) * factor
+        return self.mean_at(k) - half, self.mean_at(k) + half
+
+
+def _verdicts(
+    v_low: Floats, v_high: Floats, erratic: Bools, goals: tuple[float, float]
 ) -> tuple[Ints, Bools]:
-    """Verdict codes and "resolved" after the rounds in `diffs`, as compare_rounds + is_resolved
-    (`packed`: the robust sequence's bets, for the sequential interval; `goals`: the precision
-    and the floor, in %)."""
+    """Verdict codes and "resolved" from the verdict's interval, as compare_rounds + is_resolved
+    (`goals`: the precision and the floor, in %)."""
     precision_pct, floor_pct = goals
-    n = paired.sum(axis=1)
-    if (n < 2).any():
-        raise ValueError("fewer than 2 pairs: the twin has no unpaired fallback")
-    mean = np.where(paired, diffs, 0.0).sum(axis=1) / n
-    deviations = np.where(paired, diffs - mean[:, None], 0.0)
-    sd = np.sqrt((deviations**2).sum(axis=1) / (n - 1))
-    half = factors[n] * sd
-    low_log, high_log = mean - half, mean + half
-    if packed is not None:  # the intersection with the robust sequence, else their hull
-        low_log, high_log = _intersect(packed, n, low_log, high_log)
-    bounded = np.isfinite(low_log) & np.isfinite(high_log)
-    low = np.where(bounded, 100.0 * np.expm1(low_log), -np.inf)
-    high = np.where(bounded, 100.0 * np.expm1(high_log), np.inf)
+    bounded = np.isfinite(v_low) & np.isfinite(v_high) & ~erratic
+    low = np.where(bounded, 100.0 * np.expm1(v_low), -np.inf)
+    high = np.where(bounded, 100.0 * np.expm1(v_high), np.inf)
     better = bounded & (low > 0) & (high >= floor_pct)
     worse = bounded & (high < 0) & (low <= -floor_pct)
     verdict = np.where(better, 1, np.where(worse, -1, 0))
-    resolved = (verdict != 0) | (bounded & ((high - low) / 2.0 <= precision_pct))
+    resolved = (verdict != 0) | erratic | (bounded & ((high - low) / 2.0 <= precision_pct))
     return verdict.astype(np.int64), resolved
+
+
+def _fixed_interval(diffs: Floats, paired: Bools, factors: Floats) -> tuple[Floats, Floats]:
+    """The one-look t-interval after the rounds in `diffs`."""
+    n = paired.sum(axis=1)
+    mean = np.where(paired, diffs, 0.0).sum(axis=1) / n
+    deviations = np.where(paired, diffs - mean[:, None], 0.0)
+    half = factors[n] * np.sqrt((deviations**2).sum(axis=1) / (n - 1))
+    return mean - half, mean + half
 
 
 def simulate(
@@ -390,30 +589,53 @@ def simulate(
     precision_pct: float,
     sequential: bool = True,
     min_effect_pct: float = MIN_EFFECT_PCT,
+    truth: float = 0.0,
 ) -> Outcomes:
     """`run_procedure` for every trial at once (higher is better, no unpaired fallback: every
-    look must have two pairs, which the noise models keep by sparing rounds 1 and 2)."""
+    look must have two pairs, which the noise models keep by sparing rounds 1 and 2); ``truth``
+    is the true mean log difference the mean's interval should cover."""
     trials, rounds, _ = runs.log_tps.shape
     if max_rounds > min(rounds, MAX_REPEATS):
         raise ValueError(f"need {max_rounds} rounds of runs, have {rounds}")
     diffs = runs.log_tps[:, :, 1] - runs.log_tps[:, :, 0]
     paired = ~runs.flagged.any(axis=2)
     factors = _factors(max_rounds, sequential)
-    packed = _Packed.of(diffs, paired, COMPARE_ALPHA / 2.0) if sequential else None
+    looks = (
+        _Looks.of(_Packed.of(diffs, paired, COMPARE_ALPHA / 2.0), factors) if sequential else None
+    )
     verdict = np.zeros(trials, dtype=np.int64)
     stopped = np.zeros(trials, dtype=np.int64)
     resolved = np.zeros(trials, dtype=np.bool_)
-    ever = np.zeros(trials, dtype=np.bool_)
+    marks = {name: np.zeros(trials, dtype=np.bool_) for name in ("ever", "missed", "erratic")}
+    marks["dependent"] = np.zeros(trials, dtype=np.bool_)
+    at_stop = np.zeros(trials, dtype=np.bool_)
     for n in range(MIN_ROUNDS, max_rounds + 1):
-        codes, done = _look(
-            diffs[:, :n], paired[:, :n], factors, packed, (precision_pct, min_effect_pct)
-        )
-        ever |= codes != 0
+        k = paired[:, :n].sum(axis=1)
+        if (k < 2).any():
+            raise ValueError("fewer than 2 pairs: the twin has no unpaired fallback")
+        if looks is not None:
+            looks.fold(k)
+            (m_low, m_high), (v_low, v_high), factor = looks.now(k)
+            marks["dependent"] |= factor > 1.0
+            # erratic: the two disagree, or the mean has left the interval the looks left for it
+            mean = looks.mean_at(k)
+            erratic = (v_low > v_high) | (mean < m_low) | (mean > m_high)
+            last_low, last_high = looks.last(k, factor)  # printed when erratic
+            m_low, m_high = np.where(erratic, last_low, m_low), np.where(erratic, last_high, m_high)
+        else:
+            m_low, m_high = v_low, v_high = _fixed_interval(diffs[:, :n], paired[:, :n], factors)
+            erratic = np.zeros(trials, dtype=np.bool_)
+        codes, done = _verdicts(v_low, v_high, erratic, (precision_pct, min_effect_pct))
+        missed = (m_low > truth) | (m_high < truth)
+        marks["ever"] |= codes != 0
+        marks["missed"] |= missed
+        marks["erratic"] |= erratic
         now = (stopped == 0) & (done | (n == max_rounds))
         verdict[now], stopped[now], resolved[now] = codes[now], n, done[now]
+        at_stop[now] = missed[now]
     upto = np.arange(1, rounds + 1) <= stopped[:, None]
     one_flagged = runs.flagged.sum(axis=2) == 1
     return Outcomes(
         verdict, stopped, resolved, (paired & upto).sum(axis=1), (one_flagged & upto).sum(axis=1),
-        ever,
+        **marks, missed_at_stop=at_stop,
     )  # fmt: skip

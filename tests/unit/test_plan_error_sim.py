@@ -5,9 +5,10 @@ An A/A plan of 6 sets of one configuration in 2 cells makes 20 comparisons with 
 runner's look after every round `judge_round` (pgdyno's analysis: flagged runs left out,
 pairing by round, the always-valid intervals at the plan-wide error's share, the floor, the
 stopping rule on `RoundLog`) exactly as `pgdyno compare --precision --budget` does; only what
-pgbench would measure is simulated: `PlanNoise.run_set` stands in for running one set's cells
-(host settings, the sandbox, pgbench), and gives every run a TPS, a p99 latency and, for runs
-hit by a burst of interference, the interference record the collector would have written.
+pgbench would measure is simulated: `simulate.SimulatedHost.run_set` stands in for running one
+set's cells (host settings, the sandbox, pgbench), and gives every run a TPS, a p99 latency and,
+for runs hit by a burst of interference, the interference record the collector would have
+written.
 
 A plan is a false alarm when any of its 20 verdicts says "better" or "worse" at any look the
 loop made (every round from the second). The plan-wide rate must be at most 5% (`PLAN_ALPHA`);
@@ -18,7 +19,7 @@ often, which shows the simulation can see a rate above 5%. Seeds are fixed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -26,63 +27,20 @@ from scipy.stats import binomtest
 
 from pgdyno.experiment import rounds as rounds_module
 from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundPlan, judge_round, run_rounds
-from pgdyno.records.health import RunHealth
-from pgdyno.records.interference import Interference
-from pgdyno.records.stored import RunOutcome
 from pgdyno.stats import analysis as analysis_module
 from pgdyno.stats.analysis import Judging
 from pgdyno.stats.family import PLAN_ALPHA, ErrorControl
 from pgdyno.stats.verdict import SAME
+from simulate import RUN_S, SimulatedHost
 
 SETS = ("base", "s1", "s2", "s3", "s4", "s5")
 CELLS = (("select-only", 4, 2), ("tpcb-like", 4, 2))
 PLAN = RoundPlan(SETS, "base", "sets")
 COMPARISONS = 20
-RUN_S = 10.0  # simulated seconds per run: the loop's clock
 ROUNDS = 24  # the budget, in rounds
 PLANS = 120  # 0 false alarms in 120 plans: the 95% upper bound of the rate is 2.5%
 CONTROL_PLANS = 30
 SEED = 2020
-
-
-@dataclass
-class PlanNoise:
-    """pgbench's outcomes on a shared host, on the log scale: 2.5% per run, a random walk of
-    the machine's level, occasional slow runs nobody flagged, and bursts of interference that
-    the collector flags (their runs are 30% slower)."""
-
-    rng: np.random.Generator
-    sd: float = 0.025
-    walk: float = 0.004  # per run
-    slow_share: float = 0.05
-    flagged_share: float = 0.03
-    clock: float = 0.0
-    level: float = 0.0
-    runs: list[RunOutcome] = field(default_factory=list)
-
-    def now(self) -> float:
-        return self.clock
-
-    def run_set(self, name: str, round_no: int) -> None:
-        """One set's cells in one round, as the runner would store them."""
-        for workload, scale, clients in CELLS:
-            self.clock += RUN_S
-            self.level += self.rng.normal(0.0, self.walk)
-            log_tps = 10.0 + self.level + self.rng.normal(0.0, self.sd)
-            if self.rng.random() < self.slow_share:
-                log_tps += math.log1p(-self.rng.uniform(0.15, 0.40))
-            flagged = self.rng.random() < self.flagged_share
-            if flagged:
-                log_tps += math.log1p(-0.30)
-            interference = Interference(35.0, 0.0, (("stress", 35.0),))
-            # p99 latency moves against TPS, with twice its noise
-            log_p99 = 1.0 - 0.8 * (log_tps - 10.0) + self.rng.normal(0.0, 2 * self.sd)
-            run = RunOutcome(
-                len(self.runs) + 1, name, "ok", workload, scale, clients, round_no,
-                math.exp(log_tps), math.exp(log_p99), math.exp(log_p99) / 3, RunHealth(), "18",
-                interference if flagged else None,
-            )  # fmt: skip
-            self.runs.append(run)
 
 
 @dataclass(frozen=True)
@@ -93,7 +51,10 @@ class PlanOutcome:
 
 
 def run_plan(seed: int) -> PlanOutcome:
-    noise = PlanNoise(np.random.default_rng(seed))
+    noise = SimulatedHost(
+        np.random.default_rng(seed), CELLS, sd=0.025, walk=0.004, slow_share=0.05,
+        flagged_share=0.03,
+    )  # fmt: skip
     adaptive = Adaptive(precision_pct=2.0, budget_s=ROUNDS * len(SETS) * len(CELLS) * RUN_S)
     log = RoundLog(adaptive, clock=noise.now)
     alarms: list[int] = []
@@ -141,7 +102,7 @@ def test_the_simulation_sees_a_rate_above_five_percent(monkeypatch: pytest.Monke
     # The procedure before issues 13 and 20, on the same plans: a fixed-sample t-interval looked
     # at after every round, each comparison at 2.5%. The simulation must see its plan-wide rate
     # far above 5%, or the test above could not fail.
-    monkeypatch.setattr(analysis_module, "ErrorControl", lambda k: ErrorControl(k, 0.025 * k))
+    monkeypatch.setattr(analysis_module, "ErrorControl", lambda k, **_: ErrorControl(k, 0.025 * k))
     monkeypatch.setattr(rounds_module, "Judging", lambda sequential, **_: Judging(sequential=False))
     outcomes = plans(SEED, CONTROL_PLANS)
     rate, _, _ = rate_and_se(outcomes)

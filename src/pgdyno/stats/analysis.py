@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pgdyno.records.stored import RunOutcome
-from pgdyno.stats.family import ErrorControl, family_size
+from pgdyno.stats.dependence import clearly_dependent
+from pgdyno.stats.family import ErrorControl, family_size, p99_size
 from pgdyno.stats.ladder import Ladder, ladder
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT
 from pgdyno.stats.paired import Rounds, compare_rounds
@@ -117,7 +118,9 @@ def _key(run: RunOutcome) -> CellKey:
     return (run.workload, run.scale, run.clients)
 
 
-def _warnings(runs: Sequence[RunOutcome], change: ChangeVerdict | None) -> tuple[str, ...]:
+def _warnings(
+    runs: Sequence[RunOutcome], change: ChangeVerdict | None, name: str = "the candidate"
+) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for run in runs:
         for warning in run.warnings:
@@ -130,14 +133,14 @@ def _warnings(runs: Sequence[RunOutcome], change: ChangeVerdict | None) -> tuple
             "hypervisor took CPU time during them (interference)",
             None,
         )
-    for note in _change_notes(change) if change is not None else []:
+    for note in _change_notes(change, name) if change is not None else []:
         seen.setdefault(note, None)
     return tuple(seen)
 
 
-def _change_notes(change: ChangeVerdict) -> list[str]:
+def _change_notes(change: ChangeVerdict, name: str = "the candidate") -> list[str]:
     """What a reader of a comparison's verdict should know about its interval."""
-    notes = []
+    notes = _sequential_notes(change, name) if change.method == "sequential" else []
     if change.noisy:
         within = " within a round" if change.method != "unpaired" else ""
         notes.append(f"noisy: repeats vary by more than 5%{within}")
@@ -146,13 +149,55 @@ def _change_notes(change: ChangeVerdict) -> list[str]:
     elif change.left_out:
         noun = "run" if change.left_out == 1 else "runs"
         notes.append(f"{change.left_out} {noun} without a partner in their round left out")
+    if change.method == "paired" and clearly_dependent(change.autocorrelation, change.pairs or 0):
+        notes.append(
+            f"rounds are dependent (lag-1 autocorrelation {change.autocorrelation:.2f}): the "
+            "interval assumes independent rounds and may be too narrow"
+        )
     if change.verdict == SAME and practically_equal(
         change.ci_low_pct, change.ci_high_pct, MIN_EFFECT_PCT
     ):
         notes.append(f"practically equal: the whole interval is within +-{MIN_EFFECT_PCT:g}%")
-    elif change.verdict == SAME and change.repeats_needed:
+    elif change.verdict == SAME and change.repeats_needed and not change.erratic:
         unit = "rounds" if change.method != "unpaired" else "repeats per set"
         notes.append(f"about {change.repeats_needed} {unit} would resolve a change this size")
+    return notes
+
+
+def _sequential_notes(change: ChangeVerdict, name: str) -> list[str]:
+    """The adaptive comparison's own notes: its second figure, broken assumptions, the stop.
+
+    >>> c = ChangeVerdict(-3.1, -9.0, 3.2, "no detectable difference", False, None,
+    ...                   "sequential", 40, 0, 0.1, robust_pct=0.2, robust_low_pct=-1.0,
+    ...                   robust_high_pct=1.5, erratic=True)
+    >>> _sequential_notes(c, "b")  # doctest: +NORMALIZE_WHITESPACE
+    ['robust centre +0.2% [-1.0, +1.5]', 'runs of b are erratic: the intervals of the mean change
+    and of the robust centre, look after look, do not all meet (the rounds are not one
+    steady distribution), so the assumptions behind a verdict are broken: no better or worse']
+    """
+    notes = []
+    centre, r_low, r_high = change.robust_pct, change.robust_low_pct, change.robust_high_pct
+    if centre is not None and r_low is not None and r_high is not None:
+        notes.append(f"robust centre {centre:+.1f}% [{r_low:+.1f}, {r_high:+.1f}]")
+    if change.erratic:
+        notes.append(
+            f"runs of {name} are erratic: the intervals of the mean change and of the robust "
+            "centre, look after look, do not all meet (the rounds are not one steady "
+            "distribution), so the assumptions behind a verdict are broken: no better or worse"
+        )
+    if clearly_dependent(change.autocorrelation, change.pairs or 0):
+        notes.append(
+            f"rounds are dependent (lag-1 autocorrelation {change.autocorrelation:.2f}): the "
+            "mean's interval is widened for it, the robust centre's left out of the verdict"
+        )
+    if change.stopped_early:
+        low, high = change.ci_low_pct, change.ci_high_pct
+        if low is None or high is None or low <= 0.0 <= high:
+            notes.append("the verdict rests on the robust centre: outlying rounds spread the mean")
+        notes.append(
+            "stopped early: the change shown may be overstated (the rounds stop when it is far "
+            "from zero); the interval is valid"
+        )
     return notes
 
 
@@ -198,14 +243,19 @@ def analyse(
     by_cell: dict[CellKey, dict[str, list[RunOutcome]]] = {}
     for run in runs:
         by_cell.setdefault(_key(run), {}).setdefault(str(run.set_name), []).append(run)
-    # Every verdict takes its share of the plan-wide error (pgdyno.stats.family).
-    control = ErrorControl(family_size(len(set_names), len(by_cell), ladder=mode == "ladder"))
+    # Every verdict takes its share of the plan-wide error (pgdyno.stats.family): TPS, which
+    # drives the stopping, most of it; p99 a stated share.
+    sets, cells = len(set_names), len(by_cell)
+    control = ErrorControl(
+        family_size(sets, cells, ladder=mode == "ladder"), p99=p99_size(sets, cells)
+    )
     judge = replace(judging or Judging(), alpha=control.alpha)
+    judges = (judge, replace(judge, alpha=control.p99_alpha))
     results: list[SetResult] = []
     ladders: list[tuple[CellKey, Ladder]] = []
     for cell in sorted(by_cell):
         per_set = by_cell[cell]
-        results.extend(_cell_results(cell, per_set, set_names, baseline, judge))
+        results.extend(_cell_results(cell, per_set, set_names, baseline, judges))
         if mode == "ladder":
             steps = [
                 (name, _by_round(_usable(per_set.get(name, [])), "throughput"))
@@ -221,8 +271,9 @@ def _cell_results(
     per_set: Mapping[str, list[RunOutcome]],
     set_names: Sequence[str],
     baseline: str,
-    judge: Judging,
+    judges: tuple[Judging, Judging],
 ) -> list[SetResult]:
+    judge, latency_judge = judges
     base = _usable(per_set.get(baseline, []))
     base_tps, base_p99 = _by_round(base, "throughput"), _by_round(base, "latency_p99_ms")
     results = []
@@ -234,7 +285,7 @@ def _cell_results(
         if name != baseline and tps and base_tps:
             tps_change = judge(base_tps, tps)
         if name != baseline and p99 and base_p99:
-            p99_change = judge(base_p99, p99, higher_is_better=False)
+            p99_change = latency_judge(base_p99, p99, higher_is_better=False)
         tps_values = [float(r.throughput or 0) for r in good]
         p99_values = [float(r.latency_p99_ms) for r in good if r.latency_p99_ms]
         max_values = [float(r.latency_max_ms) for r in good if r.latency_max_ms]
@@ -251,7 +302,7 @@ def _cell_results(
                 p99_ms=describe(p99_values) if p99_values else None,
                 tps_change=tps_change,
                 p99_change=p99_change,
-                warnings=_warnings(every, tps_change),
+                warnings=_warnings(every, tps_change, name),
                 figure="nopm" if any(r.tpcc is not None for r in every) else "tps",
                 max_ms=describe(max_values) if max_values else None,
                 worst_ms=max(max_values, default=None),

@@ -41,7 +41,10 @@ MAX_REPEATS = 1000
 # The verdict method's version. 1: Welch's interval on fixed repeats (issues 4-12); 2: paired
 # by round, always-valid intervals for adaptive rounds, interference discarded (issue 13); 3:
 # the plan-wide error split over the plan's comparisons, the t-mixture intersected with a robust
-# betting sequence, the 1% floor judged on the interval (issue 20).
+# betting sequence, the 1% floor judged on the interval (issue 20); 4: one target (the mean's
+# interval beside the change, the robust centre its own figure, the verdict on the two, none
+# when they disagree), intervals intersected over the looks, clearly dependent rounds widened,
+# the plan's error split 4% TPS / 1% p99 (issue 33).
 # pgdyno's own figures cited as evidence (data/evidence.toml) must be measured with this
 # method: bump it when the method changes, and tests/unit/test_evidence.py lists what to re-run.
-VERDICT_METHOD = 3
+VERDICT_METHOD = 4

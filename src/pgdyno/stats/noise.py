@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pgdyno.stats.family import PLAN_ALPHA, split
+from pgdyno.stats.family import PLAN_ALPHA, ErrorControl
 from pgdyno.stats.levels import MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.sequential import (
     MIXTURE_G,
@@ -175,10 +175,10 @@ def noise_report(
     >>> r.used, r.pairs, round(r.cv_pct, 2), round(r.pair_sd_pct, 2), r.round_seconds
     (6, 3, 1.86, 3.46, 16.0)
     >>> [(x.target, x.rounds) for x in r.resolve]
-    [('10%', 7), ('5%', 14), ('2%', 68)]
+    [('10%', 7), ('5%', 13), ('2%', 64)]
     >>> print(r.conclusion)  # doctest: +NORMALIZE_WHITESPACE
-    this host resolves 10% in about 2 min (80 s to 16 min), 5% in about 4 min (80 s to 61 min);
-    2% needs about 18 min (80 s to more than 4.4 h)
+    this host resolves 10% in about 2 min (80 s to 15 min), 5% in about 3 min (80 s to 59 min);
+    2% needs about 17 min (80 s to more than 4.4 h)
     """
     if not (math.isfinite(run_seconds) and run_seconds > 0):
         raise ValueError(f"run_seconds must be a positive number, got {run_seconds}")
@@ -232,13 +232,15 @@ class Spread:
 
 
 def mixture_alpha(comparisons: int) -> float:
-    """The t-mixture's error in a plan of ``comparisons``: its half of the comparison's share
-    (`pgdyno.stats.paired.sequential_interval`).
+    """The t-mixture's error in a plan of ``comparisons``: its half
+    (`pgdyno.stats.paired.sequential_interval`) of a TPS comparison's share, half of the
+    comparisons being on p99 as in a plan of sets (`pgdyno.stats.family`; a ladder's steps add
+    TPS comparisons, so its forecast is a little short).
 
-    >>> mixture_alpha(2), mixture_alpha(6)
-    (0.0125, 0.004166666666666667)
+    >>> round(mixture_alpha(2), 6), round(mixture_alpha(6), 6), round(mixture_alpha(1), 6)
+    (0.02, 0.006667, 0.025)
     """
-    return split(PLAN_ALPHA, comparisons) / 2.0
+    return ErrorControl(comparisons, PLAN_ALPHA, p99=comparisons // 2).alpha / 2.0
 
 
 def _forecast(

@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
+from pgdyno.stats.dependence import inflation, lag1
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
 from pgdyno.stats.planning import repeats_needed
-from pgdyno.stats.robust import robust_interval
+from pgdyno.stats.robust import prefix_intervals
 from pgdyno.stats.sequential import MIXTURE_G, half_width, rounds_to_detect
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import require_positive
 from pgdyno.stats.verdict import SAME, ChangeVerdict, Verdict, compare, decide
 
-__all__ = ["compare_rounds", "noisy_pairs", "sequential_interval"]
+__all__ = ["Looks", "compare_rounds", "noisy_pairs", "sequential_interval"]
 
 Rounds = Mapping[int, float]  # round number -> the figure of that round's run
 
@@ -78,24 +79,49 @@ def compare_rounds(
     n = len(diffs)
     mean = statistics.fmean(diffs)
     sd = statistics.stdev(diffs, mean)
-    if sequential:
-        centre, low_log, high_log = sequential_interval(diffs, alpha, g=g)
-    else:
-        half = t_quantile(1.0 - alpha / 2.0, n - 1) * sd / math.sqrt(n)
-        centre, low_log, high_log = mean, mean - half, mean + half
-    change_pct = 100.0 * math.expm1(centre)
-    low = 100.0 * math.expm1(low_log) if math.isfinite(low_log) else None
-    high = 100.0 * math.expm1(high_log) if math.isfinite(high_log) else None
-    verdict: Verdict = SAME
-    if low is not None and high is not None:
-        verdict = decide(change_pct, low, high, higher_is_better, min_effect_pct)
-    return ChangeVerdict(
-        change_pct, low, high, verdict, noisy_pairs(sd),
+    change_pct = 100.0 * math.expm1(mean)
+    fixed = ChangeVerdict(
+        change_pct, None, None, SAME, noisy_pairs(sd),
         _needed(sd, change_pct, sequential=sequential, min_effect_pct=min_effect_pct,
                 alpha=alpha),
         method="sequential" if sequential else "paired", pairs=n, left_out=left_out, sd_log=sd,
         alpha=alpha,
     )  # fmt: skip
+    if sequential:
+        looks = sequential_interval(diffs, alpha, g=g)
+        return _judged(fixed, looks, higher_is_better, min_effect_pct)
+    half = t_quantile(1.0 - alpha / 2.0, n - 1) * sd / math.sqrt(n)
+    low, high = _pct(mean - half), _pct(mean + half)
+    verdict: Verdict = SAME
+    if low is not None and high is not None:
+        verdict = decide(change_pct, low, high, higher_is_better, min_effect_pct)
+    # One look: the autocorrelation is reported (and noted when clearly positive), not handled.
+    return replace(
+        fixed, ci_low_pct=low, ci_high_pct=high, verdict=verdict, autocorrelation=lag1(diffs)
+    )
+
+
+def _pct(end_log: float) -> float | None:
+    """An end of an interval on the log scale, in %; None while unbounded."""
+    return 100.0 * math.expm1(end_log) if math.isfinite(end_log) else None
+
+
+def _judged(
+    fixed: ChangeVerdict, looks: Looks, higher_is_better: bool, floor_pct: float
+) -> ChangeVerdict:
+    """The sequential comparison: the mean's and the robust centre's intervals, and the verdict
+    on the two intersected (none when they disagree)."""
+    change = replace(
+        fixed, ci_low_pct=_pct(looks.low), ci_high_pct=_pct(looks.high),
+        robust_pct=100.0 * math.expm1(looks.robust), robust_low_pct=_pct(looks.robust_low),
+        robust_high_pct=_pct(looks.robust_high), erratic=looks.erratic,
+        autocorrelation=looks.autocorrelation, dependent=looks.dependent,
+    )  # fmt: skip
+    low, high = _pct(looks.verdict_low), _pct(looks.verdict_high)
+    if looks.erratic or low is None or high is None:
+        return change
+    verdict = decide(change.change_pct, low, high, higher_is_better, floor_pct)
+    return replace(change, verdict=verdict, stopped_early=verdict != SAME)
 
 
 def noisy_pairs(sd_diff: float) -> bool:
@@ -109,29 +135,116 @@ def noisy_pairs(sd_diff: float) -> bool:
     return 100.0 * sd_diff / math.sqrt(2.0) > NOISY_CV_PCT
 
 
-def sequential_interval(
-    diffs: list[float], alpha: float, *, g: float = MIXTURE_G
-) -> tuple[float, float, float]:
-    """(centre, low, high) of the always-valid interval for the per-round log differences: the
-    intersection of the t-mixture (`pgdyno.stats.sequential`) and the robust betting sequence
-    (`pgdyno.stats.robust`), each at ``alpha / 2``. By the union bound, both cover the true
-    change at every round at once with probability at least ``1 - alpha``; the t-mixture gives
-    the early rounds and normal noise, the robust one heavy tails. The centre is the mean,
-    moved into the interval when slow runs have pulled it out. Ends are infinite while
-    unbounded.
+@dataclass(frozen=True, slots=True)
+class Looks:
+    """An adaptive comparison's always-valid intervals after every look so far, on the log
+    scale (``-inf`` / ``inf`` ends while unbounded; `sequential_interval`)."""
 
-    >>> centre, low, high = sequential_interval([0.05, 0.06, 0.04, 0.05, 0.055, 0.045], 0.025)
-    >>> round(centre, 3), round(low, 3), round(high, 3)
-    (0.05, 0.028, 0.072)
+    mean: float  # the mean per-round difference: the change printed is exp(mean) - 1
+    low: float  # the mean's interval (the t-mixture, intersected over the looks)
+    high: float
+    robust: float  # the robust centre (the median, moved into its interval if outside)
+    robust_low: float  # its interval (the betting sequence, intersected over the looks)
+    robust_high: float
+    verdict_low: float  # the interval the verdict rests on: the two intersected
+    verdict_high: float
+    erratic: bool  # the looks or the two sequences disagree: an assumption is broken
+    autocorrelation: float | None  # lag-1, of the differences so far
+    dependent: bool  # clearly positive: the t-mixture widened, the robust half left out
+
+
+def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXTURE_G) -> Looks:
+    """The always-valid intervals for the per-round log differences ``diffs`` (in round order),
+    after every look: each prefix of two or more differences is a look.
+
+    * The mean's interval: the t-mixture (`pgdyno.stats.sequential`, exact for normal
+      differences) at ``alpha / 2`` with variance ``g``, at every look; intersected over the
+      looks (the running intersection: on the event that every look covers the true mean, so
+      does their intersection, so it is free).
+    * The robust centre's interval: the betting sequence on Huber-clipped differences
+      (`pgdyno.stats.robust`) at ``alpha / 2``, intersected over the looks. A slow run moves it by
+      one bounded bet, where it moves the t-mixture's spread without bound.
+    * The verdict's interval: the two intersected. Where the differences are symmetric about
+      one centre (an A/A comparison in random orders; a change that moves every run alike) the
+      mean and the robust centre are the same number, and by the union bound both intervals
+      cover it at every look at once with probability at least ``1 - alpha``.
+    * When they cannot both be right (the intersection is empty), or the mean has left the
+      interval the earlier looks left for it, the differences are not one steady, symmetric
+      distribution (a set with slow runs of its own, a change of level in the middle):
+      ``erratic``, and no verdict; the last look's intervals are reported.
+    * Rounds whose lag-1 autocorrelation is clearly positive (`pgdyno.stats.dependence`): the
+      t-mixture's spread is widened by the AR(1) factor at every look, the robust half, which
+      has no such factor, is left out of the verdict's interval.
+
+    >>> looks = sequential_interval([0.05, 0.06, 0.04, 0.05, 0.055, 0.045], 0.025)
+    >>> round(looks.mean, 3), round(looks.low, 3), round(looks.high, 3), looks.erratic
+    (0.05, 0.028, 0.072, False)
+    >>> looks.robust_low, looks.verdict_low == looks.low  # too few rounds for the robust half
+    (-inf, True)
     """
     n = len(diffs)
+    rho = lag1(diffs)
+    factor = inflation(rho, n)
+    t_ends = []
+    for k, mean_k, sd_k in _prefix_moments(diffs):
+        half = half_width(k, sd_k * factor, alpha=alpha / 2.0, g=g)
+        t_ends.append((mean_k - half, mean_k + half))
+    r_ends = _robust_looks(tuple(diffs), alpha / 2.0)
+    low, high = _meet(t_ends)
+    robust_low, robust_high = _meet(r_ends)
+    verdict_low, verdict_high = (low, high) if factor > 1.0 else _meet(t_ends + r_ends)
     mean = statistics.fmean(diffs)
-    half = half_width(n, statistics.stdev(diffs, mean), alpha=alpha / 2.0, g=g)
-    _, low_r, high_r = robust_interval(diffs, alpha=alpha / 2.0)
-    low, high = max(mean - half, low_r), min(mean + half, high_r)
-    if low > high:  # the two disagree (an assumption broken): keep what either allows
-        low, high = min(mean - half, low_r), max(mean + half, high_r)
-    return min(max(mean, low), high), low, high
+    erratic = verdict_low > verdict_high or not low <= mean <= high
+    if erratic:  # no verdict: the last look's intervals, as they are
+        (low, high), (robust_low, robust_high) = t_ends[-1], r_ends[-1]
+        verdict_low, verdict_high = min(low, robust_low), max(high, robust_high)
+    centre = statistics.median(diffs)
+    if robust_low <= robust_high:
+        centre = min(max(centre, robust_low), robust_high)
+    return Looks(
+        mean, low, high, centre, robust_low, robust_high,
+        verdict_low, verdict_high, erratic, rho, factor > 1.0,
+    )  # fmt: skip
+
+
+def _prefix_moments(diffs: Sequence[float]) -> list[tuple[int, float, float]]:
+    """(k, mean, sample sd) of every prefix of two or more ``diffs`` (Welford's updates)."""
+    out, mean, square = [], 0.0, 0.0
+    for k, d in enumerate(diffs, start=1):
+        step = d - mean
+        mean += step / k
+        square += step * (d - mean)
+        if k >= 2:
+            out.append((k, mean, math.sqrt(max(square, 0.0) / (k - 1))))
+    return out
+
+
+def _meet(ends: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The intersection of intervals (low > high when empty)."""
+    return max(low for low, _ in ends), min(high for _, high in ends)
+
+
+# The robust ends of every look of the comparisons judged lately: the next look of the same
+# comparison only adds its own (the runner looks after every round). Bounded; a memo, like
+# functools.lru_cache, which cannot tell whether the previous look is known without computing it.
+_LOOKS_SEEN: dict[tuple[tuple[float, ...], float], list[tuple[float, float]]] = {}
+_LOOKS_KEPT = 512
+
+
+def _robust_looks(diffs: tuple[float, ...], alpha: float) -> list[tuple[float, float]]:
+    """`pgdyno.stats.robust.prefix_intervals` of ``diffs``, reusing the previous look's."""
+    known = _LOOKS_SEEN.get((diffs, alpha))
+    if known is not None:
+        return known
+    before = _LOOKS_SEEN.get((diffs[:-1], alpha))
+    if before is not None:
+        ends = before + prefix_intervals(diffs, alpha=alpha, first=len(diffs))
+    else:
+        ends = prefix_intervals(diffs, alpha=alpha)
+    if len(_LOOKS_SEEN) >= _LOOKS_KEPT:
+        _LOOKS_SEEN.clear()
+    _LOOKS_SEEN[(diffs, alpha)] = ends
+    return ends
 
 
 def _needed(
@@ -141,9 +254,8 @@ def _needed(
     if sd <= 0 or abs(change_pct) <= min_effect_pct:
         return None
     if sequential:
-        # The t-mixture at the comparison's alpha: what the intersection with the robust
-        # sequence gives under normal noise from about 20 rounds (pgdyno.stats.robust).
-        return rounds_to_detect(sd, change_pct, alpha=alpha, min_effect_pct=min_effect_pct)
+        # The t-mixture at its half of the comparison's alpha: the mean's interval.
+        return rounds_to_detect(sd, change_pct, alpha=alpha / 2.0, min_effect_pct=min_effect_pct)
     # The paired difference of n rounds has standard error sd/sqrt(n) = (sd/sqrt 2)*sqrt(2/n):
     # the two-sample planning formula with sd/sqrt(2) (its t has 2n-2 degrees of freedom
     # where the paired one has n-1, which only matters below about 5 rounds).

@@ -37,12 +37,23 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
 from pgdyno.stats.levels import COMPARE_ALPHA
 
-__all__ = ["CLIP", "ITERATIONS", "LAMBDA_MAX", "MAD_TO_SD", "WARM", "robust_interval"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "CLIP",
+    "ITERATIONS",
+    "LAMBDA_MAX",
+    "MAD_TO_SD",
+    "WARM",
+    "prefix_intervals",
+    "robust_interval",
+]
 
 CLIP: Final = 1.5  # Huber's tuning constant, in robust spreads
 LAMBDA_MAX: Final = 0.8  # the largest fraction of wealth bet on one round
@@ -133,3 +144,70 @@ def _end(
         else:
             inside = mid
     return 0.5 * (inside + outside)
+
+
+def prefix_intervals(
+    diffs: Sequence[float], *, alpha: float = COMPARE_ALPHA, first: int = 2
+) -> list[tuple[float, float]]:
+    """`robust_interval`'s (low, high) after each prefix of ``first`` (at least 2) or more
+    ``diffs``, in order: the looks of an adaptive comparison. The bets are predictable (each
+    from the rounds before it), so a prefix's bets are the first ones of the whole; the ends of
+    every prefix are found by the same bisection, vectorised over the prefixes.
+
+    >>> d = [0.01 * ((-1) ** r) + 0.05 for r in range(30)]
+    >>> ends = prefix_intervals(d)
+    >>> len(ends), ends[-1] == robust_interval(d)[1:], ends[0]
+    (29, True, (-inf, inf))
+    >>> prefix_intervals(d, first=30) == [robust_interval(d)[1:]]
+    True
+    """
+    import numpy as np  # on first use: numpy is slow to import
+
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"need 0 < alpha < 1, got {alpha}")
+    if not all(math.isfinite(d) for d in diffs):
+        raise ValueError("differences must be finite numbers")
+    n, first = len(diffs), max(2, first)
+    if n < first:
+        return []
+    bets = _bets(diffs, alpha)
+    d = np.asarray(diffs, dtype=np.float64)
+    scale = np.array([s for s, _ in bets])
+    seen = np.arange(n)[None, :] < np.arange(first, n + 1)[:, None]  # a row per prefix
+    fraction = np.where(seen, np.array([f for _, f in bets])[None, :], 0.0)
+    centre = np.array([statistics.median(diffs[:k]) for k in range(first, n + 1)])
+    spread = np.where(seen, np.abs(d[None, :] - centre[:, None]), -np.inf).max(axis=1)
+    reach = spread + np.where(seen, scale[None, :], -np.inf).max(axis=1)
+    threshold = math.log(2.0 / alpha)
+
+    def log_wealth(mu: np.ndarray, side: int) -> np.ndarray:
+        bet = np.clip((d[None, :] - mu[:, None]) / scale[None, :], -1.0, 1.0)
+        return np.asarray(np.log1p(side * fraction * bet).sum(axis=1), dtype=np.float64)
+
+    ends = [
+        _prefix_ends(log_wealth, centre, centre - side * reach, side, threshold) for side in (1, -1)
+    ]
+    return list(zip(ends[0].tolist(), ends[1].tolist(), strict=True))
+
+
+def _prefix_ends(
+    log_wealth: Callable[[np.ndarray, int], np.ndarray],
+    inside: np.ndarray,
+    outside: np.ndarray,
+    side: int,
+    threshold: float,
+) -> np.ndarray:
+    """`_end` for every prefix at once."""
+    import numpy as np
+
+    end = np.where(log_wealth(outside, side) < threshold, -side * np.inf, np.nan)
+    end = np.where(np.isnan(end) & (log_wealth(inside, side) >= threshold), inside, end)
+    todo = np.isnan(end)
+    low, high = inside.copy(), outside.copy()
+    for _ in range(ITERATIONS):
+        mid = 0.5 * (low + high)
+        reached = log_wealth(mid, side) >= threshold
+        high = np.where(reached, mid, high)
+        low = np.where(reached, low, mid)
+    result: np.ndarray = np.where(todo, 0.5 * (low + high), end)
+    return result

@@ -87,6 +87,35 @@ class ChangeVerdict:
     left_out: int = 0  # runs without a partner in their round, not in a paired interval
     sd_log: float | None = None  # spread of the log figures (paired: of the differences)
     alpha: float = COMPARE_ALPHA  # the interval is at 1 - alpha: the plan-wide error's share
+    # Sequential only but `autocorrelation` (paired; pgdyno.stats.paired.sequential_interval).
+    # The interval above is the mean's, about change_pct = exp(mean) - 1; the robust centre (the
+    # typical round) is its own figure with its own interval; the verdict rests on the two
+    # intersected (`verdict_interval`).
+    robust_pct: float | None = None
+    robust_low_pct: float | None = None
+    robust_high_pct: float | None = None
+    erratic: bool = False  # the two intervals (or the looks) disagree: no verdict
+    autocorrelation: float | None = None  # lag-1, of the per-round differences (3 pairs or more)
+    dependent: bool = False  # clearly positive: the mean's interval widened for it
+    stopped_early: bool = False  # a verdict at an adaptive look: the change may be overstated
+
+    @property
+    def verdict_interval(self) -> tuple[float | None, float | None]:
+        """The interval the verdict rests on: the mean's, intersected with the robust
+        centre's where that one counts (sequential, rounds not clearly dependent).
+
+        >>> ChangeVerdict(1.0, -2.0, 4.0, "no detectable difference", False, None,
+        ...               robust_low_pct=-1.0, robust_high_pct=5.0).verdict_interval
+        (-1.0, 4.0)
+        """
+        low, high = self.ci_low_pct, self.ci_high_pct
+        if self.dependent:
+            return low, high
+        if self.robust_low_pct is not None:
+            low = self.robust_low_pct if low is None else max(low, self.robust_low_pct)
+        if self.robust_high_pct is not None:
+            high = self.robust_high_pct if high is None else min(high, self.robust_high_pct)
+        return low, high
 
 
 def _log_moments(values: Sequence[float]) -> tuple[int, float, float | None]:
