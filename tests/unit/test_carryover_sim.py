@@ -19,8 +19,9 @@ is 0.73 (Monte Carlo se 0.08; 0.67 before issue 33's TPS/p99 error split).
 Two sets with a set-specific switch cost (b is 4% slower whenever it runs right after a, and
 nothing else is): no order of rounds that pairs a and b can remove it, since b pays it in
 every round it runs after a and a never pays anything; both designs give false verdicts in
-0.53 and 0.43 of 30 plans (MC se 0.09; 0.43 and 0.37 before the error split). The orders cannot help; the switch-cost estimate
-(`pgdyno.stats.carryover`) says it: it flags b's switch cost in every plan.
+0.53 and 0.43 of 30 plans (MC se 0.09; 0.43 and 0.37 before the error split). The orders
+cannot help; the switch-cost estimate (`pgdyno.stats.carryover`) says it: it flags b's switch
+cost in every plan.
 Seeds are fixed.
 """
 
