@@ -146,11 +146,11 @@ def _set_reason(checked: Sequence[CheckedSet], known: Knowledge) -> str | None:
         if c.spec.storage is not None:
             return f"set {c.name} puts the data on a filesystem of its own ([set.storage])"
     hosts = [{str(knob): value for knob, value in c.host} for c in checked]
-    for name in differing(hosts):
-        if name not in known.sysctls:
+    for name in differing(hosts):  # "sysctl vm.x", "block sda read_ahead_kb", "thp enabled"
+        if name.removeprefix("sysctl ") not in known.sysctls:
             return (
-                f"host setting {name} is not known to take effect at its next read and leave "
-                "nothing behind (data/switching.toml lists none)"
+                f"{name} is a host setting not known to take effect at its next read and "
+                "leave nothing behind (data/switching.toml lists none)"
             )
     return None
 
