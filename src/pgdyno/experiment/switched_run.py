@@ -303,6 +303,7 @@ class SwitchedRun:
             daemon=True,
         )  # fmt: skip
         interrupted = False
+        self._plan_progress()
         pgbench.start()
         try:
             self._started(router)
@@ -324,6 +325,17 @@ class SwitchedRun:
             self._store(ready, request, result, router)
         if interrupted:
             raise Interrupted("pgdyno was interrupted; the finished periods are saved.")
+
+    def _plan_progress(self) -> None:
+        """The periods planned (as many as the budget could hold, with adaptive rounds)."""
+        job, spec = self.job, self.job.spec
+        sets, period_s = len(job.checked), float(job.timing[0])
+        adaptive = spec.adaptive
+        rounds = adaptive.most_rounds(period_s * sets) if adaptive else spec.repeats
+        job.ctx.progress.planned(
+            [replace(job.cell, index=i, repeat=i // sets + 1) for i in range(rounds * sets)],
+            period_s,
+        )
 
     # -- pgbench on its own thread ---------------------------------------------------------------
 

@@ -88,6 +88,11 @@ def design_line(rounds: RoundHistory) -> str:
         )
     if rounds.design == "rotation":
         return "Orders: rotation (A B C, B C A, ...)."
+    if rounds.design == "switching" and rounds.seed is not None:
+        return (
+            "Orders: switching inside one pgbench run (a round is a period of each set, its "
+            f"order drawn at random), seed {rounds.seed} (`--seed {rounds.seed}` replays them)."
+        )
     return f"Orders: {rounds.design}."
 
 
