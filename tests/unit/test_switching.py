@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pgdyno.errors import UsageError
+from pgdyno.experiment.matrix import bench_spec
 from pgdyno.experiment.switched_run import _LogRouter, padded
 from pgdyno.experiment.switching import (
     RELOAD_CONTEXTS,
@@ -20,6 +21,7 @@ from pgdyno.experiment.switching import (
     choose_design,
     knowledge,
     measured_window,
+    plan_design,
     qualify,
 )
 from pgdyno.host.knobs import Knob
@@ -199,3 +201,34 @@ def test_the_router_files_complete_lines_under_their_period(tmp_path: Path):
     assert second.transactions == 2  # the line completed by the second read counts
     padded_rows = padded(rows, Window(100, 101))
     assert [r.t for r in padded_rows] == [99, 100, 101, 102]
+
+
+def design_of(tmp_path: Path, matrix: str, refusal: str | None = None, **pg: str) -> str:
+    path = tmp_path / "p.toml"
+    path.write_text(PLAN.format(matrix=matrix))
+    loaded = load_plan(path)
+    checked = sets({}, dict(pg))
+    return plan_design(loaded, checked, lambda _: META, bench_spec(loaded, 2), refusal).note()
+
+
+def test_auto_switches_adaptive_rounds_of_a_qualifying_plan_only(tmp_path: Path):
+    adaptive = "precision = 2.0"
+    assert design_of(tmp_path, adaptive, work_mem="8MB") == (
+        "design: switching inside runs: every set changes only reload settings that act at once"
+    )
+    assert design_of(tmp_path, adaptive, max_wal_size="2GB").startswith(
+        "design: one run per set and round: max_wal_size acts over minutes"
+    )
+    assert design_of(tmp_path, "repeats = 3", work_mem="8MB").startswith(
+        "design: one run per set and round: a fixed number of repeats asks for runs"
+    )
+    assert design_of(tmp_path, 'repeats = 3\ndesign = "inside"', work_mem="8MB").startswith(
+        "design: switching inside runs"
+    )
+    assert design_of(tmp_path, adaptive, "--resume goes on with one run per set and round") == (
+        "design: one run per set and round: --resume goes on with one run per set and round"
+    )
+    with pytest.raises(UsageError, match='"inside" cannot switch inside one run: --resume'):
+        design_of(tmp_path, 'precision = 2.0\ndesign = "inside"', "--resume goes on ...")
+    with pytest.raises(UsageError, match=r"p\.toml line \d+ \(matrix\.design\): .*max_wal_size"):
+        design_of(tmp_path, 'precision = 2.0\ndesign = "inside"', max_wal_size="2GB")
