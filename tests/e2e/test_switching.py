@@ -17,11 +17,39 @@ from typing import Any
 
 import psycopg
 
-from conftest import make_env, pgdyno_process, postmaster_running, wait_for
+from conftest import cli_in, make_env, pgdyno_process, postmaster_running, wait_for
 from host_conditions import no_steal, quiet_pgdyno
 from leftovers import processes_in
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.client import connect
+from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.server import pending_changes
+
+SECRET = "not-a-secret-switching"
+State = tuple[dict[str, tuple[str, str]], str]
+
+
+def server_state(box: Sandbox) -> State:
+    """Every setting's value and source, and postgresql.auto.conf's text."""
+    with connect(box.conninfo()) as client:
+        rows = client.rows("SELECT name, setting, source FROM pg_settings")
+    settings = {str(name): (str(setting), str(source)) for name, setting, source in rows
+                if name != "huge_pages_status"}  # fmt: skip
+    return settings, (box.data_dir / "postgresql.auto.conf").read_text()
+
+
+def changes(before: State, after: State) -> dict[str, object]:
+    """What differs between two states (empty when the server is as it was)."""
+    (settings_a, auto_a), (settings_b, auto_b) = before, after
+    found: dict[str, object] = {
+        name: (settings_a.get(name), settings_b.get(name))
+        for name in settings_a.keys() | settings_b.keys()
+        if settings_a.get(name) != settings_b.get(name)
+    }
+    if auto_a != auto_b:
+        found["postgresql.auto.conf"] = (auto_a, auto_b)
+    return found
 
 
 def plan(directory: Path, name: str, body: str) -> Path:
@@ -191,3 +219,64 @@ def test_ctrl_c_mid_run_leaves_the_server_as_found(
     with sqlite3.connect(workdir / "results.sqlite") as db:
         statuses = [s for (s,) in db.execute("SELECT status FROM comparisons")]
     assert statuses == ["interrupted"]
+
+
+def test_an_existing_server_switches_through_alter_system_and_is_left_as_found(
+    workdir: Path, cache_dir: Path, server: Sandbox
+):
+    """`--dsn`: each period's set goes in with ALTER SYSTEM and a reload (journalled first,
+    the previous set's undone), and the server ends exactly as found."""
+    dsn = server.conninfo() + f" password={SECRET}"
+    before = server_state(server)
+    body = AA.replace('budget = "1m"', 'budget = "30s"').replace(
+        "log_min_duration_statement = 100000", 'work_mem = "8MB"\njit = false'
+    )
+    cli = cli_in(workdir, cache_dir, secret=SECRET)
+    result = cli("compare", str(plan(workdir, "dsn", body)), "--dsn", dsn, "--json")
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["rounds"]["design"] == "switching"
+    stored = periods(workdir, data["comparison"]["id"])
+    assert len(stored) == 2 * data["rounds"]["rounds"] >= 4
+    assert len({json.loads(r["detail"])["pgbench_started_at"] for r in stored}) == 1
+    settings = {
+        name: json.loads(text)
+        for name, text in sqlite3.connect(workdir / "results.sqlite").execute(
+            "SELECT set_name, settings FROM runs"
+        )
+    }
+    assert settings["b"]["work_mem"] == "8192 kB" and settings["b"]["jit"] == "off"
+    assert "work_mem" not in settings["a"]
+    assert changes(before, server_state(server)) == {}  # every ALTER SYSTEM undone, reloaded
+    assert pending_changes(workdir) == []
+
+
+def test_sigkill_mid_switching_then_rollback_restores_the_server(
+    workdir: Path, tmp_path: Path, server: Sandbox, run_cli
+):
+    """SIGKILL while set b's ALTER SYSTEM is in effect inside the run: no pgbench is left, and
+    `pgdyno rollback` puts the server back exactly as found (from the journal)."""
+    before = server_state(server)
+    body = AA.replace('budget = "1m"', 'budget = "10m"').replace("precision = 2.0", "")
+    body = body.replace("log_min_duration_statement = 100000", 'work_mem = "8MB"')
+    path = plan(tmp_path, "kill", body.replace("[matrix]", "[matrix]\nprecision = 0.1"))
+    auto_conf = server.data_dir / "postgresql.auto.conf"
+    args = ("compare", str(path), "--dsn", server.conninfo(), "--workdir", str(workdir))
+    with pgdyno_process(*args) as proc:
+        in_effect = wait_for(
+            lambda: (
+                "work_mem = '8MB'" in auto_conf.read_text()
+                and bool(processes_in(workdir, "pgbench"))
+            ),
+            timeout=240,
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert in_effect, "set b never came into effect"
+    assert [c.name for c in pending_changes(workdir)][-1] == "work_mem"
+    assert wait_for(lambda: not processes_in(workdir, "pgbench"), timeout=15)
+    restored = run_cli(workdir, "rollback")
+    assert restored.code == 0, restored.stderr
+    assert pending_changes(workdir) == []
+    # pg_reload_conf is asynchronous: the settings follow the files once it is processed.
+    assert wait_for(lambda: changes(before, server_state(server)) == {}, timeout=30)

@@ -273,7 +273,7 @@ def run_compare(
     if elsewhere is not None and any(c.host for c in checked):  # now, not after the baseline
         raise elsewhere.refusal()
     earlier = _earlier(comparisons, plan) if job.resume else None
-    choice = plan_design(plan, checked, meta_for, spec, _cannot_switch(job, switcher))
+    choice = plan_design(plan, checked, meta_for, spec, _cannot_switch(job))
     switcher = switcher or SandboxSwitcher(
         sandboxes, meta_for, ctx.log, expected_dataset_bytes(spec, host)
     )
@@ -325,12 +325,10 @@ def run_compare(
 # -- Switching inside one run (pgdyno.experiment.switched_run) -------------------------------------
 
 
-def _cannot_switch(job: CompareJob, switcher: SetSwitcher | None) -> str | None:
+def _cannot_switch(job: CompareJob) -> str | None:
     """Why this invocation runs one run per set and round whatever the plan qualifies for."""
     if job.resume:
         return "--resume goes on with one run per set and round"
-    if switcher is not None:
-        return "switching inside one run is not available with --dsn yet"
     return None
 
 
