@@ -67,7 +67,7 @@ warmup = 0
 period = 6
 burn_in = 2
 precision = 2.0
-budget = "1m"
+budget = "40s"
 
 [[set]]
 name = "a"
@@ -86,8 +86,8 @@ workloads = ["tpcb-like"]
 scales = [1]
 clients = [2]
 warmup = 0
-period = 6
-burn_in = 2
+period = 5
+burn_in = 1
 precision = 20.0
 budget = "3m"
 
@@ -228,7 +228,7 @@ def test_an_existing_server_switches_through_alter_system_and_is_left_as_found(
     the previous set's undone), and the server ends exactly as found."""
     dsn = server.conninfo() + f" password={SECRET}"
     before = server_state(server)
-    body = AA.replace('budget = "1m"', 'budget = "30s"').replace(
+    body = AA.replace('budget = "40s"', 'budget = "30s"').replace(
         "log_min_duration_statement = 100000", 'work_mem = "8MB"\njit = false'
     )
     cli = cli_in(workdir, cache_dir, secret=SECRET)
@@ -257,7 +257,7 @@ def test_sigkill_mid_switching_then_rollback_restores_the_server(
     """SIGKILL while set b's ALTER SYSTEM is in effect inside the run: no pgbench is left, and
     `pgdyno rollback` puts the server back exactly as found (from the journal)."""
     before = server_state(server)
-    body = AA.replace('budget = "1m"', 'budget = "10m"').replace("precision = 2.0", "")
+    body = AA.replace('budget = "40s"', 'budget = "10m"').replace("precision = 2.0", "")
     body = body.replace("log_min_duration_statement = 100000", 'work_mem = "8MB"')
     path = plan(tmp_path, "kill", body.replace("[matrix]", "[matrix]\nprecision = 0.1"))
     auto_conf = server.data_dir / "postgresql.auto.conf"
