@@ -299,7 +299,11 @@ def run_compare(
                 f"comparison {comparison_id} (session {session_id}): "
                 f"`pgdyno runs list --comparison {comparison_id}` lists its runs"
             )
-        ctx.log(_design_note(design) if not choice.inside else choice.note())
+        ctx.log(
+            _design_note(design) if not choice.inside
+            else f"{choice.note()}; orders drawn from seed {design.seed} (`--seed "
+            f"{design.seed}` replays them)"
+        )  # fmt: skip
         stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
         run = _CompareRun(
             plan=plan, checked=checked, spec=spec, ctx=ctx, host=host, sets=sets,
