@@ -54,6 +54,11 @@ def orders_line(design: str, seed: int | None) -> str:
         )
     if design == "rotation":
         return "Orders: rotation (A B C, B C A, ...)."
+    if design == "switching" and seed is not None:
+        return (
+            "Orders: switching inside one pgbench run (a round is a period of each set, its "
+            f"order drawn at random), seed {seed} (`--seed {seed}` replays them)."
+        )
     return f"Orders: {design}" + (f", seed {seed}." if seed is not None else ".")
 
 
@@ -122,17 +127,25 @@ def _carryover_warning(fit: CarryOverFit, name: str, size: str, design: str) -> 
     )
 
 
-def burn_in_line(warmup_s: int | None) -> str:
+def burn_in_line(warmup_s: int | None, *, switching: bool = False) -> str:
     """What drops the first seconds after each set switch (a reload, a restart, a host
     change): the unmeasured warm-up every run starts with once its set is in effect
     (`[matrix] warmup`, `bench --warmup`), said by `plan check`, `compare` and the report.
-    None: the runs differ (runs of several comparisons or sessions).
+    None: the runs differ (runs of several comparisons or sessions). When the sets take turns
+    inside one run (`switching`), the seconds dropped after each switch ([matrix] burn_in).
 
+    >>> burn_in_line(2, switching=True)
+    'Burn-in: the first 2 s after each switch inside the run are dropped from its period ([matrix] burn_in).'
     >>> burn_in_line(5)
     'Burn-in: every run started with 5 s of unmeasured load after its set was put in effect ([matrix] warmup), so the first seconds after each set switch are not in its figures.'
     >>> print(burn_in_line(0))
     Burn-in: none ([matrix] warmup = 0): the first seconds after each set switch (a cold cache after a restart, a checkpoint it triggered) are in the runs' figures; a warmup of 5 s or more drops them.
     """  # noqa: E501
+    if switching:  # the sets take turns inside one run: each period starts with its burn-in
+        return (
+            f"Burn-in: the first {warmup_s} s after each switch inside the run are dropped from "
+            "its period ([matrix] burn_in)."
+        )
     if warmup_s is None:
         return "Burn-in: the runs had different warm-ups (see each run's warmup_s)."
     if warmup_s > 0:

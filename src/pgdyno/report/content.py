@@ -316,7 +316,9 @@ def _comparison_head(data: ReportInput) -> dict[str, object] | None:
         # the unmeasured seconds each run began with after its set was put in effect, as the
         # stored runs say (None when they differ)
         "warmup_s": warmup,
-        "burn_in": burn_in_line(warmup) if data.runs else None,
+        "burn_in": burn_in_line(warmup, switching=bool(rounds and rounds.design == "switching"))
+        if data.runs
+        else None,
     }
 
 
