@@ -39,6 +39,8 @@ scales = ["small"]
 clients = [{clients}]
 duration = {seconds}
 warmup = {warmup}
+# rounds of runs (switching inside one run is benchmarks/switching.py)
+design = "runs"
 {rounds}
 [[set]]
 name = "a"

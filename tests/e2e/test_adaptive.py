@@ -18,6 +18,8 @@ from conftest import one_clear_sentence, pgdyno_process, wait_for
 from host_conditions import cpu_hog, no_steal, quiet_pgdyno, quiet_process
 from verdicts import assert_judged_on_clean_rounds
 
+# design = "runs": these tests are about rounds of runs; their sets change only reload settings,
+# which adaptive rounds would otherwise switch inside one run (tests/e2e/test_switching.py).
 MATRIX = """
 [matrix]
 workloads = ["select-only"]
@@ -25,6 +27,7 @@ scales = [1]
 clients = [1]
 duration = {seconds}
 warmup = 0
+design = "runs"
 {rounds}
 """
 

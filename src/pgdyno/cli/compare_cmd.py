@@ -115,7 +115,10 @@ def compare(
     adaptive: they go on until every TPS comparison is resolved (a verdict, or an interval
     narrower than the precision) or the budget is spent, with always-valid intervals so that
     looking after every round raises no false alarm; the result says why it stopped and, when
-    the budget ran out, how much longer would resolve it.
+    the budget ran out, how much longer would resolve it. When every set changes only
+    settings a reload makes current at once (the plan's [matrix] design = "auto", the default,
+    or "inside"), adaptive rounds switch the sets inside one pgbench run instead, by periods;
+    `pgdyno plan check` says which design runs and why.
 
     \b
     With --dsn the sets run on an existing server: each set's PostgreSQL settings are applied

@@ -59,7 +59,9 @@ def _show(console: Console, preview: PlanPreview) -> None:
             console.print(f"set {s.name}: {note}")
     for line in preview.datasets:
         console.print(line)
-    console.print(_duration(preview.duration))
+    console.print(_duration(preview.duration, preview.design))
+    if preview.design:
+        console.print(preview.design)
     if preview.orders:
         console.print(preview.orders)
     console.print(burn_in_line(preview.warmup_s))
@@ -95,12 +97,13 @@ def _row(s: PreviewedSet, storage: bool) -> list[str]:
     ]
 
 
-def _duration(d: Duration) -> str:
+def _duration(d: Duration, design: str = "") -> str:
+    runs = "periods" if design.startswith("design: switching") else "runs"
     if d.adaptive is None:
-        return f"{d.runs} runs, about {d.minutes:.0f} minutes (mode: {d.mode})"
+        return f"{d.runs} {runs}, about {d.minutes:.0f} minutes (mode: {d.mode})"
     a = d.adaptive
     return (
-        f"adaptive rounds of {d.runs} runs (about {d.minutes:.1f} min each) until"
+        f"adaptive rounds of {d.runs} {runs} (about {d.minutes:.1f} min each) until"
         f" every {a.figure} comparison is resolved to +-{a.precision_pct:g}%"
         f" or {a.budget_minutes:.0f} minutes are spent (mode: {d.mode})"
     )

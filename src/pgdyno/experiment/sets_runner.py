@@ -41,10 +41,13 @@ from pgdyno.experiment.sandbox_sets import SandboxSwitcher, SetSwitcher
 from pgdyno.experiment.schedule import Balanced, Design, Rotation, Schedule
 from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import expected_dataset_bytes
+from pgdyno.experiment.switched_run import SwitchedRun, SwitchJob
+from pgdyno.experiment.switching import plan_design
 from pgdyno.experiment.target import Target, open_sandbox, running
 from pgdyno.host.machine import HostFacts
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
+from pgdyno.plan.model import MatrixSpec
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.server import effective_settings, file_errors
@@ -270,6 +273,7 @@ def run_compare(
     if elsewhere is not None and any(c.host for c in checked):  # now, not after the baseline
         raise elsewhere.refusal()
     earlier = _earlier(comparisons, plan) if job.resume else None
+    choice = plan_design(plan, checked, meta_for, spec, _cannot_switch(job))
     switcher = switcher or SandboxSwitcher(
         sandboxes, meta_for, ctx.log, expected_dataset_bytes(spec, host)
     )
@@ -295,7 +299,11 @@ def run_compare(
                 f"comparison {comparison_id} (session {session_id}): "
                 f"`pgdyno runs list --comparison {comparison_id}` lists its runs"
             )
-        ctx.log(_design_note(design))
+        ctx.log(
+            _design_note(design) if not choice.inside
+            else f"{choice.note()}; orders drawn from seed {design.seed} (`--seed "
+            f"{design.seed}` replays them)"
+        )  # fmt: skip
         stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
         run = _CompareRun(
             plan=plan, checked=checked, spec=spec, ctx=ctx, host=host, sets=sets,
@@ -303,16 +311,56 @@ def run_compare(
             done=earlier.done if earlier else set(),
             outcomes=list(earlier.outcomes) if earlier else [],
         )  # fmt: skip
-        run.plan_progress()
 
         def after(round_no: int) -> bool:
             stop = run.enough(round_no)
             comparisons.record_rounds(comparison_id, run.rounds.history())
             return stop
 
-        RoundLoop(schedule, run.rounds, run.run_set, after, lambda c: c.name).run()
+        if choice.inside:
+            _switched(run, plan.spec.matrix, design, schedule.round(1)[0], after)
+        else:
+            run.plan_progress()
+            RoundLoop(schedule, run.rounds, run.run_set, after, lambda c: c.name).run()
     return CompareOutcome(comparison_id, session_id, run.made, run.skipped, run.rounds,
                           tuple(run.outcomes))  # fmt: skip
+
+
+# -- Switching inside one run (pgdyno.experiment.switched_run) -------------------------------------
+
+
+def _cannot_switch(job: CompareJob) -> str | None:
+    """Why this invocation runs one run per set and round whatever the plan qualifies for."""
+    if job.resume:
+        return "--resume goes on with one run per set and round"
+    return None
+
+
+def _switched(
+    run: _CompareRun, matrix: MatrixSpec, design: Design, first: CheckedSet,
+    after: Callable[[int], bool],
+) -> None:  # fmt: skip
+    """The comparison as one pgbench run, the sets switched inside it: the first set applied
+    as for a run (host and server settings, read back), then each period's set put in effect
+    through the same switcher and read back."""
+    cell = _cells(run.spec, run.scales, run.host.cpu_count, 1)[0]
+    connect = partial(connected, run.spec, host=run.host, ctx=run.ctx)
+    with run.sets.applied(first, connect) as now:
+        run.ctx.store.comparisons.record_effective(run.comparison_id, first.name, now.effective)
+
+        def switch(checked: CheckedSet) -> dict[str, Any]:
+            run.sets.switcher.use(checked)
+            return SetInEffect.read_back(now.ready, checked, [])
+
+        job = SwitchJob(
+            tuple(run.checked), cell, run.spec, run.ctx, (run.session_id, run.comparison_id),
+            (matrix.period, matrix.burn_in), design.seed or 0, switch,
+        )  # fmt: skip
+        engine = SwitchedRun(job, run.outcomes)
+        try:
+            engine.run(now.ready, run.rounds, after, first.name)
+        finally:
+            run.made += engine.made
 
 
 def _design_note(design: Design) -> str:

@@ -20,10 +20,12 @@ from pgdyno.experiment.compare import sandbox_host
 from pgdyno.experiment.matrix import BenchSpec, bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.schedule import orders_note
 from pgdyno.experiment.storage_sets import describe_storage, storage_notes
+from pgdyno.experiment.switching import Choice, plan_design
 from pgdyno.host.machine import read_host
 from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
 from pgdyno.plan.check import CheckedSet, check_plan, find_installed, is_installed
 from pgdyno.plan.load import Plan, load_plan
+from pgdyno.plan.model import MatrixSpec, PlanSpec
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.settings import convert_to_setting_unit, read_number
@@ -79,6 +81,8 @@ class PlanPreview:
     orders: str = ""  # which design orders the rounds, and why (experiment/schedule.py)
     seed: int | None = None  # the plan's [matrix] seed: the orders every run of it draws
     warmup_s: int = 0  # unmeasured load at each run's start, after its set is put in effect
+    # One run per set and round, or switching inside one run, and why (experiment/switching.py)
+    design: str = ""
 
     @property
     def has_storage(self) -> bool:
@@ -91,6 +95,7 @@ def preview_plan(env: Environment, plan_file: Path, allowed: Allowed) -> PlanPre
     host = read_host(env.proc_root, env.sys_root)
     spec = bench_spec(plan, host.cpu_count)
     checked = _checked(env, plan, allowed)
+    choice = plan_design(plan, checked, describe_settings, spec)
     buffers = _shared_buffers(checked[0]) if checked else DEFAULT_SHARED_BUFFERS
     return PlanPreview(
         name=plan.name,
@@ -99,11 +104,25 @@ def preview_plan(env: Environment, plan_file: Path, allowed: Allowed) -> PlanPre
             choose_scale(scale, host.memory_bytes, buffers, None, spec.dataset).describe()
             for scale in spec.scales  # before a server runs: its shared_buffers as the plan sets it
         ),
-        duration=_duration(spec, len(checked), plan.spec.mode),
+        duration=_duration(spec, len(checked), plan.spec.mode)
+        if not choice.inside
+        else _periods(spec, len(checked), plan.spec),
         missing=_missing(c.binaries for c in checked),
-        orders=orders_note(len(checked)),
+        orders=_orders(choice, len(checked), plan.spec.matrix),
         seed=plan.spec.matrix.seed,
         warmup_s=plan.spec.matrix.warmup,
+        design=choice.note(),
+    )
+
+
+def _orders(choice: Choice, sets: int, matrix: MatrixSpec) -> str:
+    """What `plan check` says of the orders: the balanced design of runs, or the periods."""
+    if not choice.inside:
+        return orders_note(sets)
+    return (
+        f"orders: one pgbench run; the sets take turns every {matrix.period} s, the first "
+        f"{matrix.burn_in} s after each switch dropped, the order within each round drawn at "
+        "random from a seed that is printed and stored (`compare --seed N` replays it)."
     )
 
 
@@ -144,6 +163,17 @@ def _duration(spec: BenchSpec, sets: int, mode: str) -> Duration:
         Adaptive("NOPM" if spec.dataset == "tpcc" else "TPS", adaptive.precision_pct,
                  adaptive.budget_s / 60),
     )  # fmt: skip
+
+
+def _periods(spec: BenchSpec, sets: int, plan: PlanSpec) -> Duration:
+    """Switching inside one run: a round is a period of each set (`runs` counts periods)."""
+    minutes = sets * plan.matrix.period / 60
+    adaptive = spec.adaptive
+    if adaptive is None:
+        return Duration(plan.mode, sets * spec.repeats, minutes * spec.repeats)
+    return Duration(
+        plan.mode, sets, minutes, Adaptive("TPS", adaptive.precision_pct, adaptive.budget_s / 60)
+    )
 
 
 def _missing(found: Iterable[Binaries]) -> tuple[MissingVersion, ...]:

@@ -21,6 +21,12 @@ PG_MAJORS = (14, 15, 16, 17, 18)
 # The widest integer any value goes to: the kernel's unsigned long / PostgreSQL's int64.
 INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1
 MAX_VALUE_CHARS = 4096
+# Switching inside one run (matrix.design): seconds per period, seconds dropped after each
+# switch, and the fewest whole seconds a period must keep after it (its figures are means of
+# its seconds; fewer would make each mostly noise).
+DEFAULT_PERIOD_S = 10
+DEFAULT_BURN_IN_S = 2
+MIN_MEASURED_S = 3
 
 # Control characters (C0, DEL, C1) would reach a terminal, a log or postgresql.conf as they are.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -282,6 +288,25 @@ class MatrixSpec(BaseModel):
     # The seed of the rounds' balanced orders (`compare --seed` overrides it): every host of a
     # fleet, and every later run of the plan, then runs the sets in the same orders.
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
+    # How the sets take turns (pgdyno.experiment.switching): "inside" one pgbench run, every
+    # `period` seconds, `burn_in` seconds after each switch dropped; "runs": one run per set
+    # and round; "auto": inside when every set changes only settings a reload makes current
+    # at once (`plan check` says which and why).
+    design: Literal["auto", "inside", "runs"] = "auto"
+    period: Annotated[int, Field(ge=2, le=3600)] = DEFAULT_PERIOD_S
+    burn_in: Annotated[int, Field(ge=0, le=600)] = DEFAULT_BURN_IN_S
+
+    @model_validator(mode="after")
+    def _period_measures(self) -> MatrixSpec:
+        """A period keeps MIN_MEASURED_S whole seconds after its burn-in (the switch lands
+        inside a second, which is then not whole)."""
+        if self.period - self.burn_in - 1 < MIN_MEASURED_S:
+            raise ValueError(
+                f"a period of {self.period} s with a burn-in of {self.burn_in} s leaves fewer "
+                f"than {MIN_MEASURED_S} whole seconds to measure: give a period of at least "
+                f"{self.burn_in + MIN_MEASURED_S + 1} s"
+            )
+        return self
 
     @model_validator(mode="after")
     def _repeats_or_adaptive(self) -> MatrixSpec:

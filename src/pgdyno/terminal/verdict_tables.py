@@ -85,6 +85,11 @@ def design_line(rounds: RoundHistory) -> str:
     >>> design_line(RoundHistory("fixed", 3, (), 95.0, "repeats"))
     'Orders: rotation (A B C, B C A, ...).'
     """
+    if rounds.design == "switching" and rounds.seed is not None:
+        return (
+            "Orders: switching inside one pgbench run (a round is a period of each set, its "
+            f"order drawn at random), seed {rounds.seed} (`--seed {rounds.seed}` replays them)."
+        )
     return orders_line(rounds.design, rounds.seed)
 
 

@@ -1,0 +1,282 @@
+"""Switching inside one run (issue 33, section 2) on a real sandbox with real pgbench: `plan
+check` names the design and why, an A/A comparison runs as one pgbench run whose periods are
+stored as runs of their sets, a real change (synchronous_commit) is found by switching, and
+Ctrl-C in the middle leaves the server as found.
+
+The comparisons run in a PID namespace of their own (tests/host_conditions.py `quiet_pgdyno`):
+the host's other work does not flag their periods for foreign CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from conftest import cli_in, make_env, pgdyno_process, postmaster_running, wait_for
+from host_conditions import no_steal, quiet_pgdyno
+from leftovers import processes_in
+from pgdyno.experiment.target import open_sandbox
+from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.client import connect
+from pgdyno.postgres.cluster import Sandbox
+from pgdyno.undo.server import pending_changes
+
+SECRET = "not-a-secret-switching"
+State = tuple[dict[str, tuple[str, str]], str]
+
+
+def server_state(box: Sandbox) -> State:
+    """Every setting's value and source, and postgresql.auto.conf's text."""
+    with connect(box.conninfo()) as client:
+        rows = client.rows("SELECT name, setting, source FROM pg_settings")
+    settings = {str(name): (str(setting), str(source)) for name, setting, source in rows
+                if name != "huge_pages_status"}  # fmt: skip
+    return settings, (box.data_dir / "postgresql.auto.conf").read_text()
+
+
+def changes(before: State, after: State) -> dict[str, object]:
+    """What differs between two states (empty when the server is as it was)."""
+    (settings_a, auto_a), (settings_b, auto_b) = before, after
+    found: dict[str, object] = {
+        name: (settings_a.get(name), settings_b.get(name))
+        for name in settings_a.keys() | settings_b.keys()
+        if settings_a.get(name) != settings_b.get(name)
+    }
+    if auto_a != auto_b:
+        found["postgresql.auto.conf"] = (auto_a, auto_b)
+    return found
+
+
+def plan(directory: Path, name: str, body: str) -> Path:
+    path = directory / f"{name}.toml"
+    path.write_text(f'name = "{name}"\n{body}')
+    return path
+
+
+AA = """
+[matrix]
+workloads = ["select-only"]
+scales = [1]
+clients = [1]
+warmup = 0
+period = 6
+burn_in = 2
+precision = 2.0
+budget = "40s"
+
+[[set]]
+name = "a"
+[set.pg]
+log_min_duration_statement = -1
+
+[[set]]
+name = "b"
+[set.pg]
+log_min_duration_statement = 100000
+"""
+
+SYNC = """
+[matrix]
+workloads = ["tpcb-like"]
+scales = [1]
+clients = [2]
+warmup = 0
+period = 5
+burn_in = 1
+precision = 20.0
+budget = "3m"
+
+[[set]]
+name = "on"
+[set.pg]
+synchronous_commit = "on"
+
+[[set]]
+name = "off"
+[set.pg]
+synchronous_commit = "off"
+"""
+
+
+def periods(workdir: Path, comparison_id: int) -> list[dict[str, Any]]:
+    """The stored runs of a comparison with their `switching_period` event, in run order."""
+    with sqlite3.connect(workdir / "results.sqlite") as db:
+        db.row_factory = sqlite3.Row
+        rows = db.execute(
+            "SELECT r.id, r.set_name, r.repeat, r.status, r.pgbench_argv, e.t, e.detail"
+            " FROM runs r LEFT JOIN run_events e ON e.run_id = r.id"
+            " AND e.kind = 'switching_period' WHERE r.comparison_id = ? ORDER BY r.id",
+            (comparison_id,),
+        )
+        return [dict(row) for row in rows]
+
+
+def test_plan_check_names_the_design_and_why(shared_workdir: Path, tmp_path: Path, run_cli):
+    checked = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "aa", AA)))
+    assert checked.code == 0, checked.stderr
+    assert (
+        "design: switching inside runs: every set changes only reload settings that act at once"
+        in checked.stdout
+    )
+    assert "the sets take turns every 6 s, the first 2 s after each switch dropped" in (
+        checked.stdout
+    )
+    wal = AA.replace("log_min_duration_statement = 100000", 'max_wal_size = "2GB"')
+    per_run = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "wal", wal)))
+    assert per_run.code == 0, per_run.stderr
+    assert "design: one run per set and round: max_wal_size acts over minutes" in per_run.stdout
+    insisted = wal.replace("period = 6", 'period = 6\ndesign = "inside"')
+    refused = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "ins", insisted)))
+    assert refused.code == 2
+    assert "max_wal_size acts over minutes" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+
+
+def test_an_aa_comparison_switches_inside_one_pgbench_run(quiet_workdir: Path, tmp_path: Path):
+    result = quiet_pgdyno(quiet_workdir, "compare", str(plan(tmp_path, "aa", AA)), "--json",
+                          "--seed", "5")  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert "design: switching inside runs" in result.stderr
+    data = json.loads(result.stdout)
+    no_steal([r["interference"] for r in data["runs"]])
+    rounds = data["rounds"]
+    assert (rounds["design"], rounds["seed"]) == ("switching", 5)
+    orders = [tuple(o) for o in rounds["order"]]
+    assert len(set(orders)) == 2, orders  # drawn per round from the seed, not always a b
+    stored = periods(quiet_workdir, data["comparison"]["id"])
+    assert len(stored) == 2 * rounds["rounds"]
+    assert [r["set_name"] for r in stored] == [s for o in orders for s in o]
+    assert [r["repeat"] for r in stored] == [r for r in range(1, rounds["rounds"] + 1)
+                                             for _ in (1, 2)]  # fmt: skip
+    details = [json.loads(r["detail"]) for r in stored]
+    assert {d["design"] for d in details} == {"inside"}
+    # One pgbench start for the whole comparison: every period names the same one.
+    assert len({d["pgbench_started_at"] for d in details}) == 1
+    assert len({r["pgbench_argv"] for r in stored}) == 1
+    for d in details:  # the burn-in dropped: the measured seconds start 2 s after the switch
+        assert d["first_second"] >= d["switched_at"] + 2
+        assert d["last_second"] + 1 <= d["ended_at"]
+    assert [d["period"] for d in details] == list(range(1, len(details) + 1))
+    change = next(r for r in data["analysis"]["results"] if r["set_name"] == "b")["tps_change"]
+    assert change is None or change["verdict"] not in ("better", "worse"), change
+
+
+def test_a_real_change_is_found_by_switching(quiet_workdir: Path, tmp_path: Path):
+    """synchronous_commit = off against on, on a write workload: commits stop waiting for the
+    WAL flush, a gain far larger than any noise of this host."""
+    result = quiet_pgdyno(quiet_workdir, "compare", str(plan(tmp_path, "sync", SYNC)), "--json",
+                          "--seed", "8")  # fmt: skip
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    no_steal([r["interference"] for r in data["runs"]])
+    assert data["rounds"]["design"] == "switching"
+    change = next(r for r in data["analysis"]["results"] if r["set_name"] == "off")["tps_change"]
+    assert change["verdict"] == "better", change
+    assert change["ci_low_pct"] > 0, change
+
+
+def test_ctrl_c_mid_run_leaves_the_server_as_found(
+    workdir: Path, tmp_path: Path, cache_dir: Path, binaries: Binaries
+):
+    """SIGINT while set "off" is in effect inside the run: pgdyno stops pgbench, keeps the
+    periods that finished, stops the sandbox, and the server starts again with neither set's
+    setting (pg_settings and postgresql.auto.conf as they were)."""
+    slow = SYNC.replace('budget = "3m"', 'budget = "10m"').replace("precision = 20.0", "")
+    path = plan(tmp_path, "sync", slow.replace("[matrix]", "[matrix]\nprecision = 0.1"))
+    conf = workdir / "clusters" / f"pg{binaries.major}" / "data"
+    with pgdyno_process("compare", str(path), "--workdir", str(workdir), "--seed", "8") as proc:
+
+        def off_in_effect() -> bool:
+            settings = conf / "pgdyno.settings.conf"
+            return (
+                settings.exists()
+                and "synchronous_commit = 'off'" in settings.read_text()
+                and bool(processes_in(workdir, "pgbench"))
+            )
+
+        assert wait_for(off_in_effect, timeout=240), "set off never came into effect"
+        auto_conf = (conf / "postgresql.auto.conf").read_text()
+        os.kill(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "interrupted" in stderr, stderr
+    assert wait_for(lambda: not processes_in(workdir, "pgbench"), timeout=15)
+    assert not postmaster_running(workdir)
+    assert (conf / "postgresql.auto.conf").read_text() == auto_conf
+    box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _: None)
+    box.start({}, owner_pid=os.getpid(), binaries=binaries)
+    try:
+        with psycopg.connect(box.conninfo()) as conn:
+            row = conn.execute("SELECT setting, source FROM pg_settings WHERE name = "
+                               "'synchronous_commit'").fetchone()  # fmt: skip
+        assert row == ("on", "default")
+    finally:
+        box.stop()
+    with sqlite3.connect(workdir / "results.sqlite") as db:
+        statuses = [s for (s,) in db.execute("SELECT status FROM comparisons")]
+    assert statuses == ["interrupted"]
+
+
+def test_an_existing_server_switches_through_alter_system_and_is_left_as_found(
+    workdir: Path, cache_dir: Path, server: Sandbox
+):
+    """`--dsn`: each period's set goes in with ALTER SYSTEM and a reload (journalled first,
+    the previous set's undone), and the server ends exactly as found."""
+    dsn = server.conninfo() + f" password={SECRET}"
+    before = server_state(server)
+    body = AA.replace('budget = "40s"', 'budget = "30s"').replace(
+        "log_min_duration_statement = 100000", 'work_mem = "8MB"\njit = false'
+    )
+    cli = cli_in(workdir, cache_dir, secret=SECRET)
+    result = cli("compare", str(plan(workdir, "dsn", body)), "--dsn", dsn, "--json")
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["rounds"]["design"] == "switching"
+    stored = periods(workdir, data["comparison"]["id"])
+    assert len(stored) == 2 * data["rounds"]["rounds"] >= 4
+    assert len({json.loads(r["detail"])["pgbench_started_at"] for r in stored}) == 1
+    settings = {
+        name: json.loads(text)
+        for name, text in sqlite3.connect(workdir / "results.sqlite").execute(
+            "SELECT set_name, settings FROM runs"
+        )
+    }
+    assert settings["b"]["work_mem"] == "8192 kB" and settings["b"]["jit"] == "off"
+    assert "work_mem" not in settings["a"]
+    assert changes(before, server_state(server)) == {}  # every ALTER SYSTEM undone, reloaded
+    assert pending_changes(workdir) == []
+
+
+def test_sigkill_mid_switching_then_rollback_restores_the_server(
+    workdir: Path, tmp_path: Path, server: Sandbox, run_cli
+):
+    """SIGKILL while set b's ALTER SYSTEM is in effect inside the run: no pgbench is left, and
+    `pgdyno rollback` puts the server back exactly as found (from the journal)."""
+    before = server_state(server)
+    body = AA.replace('budget = "40s"', 'budget = "10m"').replace("precision = 2.0", "")
+    body = body.replace("log_min_duration_statement = 100000", 'work_mem = "8MB"')
+    path = plan(tmp_path, "kill", body.replace("[matrix]", "[matrix]\nprecision = 0.1"))
+    auto_conf = server.data_dir / "postgresql.auto.conf"
+    args = ("compare", str(path), "--dsn", server.conninfo(), "--workdir", str(workdir))
+    with pgdyno_process(*args) as proc:
+        in_effect = wait_for(
+            lambda: (
+                "work_mem = '8MB'" in auto_conf.read_text()
+                and bool(processes_in(workdir, "pgbench"))
+            ),
+            timeout=240,
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert in_effect, "set b never came into effect"
+    assert [c.name for c in pending_changes(workdir)][-1] == "work_mem"
+    assert wait_for(lambda: not processes_in(workdir, "pgbench"), timeout=15)
+    restored = run_cli(workdir, "rollback")
+    assert restored.code == 0, restored.stderr
+    assert pending_changes(workdir) == []
+    # pg_reload_conf is asynchronous: the settings follow the files once it is processed.
+    assert wait_for(lambda: changes(before, server_state(server)) == {}, timeout=30)
