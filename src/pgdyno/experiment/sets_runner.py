@@ -42,8 +42,8 @@ from pgdyno.experiment.schedule import Balanced, Design, Rotation, Schedule
 from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import expected_dataset_bytes
 from pgdyno.experiment.switched_run import SwitchedRun, SwitchJob
-from pgdyno.experiment.switching import plan_design
 from pgdyno.experiment.target import Target, open_sandbox, running
+from pgdyno.experiment.twin_sets import TwinSwitcher, choose
 from pgdyno.host.machine import HostFacts
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
@@ -273,10 +273,14 @@ def run_compare(
     if elsewhere is not None and any(c.host for c in checked):  # now, not after the baseline
         raise elsewhere.refusal()
     earlier = _earlier(comparisons, plan) if job.resume else None
-    choice = plan_design(plan, checked, meta_for, spec, _cannot_switch(job))
-    switcher = switcher or SandboxSwitcher(
-        sandboxes, meta_for, ctx.log, expected_dataset_bytes(spec, host)
-    )
+    dataset_bytes = expected_dataset_bytes(spec, host)
+    choice = choose(
+        plan, checked, meta_for, spec, (host.memory_bytes, dataset_bytes), _cannot_switch(job),
+        None if switcher is None else "the comparison runs on one existing server (--dsn)",
+    )  # fmt: skip
+    if switcher is None and choice.design == "twins":
+        switcher = TwinSwitcher(sandboxes, ctx.log)
+    switcher = switcher or SandboxSwitcher(sandboxes, meta_for, ctx.log, dataset_bytes)
     design = design_for(job.seed, earlier.rounds if earlier else None, job.resume)
     schedule = Schedule(tuple(checked), design)
     with ExitStack() as stack:
@@ -299,6 +303,8 @@ def run_compare(
                 f"comparison {comparison_id} (session {session_id}): "
                 f"`pgdyno runs list --comparison {comparison_id}` lists its runs"
             )
+        if choice.design == "twins":
+            ctx.log(choice.note())
         ctx.log(
             _design_note(design) if not choice.inside
             else f"{choice.note()}; orders drawn from seed {design.seed} (`--seed "
