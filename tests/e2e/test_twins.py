@@ -8,6 +8,7 @@ once; the A/A test runs first and counts the starts in the twins' own server log
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -108,7 +109,7 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
     """shared_buffers 128MB against 129MB: each set's runs go to its own twin, started once;
     no server restarts between runs, and none is left running."""
     cli = cli_in(twins_workdir, cache_dir)
-    result = cli("compare", str(plan(tmp_path, "aa", AA)), "--seed", "3")
+    result = cli("compare", str(plan(tmp_path, "aa", AA)), "--seed", "3", "--json")
     assert result.code == 0, result.stderr
     assert "design: twin servers" in result.stderr
     major = binaries.major
@@ -123,6 +124,21 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
     assert len({s for s, _ in rows[:2]}) == 2  # the sets alternated: runs switched servers
     assert not postmaster_running(twins_workdir)
     assert not processes_in(twins_workdir, "postgres")
+    # The idle twin's work during every run of the other set: stored with the run, reported.
+    with sqlite3.connect(twins_workdir / "results.sqlite") as db:
+        events = db.execute(
+            "SELECT r.set_name, e.detail FROM run_events e JOIN runs r ON r.id = e.run_id"
+            " WHERE e.kind = 'idle_twin' ORDER BY r.id"
+        ).fetchall()
+    assert len(events) == 4
+    for set_name, detail in events:
+        idle = json.loads(detail)
+        other = "b" if set_name == "a" else "a"
+        assert idle["server"] == f"pg{major}-{other}" and idle["measured_set"] == set_name
+        assert idle["cpu_s"] >= 0 and idle["wall_s"] > 0 and idle["checkpoints"] >= 0
+    shares = {share["set_name"]: share for share in json.loads(result.stdout)["idle_twins"]}
+    assert sorted(shares) == ["a", "b"] and {s["runs"] for s in shares.values()} == {2}
+    assert all(0 <= s["cpu_share"] < 1 for s in shares.values())
     listed = cli("sandbox", "status")
     assert listed.code == 0 and all(t in listed.stdout for t in twins), listed.stdout
 

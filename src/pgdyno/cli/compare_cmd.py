@@ -169,6 +169,7 @@ def compare(
                 "analysis": analysis.as_dict(),
                 "carryover": [fit.as_dict() for fit in done.carryover],
                 "runs": [to_json(r) for r in runs],
+                "idle_twins": [share.as_dict() for share in outcome.idle],
             },
         )
     else:
@@ -179,6 +180,8 @@ def compare(
         out(env).print(burn_in_line(plan.spec.matrix.warmup))
         for line in switch_costs(done.carryover):
             out(env).print(line)
+        for share in outcome.idle:  # twin servers: the idle ones' work during each set's runs
+            out(env).print(share.line())
         for line in carryover_lines(done.carryover, history.design):
             err(env).print(line)
         if outcome.skipped:

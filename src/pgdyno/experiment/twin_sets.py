@@ -19,6 +19,7 @@ twins and stops every server it started on every way out.
 from __future__ import annotations
 
 import os
+import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -28,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from pgdyno.changes.alter import refuse_changed_sandbox
+from pgdyno.collect.interference import CLOCK_TICKS, ProcessTable, read_processes, tree_ticks
 from pgdyno.environment import Environment
 from pgdyno.errors import ClusterError
 from pgdyno.experiment.matrix import BenchSpec
@@ -37,9 +39,11 @@ from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox, recover, taken_ports
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.postgres.settings import SettingMeta, convert_to_setting_unit, read_number
+from pgdyno.records import Event
 
 TWINS_DATA = Path(str(resources.files("pgdyno") / "data" / "twins.toml"))
 GIB = 1024**3
@@ -205,6 +209,92 @@ def choose(
     return base
 
 
+# -- The idle twins' background work ---------------------------------------------------------------
+
+IDLE_EVENT = "idle_twin"  # the run event that holds one idle twin's work during the run
+# Checkpoints so far: pg_stat_checkpointer from PostgreSQL 17, pg_stat_bgwriter before
+# (https://www.postgresql.org/docs/17/monitoring-stats.html#MONITORING-PG-STAT-CHECKPOINTER-VIEW).
+CHECKPOINTS_SQL = {
+    True: "SELECT num_timed + num_requested FROM pg_stat_checkpointer",
+    False: "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter",
+}
+
+
+@dataclass(frozen=True)
+class IdleShare:
+    """What the idle twins did while one set's runs were measured on its own server: their
+    CPU time (every process of their servers), the runs' wall time, and their checkpoints."""
+
+    set_name: str  # the set whose runs were measured meanwhile
+    cpu_s: float
+    wall_s: float
+    checkpoints: int
+    runs: int
+
+    @property
+    def cpu_share(self) -> float:
+        """The idle twins' CPU as a share of one CPU over the runs' wall time."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    def line(self) -> str:
+        """
+        >>> IdleShare("b", 0.25, 10.0, 1, 2).line()
+        'Idle twin used 2.5% of a CPU during the runs of b (0.25 s of CPU over 10.0 s of 2 runs; 1 checkpoint).'
+        """  # noqa: E501
+        point = "checkpoint" if self.checkpoints == 1 else "checkpoints"
+        return (
+            f"Idle twin used {self.cpu_share:.1%} of a CPU during the runs of {self.set_name} "
+            f"({self.cpu_s:.2f} s of CPU over {self.wall_s:.1f} s of {self.runs} runs; "
+            f"{self.checkpoints} {point})."
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "set_name": self.set_name, "cpu_s": round(self.cpu_s, 3),
+            "wall_s": round(self.wall_s, 3), "cpu_share": round(self.cpu_share, 5),
+            "checkpoints": self.checkpoints, "runs": self.runs,
+        }  # fmt: skip
+
+
+def idle_shares(events: Sequence[tuple[int, str, Event]]) -> tuple[IdleShare, ...]:
+    """Every measured set's idle-twin work, summed over its runs' `idle_twin` events (the run,
+    its set, the event): the CPU of every idle twin, each run's wall time once; sets in the
+    order first met.
+
+    >>> e = Event(0.0, IDLE_EVENT, {"cpu_s": 0.1, "wall_s": 5.0, "checkpoints": 1})
+    >>> idle_shares([(1, "a", e), (1, "a", e), (2, "b", e)])[0]
+    IdleShare(set_name='a', cpu_s=0.2, wall_s=5.0, checkpoints=2, runs=1)
+    """
+    found: dict[str, IdleShare] = {}
+    seen: set[int] = set()
+    for run_id, set_name, event in events:
+        if event.kind != IDLE_EVENT:
+            continue
+        d, first = event.detail, run_id not in seen
+        seen.add(run_id)
+        was = found.get(set_name, IdleShare(set_name, 0.0, 0.0, 0, 0))
+        found[set_name] = IdleShare(
+            set_name, was.cpu_s + float(str(d["cpu_s"])),
+            was.wall_s + (float(str(d["wall_s"])) if first else 0.0),
+            was.checkpoints + int(str(d["checkpoints"])), was.runs + first,
+        )  # fmt: skip
+    return tuple(found.values())
+
+
+def checkpoints(box: Sandbox) -> int:
+    """The checkpoints a running sandbox made since its statistics were last reset."""
+    with connect(box.conninfo()) as client:
+        rows = client.rows(CHECKPOINTS_SQL[box.binaries().major >= 17])
+    return int(rows[0][0])
+
+
+@dataclass(frozen=True)
+class _Before:
+    table: ProcessTable
+    checkpoints: dict[str, int]  # per idle twin
+    pids: dict[str, int]  # each idle twin's postmaster
+
+
 # -- The twins themselves --------------------------------------------------------------------------
 
 
@@ -237,21 +327,25 @@ class TwinSwitcher:
     """One sandbox per set, each started once with its set's settings on first use and kept
     running; `use` says where the set's runs go. `close` stops every server it started (the
     comparison's stack calls it on every way out, Ctrl-C included; a SIGKILL leaves them to
-    each sandbox's watchdog). `started` counts the starts, for the log and the tests."""
+    each sandbox's watchdog)."""
 
-    def __init__(self, env: Environment, log: Callable[[str], None]) -> None:
+    def __init__(
+        self, env: Environment, sets: Sequence[CheckedSet], log: Callable[[str], None]
+    ) -> None:
         self.env = env
+        self.sets = tuple(sets)
         self.log = log
         self.running: dict[str, Sandbox] = {}
-        self.started = 0
 
     def use(self, checked: CheckedSet) -> Target:
-        return sandbox_as_target(self.box_for(checked))
+        """The target of the set's runs; on first use every twin starts (in the plan's
+        order), so that every measured run has the same idle servers beside it."""
+        if not self.running:
+            for each in self.sets:
+                self._start(each)
+        return sandbox_as_target(self.running.get(checked.name) or self._start(checked))
 
-    def box_for(self, checked: CheckedSet) -> Sandbox:
-        box = self.running.get(checked.name)
-        if box is not None:
-            return box
+    def _start(self, checked: CheckedSet) -> Sandbox:
         box = open_twin(self.env, checked.binaries, checked.name, self.log)
         if box.postmaster_pid() is not None:
             raise ClusterError(
@@ -264,13 +358,43 @@ class TwinSwitcher:
             taken_ports=taken_ports(self.env.clusters_dir),
         )  # fmt: skip
         self.running[checked.name] = box
-        self.started += 1
         self.log(f"set {checked.name}: its twin server {box.root.name} started")
         return box
 
     def others(self, name: str) -> list[Sandbox]:
         """The running twins of the sets other than `name` (idle while its runs are measured)."""
         return [box for set_name, box in self.running.items() if set_name != name]
+
+    def watch(self, name: str) -> Callable[[], tuple[Event, ...]]:
+        """Starts watching the idle twins while a run of set `name` begins (their checkpoints,
+        then the process table); the function returned ends it as the run ends (the process
+        table first, so the checkpoint query's own connection is not counted) and gives one
+        `idle_twin` event per idle twin (pgdyno.experiment.bench.run_cells stores them)."""
+        idle = self.others(name)
+        proc_root = self.env.proc_root
+        pids = {b.root.name: pid for b in idle if (pid := b.postmaster_pid()) is not None}
+        counted = {b.root.name: checkpoints(b) for b in idle if b.root.name in pids}
+        before = _Before(read_processes(proc_root), counted, pids)
+        started = time.time()
+
+        def done() -> tuple[Event, ...]:
+            after = read_processes(proc_root)
+            wall = after.at - before.table.at
+            events = []
+            for box in idle:
+                server = box.root.name
+                if server not in before.pids or box.postmaster_pid() is None:
+                    continue
+                cpu = tree_ticks(before.table, after, before.pids[server]) / CLOCK_TICKS
+                made = checkpoints(box) - before.checkpoints[server]
+                events.append(Event(started, IDLE_EVENT, {
+                    "server": server, "measured_set": name, "cpu_s": round(cpu, 3),
+                    "wall_s": round(wall, 3), "cpu_share": round(cpu / wall, 5) if wall else 0,
+                    "checkpoints": made,
+                }))  # fmt: skip
+            return tuple(events)
+
+        return done
 
     def close(self) -> None:
         with ExitStack() as stack:  # every server stops, even when one of them fails to
