@@ -146,13 +146,20 @@ def qualify_twins(
     memory_bytes: int,
     dataset_bytes: int,
     rule: MemoryRule | None = None,
+    dataset: str = "pgbench",
 ) -> TwinFit:
     """Whether the sets differ only by PostgreSQL settings on one version and storage, with a
-    setting that needs a restart among them, and their servers fit in memory side by side."""
+    setting that needs a restart among them, and their servers fit in memory side by side.
+    `dataset`: pgbench's (the same rows on every server) or the TPC-C-like one."""
     names = differing([c.pg for c in checked])
     restart = [n for n in names if n in meta and meta[n].needs_restart]
     if not restart:
         return TwinFit(False, "no setting that differs between the sets needs a restart", False)
+    if dataset != "pgbench":
+        return TwinFit(
+            False, "the TPC-C-like dataset is generated at random on each server: the twins' "
+            "copies would differ", True,
+        )  # fmt: skip
     if len({c.binaries.version for c in checked}) > 1:
         return TwinFit(False, "the sets run different PostgreSQL versions", True)
     for c in checked:
@@ -161,7 +168,7 @@ def qualify_twins(
     hosts = [{str(knob): value for knob, value in c.host} for c in checked]
     if differing(hosts):
         return TwinFit(False, "the sets change host settings, which every server would see", True)
-    if any(str(knob) == "sysctl vm.nr_hugepages" for c in checked for knob, _ in c.host):
+    if any(knob.name == "vm.nr_hugepages" for c in checked for knob, _ in c.host):
         return TwinFit(False, "a set reserves huge pages, which stops the servers", True)
     short = memory_shortfall(
         [shared_buffers_bytes(c.pg) for c in checked], dataset_bytes, memory_bytes,
@@ -199,7 +206,7 @@ def choose(
     why_not = refusal or one_server
     if not checked:
         return Choice("runs", "the plan has no set")
-    found = qualify_twins(checked, meta_for(checked[0].binaries), *memory)
+    found = qualify_twins(checked, meta_for(checked[0].binaries), *memory, dataset=spec.dataset)
     if why_not is not None and (design == "twins" or found.fits):
         return Choice("runs", f"twins: {why_not}")
     if found.fits:
