@@ -33,6 +33,7 @@ META = recorded_settings(18)
 GIB = 1024**3
 MIB = 1024**2
 RAM = 8 * GIB  # memory of the host in these tests
+SWAPPINESS = Knob("sysctl", "vm.swappiness", proc_root=Path("/x"), sys_root=Path("/y"))
 
 
 def sets(*pgs: dict[str, str], binaries: Binaries = PG18) -> list[CheckedSet]:
@@ -74,7 +75,7 @@ def test_a_restart_setting_qualifies_when_the_servers_fit():
           CheckedSet(SetSpec(name="b", storage=StorageSpec(filesystem="xfs")), PG18,
                      {"shared_buffers": "256MB"})],
          "set b puts the data on a filesystem of its own", True),
-        ([CheckedSet(SetSpec(name="a"), PG18, {}, [(Knob("sysctl", "vm.swappiness", proc_root=Path("/x"), sys_root=Path("/y")), "10")]),
+        ([CheckedSet(SetSpec(name="a"), PG18, {}, [(SWAPPINESS, "10")]),
           CheckedSet(SetSpec(name="b"), PG18, {"wal_buffers": "16MB"})],
          "the sets change host settings", True),
         (sets({}, {"shared_buffers": "7GB"}),

@@ -117,8 +117,11 @@ def compare(
     looking after every round raises no false alarm; the result says why it stopped and, when
     the budget ran out, how much longer would resolve it. When every set changes only
     settings a reload makes current at once (the plan's [matrix] design = "auto", the default,
-    or "inside"), adaptive rounds switch the sets inside one pgbench run instead, by periods;
-    `pgdyno plan check` says which design runs and why.
+    or "inside"), adaptive rounds switch the sets inside one pgbench run instead, by periods.
+    When a set changes a setting that needs a restart and the servers fit in memory side by
+    side ("auto", or "twins"), each set runs on a sandbox of its own started once (twin
+    servers), and the idle twins' CPU during each set's runs is reported. `pgdyno plan check`
+    says which design runs and why.
 
     \b
     With --dsn the sets run on an existing server: each set's PostgreSQL settings are applied
