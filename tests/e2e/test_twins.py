@@ -136,7 +136,10 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
         other = "b" if set_name == "a" else "a"
         assert idle["server"] == f"pg{major}-{other}" and idle["measured_set"] == set_name
         assert idle["cpu_s"] >= 0 and idle["wall_s"] > 0 and idle["checkpoints"] >= 0
-    shares = {share["set_name"]: share for share in json.loads(result.stdout)["idle_twins"]}
+    data = json.loads(result.stdout)
+    change = next(r for r in data["analysis"]["results"] if r["set_name"] == "b")["tps_change"]
+    assert change is None or change["verdict"] not in ("better", "worse"), change
+    shares = {share["set_name"]: share for share in data["idle_twins"]}
     assert sorted(shares) == ["a", "b"] and {s["runs"] for s in shares.values()} == {2}
     assert all(0 <= s["cpu_share"] < 1 for s in shares.values())
     listed = cli("sandbox", "status")
