@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (
+    IS_ROOT,
     cli_in,
     new_workdir,
     pgdyno_process,
@@ -27,6 +28,8 @@ from conftest import (
 )
 from leftovers import processes_in
 from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.cluster import Sandbox
+from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.process import pid_alive
 
 READY = "database system is ready to accept connections"
@@ -144,6 +147,12 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
     assert all(0 <= s["cpu_share"] < 1 for s in shares.values())
     listed = cli("sandbox", "status")
     assert listed.code == 0 and all(t in listed.stdout for t in twins), listed.stdout
+    # `sandbox stop --pg-version N` stops the version's twins too
+    twin = Sandbox(twins_workdir / "clusters" / twins[0], sandbox_user(IS_ROOT, create=False))
+    twin.start({}, owner_pid=None)
+    stopped = cli("sandbox", "stop", "--pg-version", str(major))
+    assert stopped.code == 0 and twins[0] in stopped.stdout, stopped.stdout
+    assert not postmaster_running(twins_workdir)
 
 
 def test_ctrl_c_mid_comparison_leaves_no_postmaster(
