@@ -31,7 +31,7 @@ from pathlib import Path
 from pgdyno.changes.alter import refuse_changed_sandbox
 from pgdyno.collect.interference import CLOCK_TICKS, ProcessTable, read_processes, tree_ticks
 from pgdyno.environment import Environment
-from pgdyno.errors import ClusterError
+from pgdyno.errors import ClusterError, ConnectionFailed, QueryRefused
 from pgdyno.experiment.matrix import BenchSpec
 from pgdyno.experiment.switching import Choice, differing, plan_design
 from pgdyno.experiment.target import Target, sandbox_as_target
@@ -94,12 +94,13 @@ def shared_buffers_bytes(pg: Mapping[str, str]) -> int:
 
 def _size(n: int) -> str:
     """
-    >>> _size(6 * 1024**3), _size(128 * 1024**2), _size(1536 * 1024**2)
-    ('6GB', '128MB', '1.5GB')
+    >>> _size(6 * 1024**3), _size(128 * 1024**2), _size(1536 * 1024**2), _size(1024**4)
+    ('6GB', '128MB', '1.5GB', '1024GB')
+    >>> _size(12630000000), _size(15 * 1024**2 + 1)
+    ('11.8GB', '15MB')
     """
-    if n >= GIB:
-        return f"{n / GIB:g}GB"
-    return f"{n / 1024**2:g}MB"
+    value, unit = (n / GIB, "GB") if n >= GIB else (n / 1024**2, "MB")
+    return f"{value:.0f}{unit}" if value >= 100 else f"{value:.3g}{unit}"
 
 
 def memory_shortfall(
@@ -283,22 +284,26 @@ def idle_shares(events: Sequence[tuple[int, str, Event]]) -> tuple[IdleShare, ..
         found[set_name] = IdleShare(
             set_name, was.cpu_s + float(str(d["cpu_s"])),
             was.wall_s + (float(str(d["wall_s"])) if first else 0.0),
-            was.checkpoints + int(str(d["checkpoints"])), was.runs + first,
+            was.checkpoints + int(str(d["checkpoints"] or 0)), was.runs + first,
         )  # fmt: skip
     return tuple(found.values())
 
 
-def checkpoints(box: Sandbox) -> int:
-    """The checkpoints a running sandbox made since its statistics were last reset."""
-    with connect(box.conninfo()) as client:
-        rows = client.rows(CHECKPOINTS_SQL[box.binaries().major >= 17])
+def checkpoints(box: Sandbox) -> int | None:
+    """The checkpoints a running sandbox made since its statistics were last reset; None when
+    it cannot say (it stopped meanwhile): the run is stored all the same."""
+    try:
+        with connect(box.conninfo()) as client:
+            rows = client.rows(CHECKPOINTS_SQL[box.binaries().major >= 17])
+    except (ConnectionFailed, QueryRefused):
+        return None
     return int(rows[0][0])
 
 
 @dataclass(frozen=True)
 class _Before:
     table: ProcessTable
-    checkpoints: dict[str, int]  # per idle twin
+    checkpoints: dict[str, int | None]  # per idle twin
     pids: dict[str, int]  # each idle twin's postmaster
 
 
@@ -393,7 +398,8 @@ class TwinSwitcher:
                 if server not in before.pids or box.postmaster_pid() is None:
                     continue
                 cpu = tree_ticks(before.table, after, before.pids[server]) / CLOCK_TICKS
-                made = checkpoints(box) - before.checkpoints[server]
+                now, then = checkpoints(box), before.checkpoints[server]
+                made = now - then if now is not None and then is not None else None
                 events.append(Event(started, IDLE_EVENT, {
                     "server": server, "measured_set": name, "cpu_s": round(cpu, 3),
                     "wall_s": round(wall, 3), "cpu_share": round(cpu / wall, 5) if wall else 0,
