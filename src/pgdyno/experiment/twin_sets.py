@@ -336,8 +336,8 @@ def open_twin(
 
 
 class TwinSwitcher:
-    """One sandbox per set, each started once with its set's settings on first use and kept
-    running; `use` says where the set's runs go. `close` stops every server it started (the
+    """One sandbox per set, all started at the first use, each once with its set's settings,
+    and kept running; `use` says where the set's runs go. `close` stops every server it started (the
     comparison's stack calls it on every way out, Ctrl-C included; a SIGKILL leaves them to
     each sandbox's watchdog)."""
 
