@@ -20,6 +20,7 @@ import pytest
 from conftest import (
     IS_ROOT,
     cli_in,
+    make_env,
     new_workdir,
     pgdyno_process,
     postmaster_running,
@@ -27,6 +28,7 @@ from conftest import (
     wait_for,
 )
 from leftovers import processes_in
+from pgdyno.experiment.target import sandbox_binaries
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.sandbox_user import sandbox_user
@@ -147,6 +149,10 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
     assert all(0 <= s["cpu_share"] < 1 for s in shares.values())
     listed = cli("sandbox", "status")
     assert listed.code == 0 and all(t in listed.stdout for t in twins), listed.stdout
+    # The version's sandbox, not a twin, is the one a later command picks as "used last"
+    said: list[str] = []
+    sandbox_binaries(make_env(twins_workdir, cache_dir), None, None, said.append)
+    assert said and f"this work directory's sandbox pg{major};" in said[0], said
     # `sandbox stop --pg-version N` stops the version's twins too
     twin = Sandbox(twins_workdir / "clusters" / twins[0], sandbox_user(IS_ROOT, create=False))
     twin.start({}, owner_pid=None)
