@@ -145,7 +145,7 @@ name = "b"
     [
         ("period = 4", "a period of 4 s with a burn-in of 2 s leaves fewer than 3 whole seconds"),
         ("period = 10\nburn_in = 7", "give a period of at least 11 s"),
-        ('design = "sometimes"', "input should be 'auto', 'inside' or 'runs'"),
+        ('design = "sometimes"', "input should be 'auto', 'inside', 'runs' or 'twins'"),
         ("period = 1", "period"),
         ("burn_in = -1", "burn_in"),
     ],

@@ -117,8 +117,11 @@ def compare(
     looking after every round raises no false alarm; the result says why it stopped and, when
     the budget ran out, how much longer would resolve it. When every set changes only
     settings a reload makes current at once (the plan's [matrix] design = "auto", the default,
-    or "inside"), adaptive rounds switch the sets inside one pgbench run instead, by periods;
-    `pgdyno plan check` says which design runs and why.
+    or "inside"), adaptive rounds switch the sets inside one pgbench run instead, by periods.
+    When a set changes a setting that needs a restart and the servers fit in memory side by
+    side ("auto", or "twins"), each set runs on a sandbox of its own started once (twin
+    servers), and the idle twins' CPU during each set's runs is reported. `pgdyno plan check`
+    says which design runs and why.
 
     \b
     With --dsn the sets run on an existing server: each set's PostgreSQL settings are applied
@@ -169,6 +172,7 @@ def compare(
                 "analysis": analysis.as_dict(),
                 "carryover": [fit.as_dict() for fit in done.carryover],
                 "runs": [to_json(r) for r in runs],
+                "idle_twins": [share.as_dict() for share in outcome.idle],
             },
         )
     else:
@@ -182,6 +186,8 @@ def compare(
                                     switching=switching))  # fmt: skip
         for line in switch_costs(done.carryover):
             out(env).print(line)
+        for share in outcome.idle:  # twin servers: the idle ones' work during each set's runs
+            out(env).print(share.line())
         for line in carryover_lines(done.carryover, history.design):
             err(env).print(line)
         if outcome.skipped:

@@ -211,6 +211,14 @@ def cpu_ticks(before: ProcessTable, after: ProcessTable) -> dict[ProcessKey, int
     return {key: max(0, value) for key, value in ticks.items()}
 
 
+def tree_ticks(before: ProcessTable, after: ProcessTable, root: int) -> int:
+    """Clock ticks of CPU used over the interval by `root` and every process descending from
+    it in either snapshot (a server's postmaster: its whole server), children it reaped
+    meanwhile included through its cutime/cstime."""
+    tree = _descendants(before, (root,)) | _descendants(after, (root,))
+    return sum(ticks for key, ticks in cpu_ticks(before, after).items() if key in tree)
+
+
 def foreign_ticks(
     before: ProcessTable, after: ProcessTable, roots: Iterable[int]
 ) -> dict[str, int]:

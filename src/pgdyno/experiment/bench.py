@@ -49,7 +49,7 @@ from pgdyno.postgres.client import Client, ServerInfo, connect, with_dbname
 from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.postgres.server import non_default_settings
 from pgdyno.postgres.serverlog import log_end
-from pgdyno.records import RunCell, RunRecord
+from pgdyno.records import Event, RunCell, RunRecord
 from pgdyno.records.devices import DeviceLayout
 from pgdyno.stats.steady import default_trim
 from pgdyno.stats.stopping import decide, level_interval
@@ -238,9 +238,12 @@ def run_cells(
     ctx: RunContext,
     *,
     session_id: int,
+    watch: Callable[[], Callable[[], tuple[Event, ...]]] | None = None,
     **record_fields: object,
 ) -> list[tuple[int, RunRecord]]:
     """Run and store each cell in turn; `record_fields` go into every record (set_name, ...).
+    `watch`, when given, is called as each run begins; what it returns is called as the run
+    ends, and the events it gives are stored with the run (the idle twin servers' work).
 
     Raises Interrupted after storing the run that was cut short, and SweepStopped after storing
     a run that failed in a way every later run would too (server stopped, disk full).
@@ -252,7 +255,10 @@ def run_cells(
         kind = ready.runner.workloads[cell.workload].dataset
         dataset = ready.dataset(cell.scale, kind, progress)
         run_dir = ctx.run_root / f"session-{session_id}" / f"run-{cell.index + 1}"
+        watched = watch() if watch is not None else None
         record, fatal = ready.runner.run(cell, replace(base, cell=cell), dataset, run_dir)
+        if watched is not None:
+            record = replace(record, events=(*record.events, *watched()))
         if cell.scale not in ready.recorded:  # the first run on a dataset keeps how it was made
             record = replace(record, events=(dataset.event(), *record.events))
             ready.recorded.add(cell.scale)

@@ -42,8 +42,8 @@ from pgdyno.experiment.schedule import Balanced, Design, Rotation, Schedule
 from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import expected_dataset_bytes
 from pgdyno.experiment.switched_run import SwitchedRun, SwitchJob
-from pgdyno.experiment.switching import plan_design
 from pgdyno.experiment.target import Target, open_sandbox, running
+from pgdyno.experiment.twin_sets import IDLE_EVENT, IdleShare, TwinSwitcher, choose, idle_shares
 from pgdyno.host.machine import HostFacts
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
@@ -52,7 +52,7 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.server import effective_settings, file_errors
 from pgdyno.postgres.settings import SettingMeta, load_settings_meta
-from pgdyno.records import RunCell
+from pgdyno.records import Event, RunCell
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import NewComparison, RunOutcome
 from pgdyno.results.interface import ComparisonsBackend
@@ -85,6 +85,8 @@ class CompareOutcome:
     # Every run of the comparison as judged in memory (an earlier invocation's too, on
     # --resume), and the analysis of them: the store was written, not read back, to judge.
     outcomes: tuple[RunOutcome, ...] = ()
+    # Twin servers: what the idle twins did during each set's runs (pgdyno.experiment.twin_sets)
+    idle: tuple[IdleShare, ...] = ()
 
 
 def _key(cell: RunCell) -> tuple[str, int, int, int]:
@@ -273,10 +275,14 @@ def run_compare(
     if elsewhere is not None and any(c.host for c in checked):  # now, not after the baseline
         raise elsewhere.refusal()
     earlier = _earlier(comparisons, plan) if job.resume else None
-    choice = plan_design(plan, checked, meta_for, spec, _cannot_switch(job))
-    switcher = switcher or SandboxSwitcher(
-        sandboxes, meta_for, ctx.log, expected_dataset_bytes(spec, host)
-    )
+    dataset_bytes = expected_dataset_bytes(spec, host)
+    choice = choose(
+        plan, checked, meta_for, spec, (host.memory_bytes, dataset_bytes), _cannot_switch(job),
+        None if switcher is None else "the comparison runs on one existing server (--dsn)",
+    )  # fmt: skip
+    if switcher is None and choice.design == "twins":
+        switcher = TwinSwitcher(sandboxes, checked, ctx.log)
+    switcher = switcher or SandboxSwitcher(sandboxes, meta_for, ctx.log, dataset_bytes)
     design = design_for(job.seed, earlier.rounds if earlier else None, job.resume)
     schedule = Schedule(tuple(checked), design)
     with ExitStack() as stack:
@@ -299,6 +305,8 @@ def run_compare(
                 f"comparison {comparison_id} (session {session_id}): "
                 f"`pgdyno runs list --comparison {comparison_id}` lists its runs"
             )
+        if choice.design == "twins":
+            ctx.log(choice.note())
         ctx.log(
             _design_note(design) if not choice.inside
             else f"{choice.note()}; orders drawn from seed {design.seed} (`--seed "
@@ -323,7 +331,7 @@ def run_compare(
             run.plan_progress()
             RoundLoop(schedule, run.rounds, run.run_set, after, lambda c: c.name).run()
     return CompareOutcome(comparison_id, session_id, run.made, run.skipped, run.rounds,
-                          tuple(run.outcomes))  # fmt: skip
+                          tuple(run.outcomes), idle_shares(run.idle_events))  # fmt: skip
 
 
 # -- Switching inside one run (pgdyno.experiment.switched_run) -------------------------------------
@@ -422,6 +430,8 @@ class _CompareRun:
     made: int = 0
     skipped: int = 0  # cells finished earlier and not run again (--resume)
     rounds: RoundLog = field(init=False)
+    # Twin servers: each run's `idle_twin` events (run id, set), for the idle twins' share
+    idle_events: list[tuple[int, str, Event]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rounds = RoundLog(self.spec.adaptive)
@@ -477,10 +487,14 @@ class _CompareRun:
 
     def _run_cells(self, ready: Connected, checked_set: CheckedSet, cells: list[RunCell]) -> None:
         numbered = [replace(c, index=self.made + i) for i, c in enumerate(cells)]
+        twins = self.sets.switcher
+        watch = partial(twins.watch, checked_set.name) if isinstance(twins, TwinSwitcher) else None
         made = run_cells(
-            ready, numbered, self.ctx, session_id=self.session_id,
+            ready, numbered, self.ctx, session_id=self.session_id, watch=watch,
             comparison_id=self.comparison_id, set_name=checked_set.name,
         )  # fmt: skip
+        self.idle_events.extend((run_id, checked_set.name, event) for run_id, record in made
+                                for event in record.events if event.kind == IDLE_EVENT)  # fmt: skip
         self.outcomes.extend(RunOutcome.of(run_id, record) for run_id, record in made)
         self.made += len(made)
 

@@ -200,7 +200,10 @@ class Choice:
         >>> Choice("runs", "the plan asks for it").note()
         'design: one run per set and round: the plan asks for it'
         """
-        what = "switching inside runs" if self.inside else "one run per set and round"
+        what = {
+            "inside": "switching inside runs",
+            "twins": "twin servers (one per set, each started once; one run per set and round)",
+        }.get(self.design, "one run per set and round")
         return f"design: {what}: {self.reason}"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -146,7 +147,9 @@ def sandbox_binaries(
     there was a choice."""
     if pg_bin is not None or pg_version is not None:
         return resolve(pg_bin, pg_version, env.cache_dir)
-    boxes = [b for b in all_sandboxes(env.clusters_dir, None) if b.exists()]
+    # a version's sandbox, not the twin servers of comparisons (pg18-<set>: twin_sets.py)
+    boxes = [b for b in all_sandboxes(env.clusters_dir, None)
+             if b.exists() and re.fullmatch(r"pg\d+", b.root.name)]  # fmt: skip
     if not boxes:
         return _default_binaries(env, log)
     box = max(boxes, key=lambda b: b.state_file.stat().st_mtime)

@@ -19,8 +19,9 @@ from pgdyno.environment import Environment
 from pgdyno.experiment.compare import sandbox_host
 from pgdyno.experiment.matrix import BenchSpec, bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.schedule import orders_note
-from pgdyno.experiment.storage_sets import describe_storage, storage_notes
-from pgdyno.experiment.switching import Choice, plan_design
+from pgdyno.experiment.storage_sets import describe_storage, expected_dataset_bytes, storage_notes
+from pgdyno.experiment.switching import Choice
+from pgdyno.experiment.twin_sets import choose
 from pgdyno.host.machine import read_host
 from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
 from pgdyno.plan.check import CheckedSet, check_plan, find_installed, is_installed
@@ -97,7 +98,8 @@ def preview_plan(env: Environment, plan_file: Path, allowed: Allowed) -> PlanPre
     host = read_host(env.proc_root, env.sys_root)
     spec = bench_spec(plan, host.cpu_count)
     checked = _checked(env, plan, allowed)
-    choice = plan_design(plan, checked, describe_settings, spec)
+    memory = (host.memory_bytes, expected_dataset_bytes(spec, host))
+    choice = choose(plan, checked, describe_settings, spec, memory)
     buffers = _shared_buffers(checked[0]) if checked else DEFAULT_SHARED_BUFFERS
     return PlanPreview(
         name=plan.name,

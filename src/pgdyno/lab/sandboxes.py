@@ -56,11 +56,13 @@ def start(
 
 
 def selected(env: Environment, pg_version: int | None) -> list[Sandbox]:
-    """The sandboxes of the work directory, or the one of `pg_version` (which must exist)."""
+    """The sandboxes of the work directory, or those of `pg_version` (which must exist): its
+    sandbox and the twin servers of its comparisons (`pg18-<set>`, experiment/twin_sets.py)."""
     run_as = sandbox_user(env.is_root, create=False)
     boxes = all_sandboxes(env.clusters_dir, run_as)
     if pg_version is not None:
-        boxes = [b for b in boxes if b.root.name == cluster_name(pg_version)]
+        name = cluster_name(pg_version)
+        boxes = [b for b in boxes if b.root.name == name or b.root.name.startswith(f"{name}-")]
         if not boxes:
             raise UsageError(f"there is no sandbox for PostgreSQL {pg_version} in {env.data_dir}.")
     return boxes

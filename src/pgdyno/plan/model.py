@@ -291,8 +291,10 @@ class MatrixSpec(BaseModel):
     # How the sets take turns (pgdyno.experiment.switching): "inside" one pgbench run, every
     # `period` seconds, `burn_in` seconds after each switch dropped; "runs": one run per set
     # and round; "auto": inside when every set changes only settings a reload makes current
-    # at once (`plan check` says which and why).
-    design: Literal["auto", "inside", "runs"] = "auto"
+    # at once (`plan check` says which and why); "twins": one sandbox per set, each started
+    # once (pgdyno.experiment.twin_sets), which "auto" picks for sets that differ by settings
+    # a restart makes current when their servers fit in memory side by side.
+    design: Literal["auto", "inside", "runs", "twins"] = "auto"
     period: Annotated[int, Field(ge=2, le=3600)] = DEFAULT_PERIOD_S
     burn_in: Annotated[int, Field(ge=0, le=600)] = DEFAULT_BURN_IN_S
 
