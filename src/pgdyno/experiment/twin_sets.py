@@ -43,6 +43,7 @@ from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox, recover, taken_ports
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.postgres.settings import SettingMeta, convert_to_setting_unit, read_number
+from pgdyno.postgres.stats import checkpoints_done
 from pgdyno.records import Event
 
 TWINS_DATA = Path(str(resources.files("pgdyno") / "data" / "twins.toml"))
@@ -220,14 +221,10 @@ def choose(
 # -- The idle twins' background work ---------------------------------------------------------------
 
 IDLE_EVENT = "idle_twin"  # the run event that holds one idle twin's work during the run
+
+
 # Checkpoints so far: pg_stat_checkpointer from PostgreSQL 17, pg_stat_bgwriter before
 # (https://www.postgresql.org/docs/17/monitoring-stats.html#MONITORING-PG-STAT-CHECKPOINTER-VIEW).
-CHECKPOINTS_SQL = {
-    True: "SELECT num_timed + num_requested FROM pg_stat_checkpointer",
-    False: "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter",
-}
-
-
 @dataclass(frozen=True)
 class IdleShare:
     """What the idle twins did while one set's runs were measured on its own server: their
@@ -294,10 +291,9 @@ def checkpoints(box: Sandbox) -> int | None:
     it cannot say (it stopped meanwhile): the run is stored all the same."""
     try:
         with connect(box.conninfo()) as client:
-            rows = client.rows(CHECKPOINTS_SQL[box.binaries().major >= 17])
+            return checkpoints_done(client, box.binaries().major)
     except (ConnectionFailed, QueryRefused):
         return None
-    return int(rows[0][0])
 
 
 @dataclass(frozen=True)

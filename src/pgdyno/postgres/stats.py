@@ -116,3 +116,18 @@ def client_sessions(client: Client, dbname: str) -> int:
     """Client sessions connected to a database, this one left out."""
     found = client.records(load("bench_sessions"), _Sessions, {"dbname": dbname})
     return found[0].sessions if found else 0
+
+
+@dataclass(frozen=True)
+class _Checkpoints:
+    timed: int
+    requested: int
+    stats_reset: object  # read by the doctor; not needed here
+
+
+def checkpoints_done(client: Client, major: int) -> int:
+    """Checkpoints (timed and requested) since the statistics were last reset: from
+    pg_stat_checkpointer on PostgreSQL 17+, pg_stat_bgwriter before."""
+    query = load(f"doctor_checkpoints_{'post' if major >= 17 else 'pre'}170000")
+    row = client.records(query, _Checkpoints)[0]
+    return row.timed + row.requested
