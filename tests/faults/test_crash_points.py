@@ -11,6 +11,16 @@ block device, huge pages and PostgreSQL, with restarts), and a `compare --dsn` s
 (ALTER SYSTEM of two settings, a sysctl, then back). After every point, `pgdyno rollback` must
 leave every sysctl, THP and block setting, every pg_settings value and source and
 postgresql.auto.conf exactly as before. The number of points is printed (`-s` shows it).
+
+The compare is killed at every write. `tune --apply` writes about 20 records of one kind in a
+row (the PostgreSQL settings that need no restart), and each of its points restarts a server,
+so its writes are grouped into runs of one kind (`runs_of_one_kind`) and it is killed before
+and after the first and the last write of each run: within a run, apply journals and ALTERs
+the settings one after another in one loop (pgdyno.changes.alter.alter_system), and rollback
+resets them in one loop, so a kill after the k-th differs from a kill after the first or the
+next-to-last only in how many times those loops ran (a kill inside the run is the "some done,
+some to do" the ends already show). Every host write, pgdyno's owner marker and every write
+of a kind that occurs once are runs of their own: killed at, before and after.
 """
 
 from __future__ import annotations
@@ -19,7 +29,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +80,7 @@ def sandbox(workdir: Path, cache_dir: Path, binaries: Binaries) -> Iterator[Sand
     box.stop()
 
 
-def sweep(workdir: Path, command: tuple[str, ...], state: Any) -> tuple[int, str]:
+def sweep(workdir: Path, command: tuple[str, ...], state: Callable[[], Any]) -> tuple[int, str]:
     """Kill `command` before and after each of its journal writes, in turn, until it runs to
     its end (no write N); `pgdyno rollback --yes` after each, and the state checked. Returns
     the number of points a SIGKILL was delivered at, and what the complete run printed."""
@@ -77,18 +88,132 @@ def sweep(workdir: Path, command: tuple[str, ...], state: Any) -> tuple[int, str
     points = 0
     for n in range(1, 500):
         for when in ("before", "after"):
-            point = f"{when}:{n}"
-            run = pgdyno(workdir, *command, crash_at=point)
-            back = pgdyno(workdir, "rollback", "--yes")
-            assert back.returncode == 0, (point, back.stdout, back.stderr)
-            after = state()
-            assert after == before, (point, _diff(before, after), back.stdout, back.stderr)
+            run = killed_at(workdir, command, f"{when}:{n}", state, before)
             if run.returncode == 0:  # the command had fewer writes: the sweep is complete
                 assert points >= 2, run.stderr
                 return points, run.stdout
-            assert run.returncode == -9, (point, run.returncode, run.stderr)
             points += 1
     raise AssertionError("more than 500 journal writes")
+
+
+def sweep_runs(
+    workdir: Path, command: tuple[str, ...], state: Callable[[], Any]
+) -> tuple[int, int, str]:
+    """`command` run to its end once, its journal writes read back in the order they were
+    made and rolled back; then killed before and after the first and the last write of each
+    run of writes of one kind (`runs_of_one_kind`), `pgdyno rollback --yes` after each, and the
+    state checked. Returns the number of points a SIGKILL was delivered at, the number of
+    writes, and what the complete run printed."""
+    before = state()
+    complete = killed_at(workdir, command, None, state, before, keep=True)
+    assert complete.returncode == 0, complete.stderr
+    writes = written(workdir)
+    back = pgdyno(workdir, "rollback", "--yes")
+    assert back.returncode == 0, (back.stdout, back.stderr)
+    assert state() == before, _diff(before, state())
+    points = 0
+    for n in runs_of_one_kind([kind_of(journal, record) for journal, record in writes]):
+        for when in ("before", "after"):
+            # Killed after write n, the journals hold the first n writes of the complete run.
+            first = _names(writes[: n - (when == "before")])
+            run = killed_at(workdir, command, f"{when}:{n}", state, before, holding=first)
+            assert run.returncode == -9, (when, n, run.returncode, run.stderr)
+            points += 1
+    assert points >= 2
+    return points, len(writes), complete.stdout
+
+
+def killed_at(
+    workdir: Path,
+    command: tuple[str, ...],
+    point: str | None,
+    state: Callable[[], Any],
+    before: Any,
+    *,
+    keep: bool = False,
+    holding: list[tuple[str, Any, Any]] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`command` killed at `point` (None: run to its end), its journals checked to hold the
+    writes `holding` (`_names`) when given, then, unless `keep`, `pgdyno rollback --yes` and
+    the state checked against `before`; the command's outcome. A command that ended otherwise
+    than by the SIGKILL or a success fails the test."""
+    run = pgdyno(workdir, *command, crash_at=point)
+    assert run.returncode in (0, -9), (point, run.returncode, run.stderr)
+    assert holding is None or _names(written(workdir)) == holding, (point, written(workdir))
+    if not keep:
+        back = pgdyno(workdir, "rollback", "--yes")
+        assert back.returncode == 0, (point, back.stdout, back.stderr)
+        after = state()
+        assert after == before, (point, _diff(before, after), back.stdout, back.stderr)
+    return run
+
+
+JOURNALS = ("host-journal.jsonl", "pg-journal.jsonl")
+
+
+def written(workdir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The records of the work directory's journals, in the order they were written: each
+    file in its own order, the two merged by their time stamps (milliseconds). Records of
+    two journals written in the same millisecond, whose order cannot be told, come with
+    `"tied": True`, so that each is a run of its own whichever came first."""
+    found: list[tuple[datetime, int, str, dict[str, Any]]] = []
+    for journal in JOURNALS:
+        path = workdir / journal
+        lines = path.read_text().splitlines() if path.exists() else []
+        for i, line in enumerate(lines):
+            record = json.loads(line)
+            found.append((datetime.fromisoformat(record["at"]), i, journal, record))
+    found.sort(key=lambda item: (item[0], JOURNALS.index(item[2]), item[1]))
+    journals_at: dict[datetime, set[str]] = {}
+    for at, _i, journal, _record in found:
+        journals_at.setdefault(at, set()).add(journal)
+    return [
+        (journal, {**record, "tied": True} if len(journals_at[at]) > 1 else record)
+        for at, _i, journal, record in found
+    ]
+
+
+def _names(writes: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, Any, Any]]:
+    """Which writes these are (journal, op, name), in any order (two journals' records of one
+    millisecond may come either way)."""
+    return sorted((journal, record.get("op"), record.get("name")) for journal, record in writes)
+
+
+def kind_of(journal: str, record: dict[str, Any]) -> Hashable:
+    """What a write is, for grouping: a PostgreSQL setting's change by whether it needs a
+    restart; any other write (a host or device setting, pgdyno's owner marker, a restored
+    mark, a record written in the same millisecond as another journal's) is a kind of its own.
+
+    >>> kind_of("pg-journal.jsonl", {"op": "change", "name": "work_mem", "restart": False})
+    ('pg-journal.jsonl', 'change', False)
+    >>> kind_of("host-journal.jsonl", {"op": "change", "id": 3, "name": "vm.swappiness"})
+    ('host-journal.jsonl', 'change', 3, 'vm.swappiness')
+    """
+    name = str(record.get("name", ""))
+    if (
+        journal == "pg-journal.jsonl"
+        and record.get("op") == "change"
+        and not (name.startswith("pgdyno.") or record.get("tied"))
+    ):
+        return (journal, "change", bool(record.get("restart")))
+    return (journal, record.get("op"), record.get("id"), name)
+
+
+def runs_of_one_kind(kinds: Sequence[Hashable]) -> list[int]:
+    """The writes (numbered from 1) that begin or end a run of consecutive writes of one kind.
+
+    >>> runs_of_one_kind(["host", "marker", "pg", "pg", "pg", "pg", "restart"])
+    [1, 2, 3, 6, 7]
+    >>> runs_of_one_kind(["pg", "pg"])
+    [1, 2]
+    """
+    ends = []
+    for i, kind in enumerate(kinds):
+        first = i == 0 or kinds[i - 1] != kind
+        last = i == len(kinds) - 1 or kinds[i + 1] != kind
+        if first or last:
+            ends.append(i + 1)
+    return ends
 
 
 @pytest.fixture
@@ -109,10 +234,13 @@ def test_tune_apply_killed_at_every_journal_write(
         return host_state(workdir), {**pg, "settings": _stable(pg["settings"])}
 
     command = ("tune", "--sandbox", "--pg-version", "18", "--apply", "--yes", "--json")
-    points, finished = sweep(workdir, command, state)
+    points, writes, finished = sweep_runs(workdir, command, state)
     done = {a["name"]: a for a in json.loads(finished)["applied"]}
     assert done["huge_pages"]["effective"] == "on", done  # the huge-page steps were swept
-    print(f"tune --apply: {points} crash points, each rolled back exactly")
+    print(
+        f"tune --apply: {points} crash points, at the first and last of each run of one kind "
+        f"of its {writes} journal writes, each rolled back exactly"
+    )
 
 
 def test_compare_dsn_set_switch_killed_at_every_journal_write(
