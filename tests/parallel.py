@@ -40,6 +40,10 @@ CLUSTERS = Path("/tmp/pgdyno-tests-clusters.lock")
 # mounts, the host journal and pgdyno's host lock) or read it back to check that nothing changed it.
 # A module whose tests change only a PostgreSQL server of their own (ALTER SYSTEM, restarts) is
 # not here; its tests that read a host setting are marked by hand (e2e/test_compare_dsn.py).
+# So the PostgreSQL journal's cut sweep (faults/test_pg_journal_cuts.py: `tune --apply --dsn
+# --layers postgresql` on its own server) runs beside the rest, the host journal's does not.
+# The group runs in a row, so it is the floor of the suite's wall time; xdist sends the largest
+# groups out first (--loadscope-reorder, its default), so this one, the largest, starts first.
 # cpu: those that start a CPU hog beside a run, or judge a run by the CPU it found idle: two hogs
 # at a time would leave no CPU idle on a 2-CPU machine.
 EXCLUSIVE_MODULES = {
