@@ -40,8 +40,12 @@ CLUSTERS = Path("/tmp/pgdyno-tests-clusters.lock")
 # mounts, the host journal and pgdyno's host lock) or read it back to check that nothing changed it.
 # A module whose tests change only a PostgreSQL server of their own (ALTER SYSTEM, restarts) is
 # not here; its tests that read a host setting are marked by hand (e2e/test_compare_dsn.py).
-# cpu: those that start a CPU hog beside a run, or judge a run by the CPU it found idle: two hogs
-# at a time would leave no CPU idle on a 2-CPU machine.
+# So are faults/test_sigkill.py's kills of a sandbox bench or compare (its one test with a
+# sysctl set is marked by hand) and the PostgreSQL journal's cut sweep
+# (faults/test_pg_journal_cuts.py: `tune --apply --dsn --layers postgresql` on its own server);
+# the host journal's sweep is in the group.
+# The group runs in a row, so it is the floor of the suite's wall time; xdist sends the largest
+# groups out first (--loadscope-reorder, its default), so this one, the largest, starts first.
 EXCLUSIVE_MODULES = {
     "tests/e2e/test_compare.py": "host",
     "tests/e2e/test_compare_dsn.py": "host",  # back in the group: a lock held across tests
@@ -55,7 +59,6 @@ EXCLUSIVE_MODULES = {
     "tests/faults/test_disk_full.py": "host",  # mounts a tmpfs
     "tests/faults/test_journal_cuts.py": "host",
     "tests/faults/test_pending_elsewhere.py": "host",
-    "tests/faults/test_sigkill.py": "host",
     "tests/faults/test_sigkill_thp.py": "host",
     "tests/faults/test_tune_sigkill.py": "host",
     "tests/faults/test_workdir.py": "host",  # mounts a tmpfs, remounts it read-only

@@ -1,4 +1,4 @@
-"""Journals cut at every byte of their last record, and damaged in the middle, on real settings.
+"""The host journal cut at every byte of its last record, and damaged in the middle, on sysctls.
 
 A last line without its newline is a record whose write never completed (issue 32): every
 record is fsynced before its change, so pgdyno takes that change as never made. After each cut,
@@ -7,72 +7,25 @@ the whole records name; the setting of the torn record is left as it is (here th
 after the fact, so the test sets it back by hand, as the user would). Damage inside a complete
 line still exits non-zero naming what the user must do, until `--confirm-damaged`.
 
-The PostgreSQL journal is cut after a real `tune --apply --dsn` of a sandbox reached only
-through --dsn; the host journal after real sysctl changes (root).
+The host journal is cut after real sysctl changes (root); the PostgreSQL journal's sweep,
+which changes no host setting, is tests/faults/test_pg_journal_cuts.py.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import psycopg
 import pytest
 
 from conftest import IS_ROOT, Cli, one_clear_sentence
+from faults.test_pg_journal_cuts import cuts
 from pgdyno.host.knobs import Knob
-from pgdyno.postgres.cluster import Sandbox
 from pgdyno.undo.host import HostChanges
 
-PG_JOURNAL, HOST_JOURNAL = "pg-journal.jsonl", "host-journal.jsonl"
+HOST_JOURNAL = "host-journal.jsonl"
 LIVE = {"proc_root": Path("/proc"), "sys_root": Path("/sys")}
 SYSCTLS = ("vm.swappiness", "vm.dirty_expire_centisecs")
-
-
-def pg_state(box: Sandbox) -> dict[str, Any]:
-    with psycopg.connect(box.conninfo(), autocommit=True) as conn:
-        rows = conn.execute("SELECT name, setting, source FROM pg_settings").fetchall()
-    return {"settings": {r[0]: r[1:] for r in rows},
-            "auto_conf": (box.data_dir / "postgresql.auto.conf").read_text()}  # fmt: skip
-
-
-def cuts(length: int) -> range:
-    """Every byte of a record: the cut points swept."""
-    return range(1, length)
-
-
-def test_pg_journal_cut_at_every_point_of_its_last_record(
-    run_cli: Cli, workdir: Path, server: Sandbox
-) -> None:
-    dsn = server.conninfo()
-    apply = ("tune", "--apply", "--dsn", dsn, "--layers", "postgresql", "--profile", "oltp")
-    before = pg_state(server)
-    assert run_cli(workdir, *apply).code == 0
-    lines = (workdir / PG_JOURNAL).read_text().splitlines()
-    assert run_cli(workdir, "rollback").code == 0
-    last = lines[-1]
-    name = json.loads(last)["name"]
-    for cut in cuts(len(last)):
-        assert run_cli(workdir, *apply).code == 0
-        journal = workdir / PG_JOURNAL
-        fresh = journal.read_text().splitlines()  # the same changes, new time stamps
-        # The same last record (track_io_timing comes and goes with the timing overhead the
-        # advice measures on a busy machine, so the count of records above it may move).
-        assert json.loads(fresh[-1])["name"] == name
-        journal.write_text("\n".join(fresh[:-1]) + "\n" + fresh[-1][:cut])
-        back = run_cli(workdir, "rollback")
-        assert back.code == 0, (cut, back.stderr)
-        # Everything the whole records say is back; the torn record's setting is left.
-        left = {k for k, v in pg_state(server)["settings"].items()
-                if v != before["settings"].get(k)}  # fmt: skip
-        assert left <= {name}, (cut, left)
-        assert run_cli(workdir, "rollback").code == 0
-        with psycopg.connect(dsn, autocommit=True) as conn:  # the user sets it back by hand
-            conn.execute(f"ALTER SYSTEM RESET {name}")
-            conn.execute("SELECT pg_reload_conf()")
-    print(f"PostgreSQL journal: {len(cuts(len(last)))} cuts, each torn record dropped")
 
 
 @pytest.fixture

@@ -124,6 +124,7 @@ def expire_restored() -> Iterator[int]:
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="host settings are changed as root only")
+@pytest.mark.exclusive("host")  # changes a sysctl and reads it back
 def test_sigkill_mid_compare(workdir: Path, run_cli, expire_restored: int):
     original = expire_restored
     changed = original + 111
