@@ -247,8 +247,9 @@ def analyse(
     # drives the stopping, most of it; p99 a stated share.
     sets, cells = len(set_names), len(by_cell)
     control = ErrorControl(
-        family_size(sets, cells, ladder=mode == "ladder"), p99=p99_size(sets, cells)
-    )
+        family_size(sets, cells, ladder=mode == "ladder"), p99=p99_size(sets, cells),
+        figure="NOPM" if any(run.tpcc is not None for run in runs) else "TPS",
+    )  # fmt: skip
     judge = replace(judging or Judging(), alpha=control.alpha)
     judges = (judge, replace(judge, alpha=control.p99_alpha))
     results: list[SetResult] = []

@@ -51,6 +51,7 @@ class ErrorControl:
     plan_alpha: float = PLAN_ALPHA
     p99: int = 0
     p99_share: float = P99_SHARE
+    figure: str = "TPS"  # what the stopping rule watches: "NOPM" for the TPC-C-like workload
 
     @property
     def tps(self) -> int:
@@ -90,7 +91,8 @@ class ErrorControl:
         tps_pct = 100 * self.plan_alpha * (1 - self.p99_share)
         return (
             f"Bonferroni, {100 * self.plan_alpha:g}% plan-wide: {tps_pct:.3g}% over {self.tps} "
-            f"TPS comparison{'s' if self.tps != 1 else ''}, which the stopping rule watches "
+            f"{self.figure} comparison{'s' if self.tps != 1 else ''}, which the stopping rule "
+            "watches "
             f"(each interval at {100 * (1 - self.alpha):.6g}%), "
             f"{100 * self.plan_alpha * self.p99_share:.3g}% over {self.p99} p99 "
             f"comparison{'s' if self.p99 != 1 else ''} (each at {100 * (1 - self.p99_alpha):.6g}%)"
