@@ -4,15 +4,16 @@ sides"): an A/A comparison switched inside one pgbench run while a CPU hog (test
 (flagged, stored with their interference, none discarded), judges every round, says what the
 adjustment for interference did, and gives no "better" or "worse".
 
-pgdyno runs in a PID namespace of its own (`quiet_process`), which the hog joins without
-descending from pgdyno: the hog is the only foreign CPU it sees."""
+pgdyno runs as a process of its own (`pgdyno_process`), so the hog (a child of the test) is
+foreign to it, as another user's job would be, and so is whatever else runs on the host."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from host_conditions import cpu_hog, quiet_process
+from conftest import pgdyno_process
+from host_conditions import cpu_hog
 
 AA = """name = "aa-busy"
 [matrix]
@@ -38,12 +39,12 @@ log_min_duration_statement = 100000
 
 
 def test_a_switched_aa_beside_a_cpu_hog_keeps_and_adjusts_its_periods(
-    quiet_workdir: Path, tmp_path: Path
+    shared_workdir: Path, tmp_path: Path
 ):
     path = tmp_path / "aa-busy.toml"
     path.write_text(AA)
-    args = ("compare", str(path), "--json", "--seed", "7")
-    with quiet_process(quiet_workdir, *args) as proc, cpu_hog(inside=proc):
+    args = ("compare", str(path), "--json", "--seed", "7", "--workdir", str(shared_workdir))
+    with cpu_hog(), pgdyno_process(*args) as proc:
         stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr
     data = json.loads(stdout)
