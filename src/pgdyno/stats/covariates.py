@@ -44,7 +44,7 @@ class Adjusted:
     """Round differences after the adjustment, in round order, and what it did."""
 
     diffs: tuple[float, ...]  # d_i - b_i x_i
-    slope: float  # the slope the next round would use (b_{n+1}: all rounds so far); 0: none
+    slope: float  # the slope the next round would use (all rounds so far), else the last used
     rounds: int  # rounds whose difference the adjustment moved (b_i != 0 and x_i != 0)
 
 
@@ -92,4 +92,6 @@ def adjust(diffs: Sequence[float], covariate: Sequence[float]) -> Adjusted | Non
     used = slopes[:-1]
     adjusted = np.asarray(diffs, dtype=float) - used * x
     moved = int(np.count_nonzero((used != 0.0) & (x != 0.0)))
-    return Adjusted(tuple(float(v) for v in adjusted), float(slopes[-1]), moved)
+    nonzero = slopes[slopes != 0.0]
+    slope = float(nonzero[-1]) if nonzero.size else 0.0
+    return Adjusted(tuple(float(v) for v in adjusted), slope, moved)
