@@ -69,6 +69,7 @@ EXCLUSIVE_MODULES = {
     "tests/e2e/test_adaptive.py": "cpu",
     "tests/e2e/test_busy_host.py": "cpu",
     "tests/e2e/test_noise.py": "cpu",
+    "tests/e2e/test_switching_busy.py": "cpu",
     "tests/integration/test_interference_live.py": "cpu",
 }
 

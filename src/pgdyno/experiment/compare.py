@@ -88,7 +88,8 @@ def busy_host_check(
     log(
         f"this host is busy: other processes took {found.foreign_cpu_pct:.1f}% of its CPU "
         f"(steal {found.steal_pct:.1f}%) over {BUSY_CHECK_S:.0f} s (top: {top}); runs where "
-        f"they take more than {limit_pct:g}% are flagged and left out of the verdicts: stop "
-        "them first, or raise --foreign-cpu-limit"
+        f"they take more than {limit_pct:g}% are flagged and left out of the verdicts (sets "
+        "switched inside one run, adaptively, keep them, adjusted for it): stop them first, or "
+        "raise --foreign-cpu-limit"
     )
     return found

@@ -24,7 +24,7 @@ from pgdyno.errors import UsageError
 from pgdyno.experiment.schedule import Rotation, Schedule
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import RunOutcome
-from pgdyno.stats.analysis import Analysis, Judging, analyse
+from pgdyno.stats.analysis import SWITCHED, Analysis, Judging, analyse
 from pgdyno.stats.levels import MAX_REPEATS
 from pgdyno.stats.stopping import MIN_ROUNDS, Decision, decide
 from pgdyno.stats.verdict import SAME, ChangeVerdict
@@ -238,7 +238,9 @@ def judge_round(
 ) -> Analysis:
     """The look after round `round_no`: every comparison with its always-valid interval at its
     share of the plan-wide error, and whether to stop (set on `log.decision`)."""
-    judging = Judging(sequential=True, mixture_rounds=log.mixture_rounds)
+    judging = Judging(
+        sequential=True, mixture_rounds=log.mixture_rounds, switched=log.design == SWITCHED
+    )
     analysis = analyse(runs, plan.set_names, plan.baseline, plan.mode, judging)
     log.decision = decide(
         watched(analysis), precision_pct=adaptive.precision_pct, rounds=round_no,

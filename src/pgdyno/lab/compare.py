@@ -33,7 +33,7 @@ from pgdyno.postgres.server_lock import ServerLock, server_lock
 from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.remote.host import remote_host
 from pgdyno.results.open import open_results
-from pgdyno.stats.analysis import Analysis, Judging, analyse
+from pgdyno.stats.analysis import SWITCHED, Analysis, Judging, analyse
 from pgdyno.stats.carryover import CarryOverFit, estimates
 from pgdyno.textsafe import scrub_argv
 
@@ -105,7 +105,9 @@ def execute_compare(
             job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher
         )
     judging = Judging(
-        sequential=spec.adaptive is not None, mixture_rounds=outcome.rounds.mixture_rounds
+        sequential=spec.adaptive is not None,
+        mixture_rounds=outcome.rounds.mixture_rounds,
+        switched=outcome.rounds.design == SWITCHED,
     )
     analysis = analyse(
         list(outcome.outcomes), [c.name for c in checked], plan.spec.baseline_name,

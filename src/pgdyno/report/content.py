@@ -45,7 +45,7 @@ from pgdyno.report.selection import (
 )
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
 from pgdyno.results.encode import to_json
-from pgdyno.stats.analysis import Analysis, CellKey, Judging, analyse
+from pgdyno.stats.analysis import SWITCHED, Analysis, CellKey, Judging, analyse
 from pgdyno.stats.carryover import estimates
 from pgdyno.stats.summary import describe
 
@@ -348,6 +348,7 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     judging = Judging(
         paired=by_set, sequential=rounds is not None and rounds.adaptive,
         mixture_rounds=rounds.mixture_rounds if rounds is not None else None,
+        switched=rounds is not None and rounds.design == SWITCHED,
     )  # fmt: skip
     differing = differences(ok_runs, groups, "set" if by_set else data.by)
     outcomes = [r.outcome(groups[r.id]) for r in data.runs]

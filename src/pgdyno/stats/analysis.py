@@ -5,7 +5,9 @@ round. Each set is compared with the baseline on throughput (higher is better: T
 the TPC-C-like workload, whose `tps_change` and `tps` then hold NOPM and say so in `figure`) and
 on p99 latency (lower is better), paired by round (`pgdyno.stats.paired`); a ladder also
 compares each step with the one before it. Runs flagged for interference (other processes or
-the hypervisor took CPU time during the run) are left out and counted as discarded.
+the hypervisor took CPU time during the run) are left out and counted as discarded, but for the
+periods of adaptive rounds switched inside one run: those are kept, and each round's difference
+is adjusted for the interference measured in its two periods (`pgdyno.stats.covariates`).
 """
 
 from __future__ import annotations
@@ -13,20 +15,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.dependence import clearly_dependent
 from pgdyno.stats.family import ErrorControl, family_size, p99_size
 from pgdyno.stats.ladder import Ladder, ladder
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT
-from pgdyno.stats.paired import Rounds, compare_rounds
+from pgdyno.stats.paired import Rounds, compare_adjusted, compare_rounds
 from pgdyno.stats.sequential import MIXTURE_G, mixture_for_rounds
 from pgdyno.stats.summary import CellStats, describe
 from pgdyno.stats.verdict import SAME, ChangeVerdict, compare, practically_equal
 from pgdyno.stats.waits import WaitChange, largest_changes
 
 CellKey = tuple[str, int, int]  # workload, scale, clients
+SWITCHED: Final = "switching"  # the design of sets switched inside one run (its rounds' design)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,14 @@ class Judging:
     # The rounds the budget holds, fixed before the data (experiment/rounds.py's RoundLog):
     # the t-mixture is tuned to them; None keeps MIXTURE_G.
     mixture_rounds: int | None = None
+    # The sets took turns inside one run (the "switching" design): disturbed periods are kept
+    # and, with adaptive rounds, adjusted for (pgdyno.stats.covariates).
+    switched: bool = False
+
+    @property
+    def keeps_disturbed(self) -> bool:
+        """Whether runs flagged for interference are judged (adjusted) rather than left out."""
+        return self.paired and self.sequential and self.switched
 
     @property
     def g(self) -> float:
@@ -53,8 +64,16 @@ class Judging:
             return MIXTURE_G
         return mixture_for_rounds(self.mixture_rounds, self.alpha / 2.0)
 
-    def __call__(self, base: Rounds, cand: Rounds, higher_is_better: bool = True) -> ChangeVerdict:
-        """`base` against `cand`, one figure."""
+    def __call__(
+        self, base: Rounds, cand: Rounds, higher_is_better: bool = True,
+        covariates: tuple[Rounds, Rounds] | None = None,
+    ) -> ChangeVerdict:  # fmt: skip
+        """`base` against `cand`, one figure (adjusted for `covariates` when they are kept)."""
+        if self.paired and self.keeps_disturbed and covariates is not None:
+            return compare_adjusted(
+                base, cand, covariates, higher_is_better=higher_is_better, alpha=self.alpha,
+                g=self.g,
+            )  # fmt: skip
         if self.paired:
             return compare_rounds(
                 base, cand, higher_is_better=higher_is_better, sequential=self.sequential,
@@ -119,15 +138,23 @@ def _key(run: RunOutcome) -> CellKey:
 
 
 def _warnings(
-    runs: Sequence[RunOutcome], change: ChangeVerdict | None, name: str = "the candidate"
-) -> tuple[str, ...]:
+    runs: Sequence[RunOutcome], change: ChangeVerdict | None, name: str = "the candidate",
+    kept: bool = False,
+) -> tuple[str, ...]:  # fmt: skip
     seen: dict[str, None] = {}
     for run in runs:
         for warning in run.warnings:
-            if not run.interfered:  # a discarded run's story is the line below
+            if not run.interfered:  # a disturbed run's story is the line below
                 seen.setdefault(warning.split(":")[0], None)
     discarded = sum(1 for r in runs if r.interfered)
-    if discarded:
+    if discarded and kept:
+        seen.setdefault(
+            f"{discarded} period{'s' if discarded > 1 else ''} disturbed: other processes or the "
+            "hypervisor took CPU time during them (interference); kept, and their rounds "
+            "adjusted for it",
+            None,
+        )
+    elif discarded:
         seen.setdefault(
             f"{discarded} run{'s' if discarded > 1 else ''} discarded: other processes or the "
             "hypervisor took CPU time during them (interference)",
@@ -141,6 +168,16 @@ def _warnings(
 def _change_notes(change: ChangeVerdict, name: str = "the candidate") -> list[str]:
     """What a reader of a comparison's verdict should know about its interval."""
     notes = _sequential_notes(change, name) if change.method == "sequential" else []
+    if change.adjusted_rounds:
+        narrowed = "" if change.narrowed_pct is None else (
+            f": the interval {abs(change.narrowed_pct):.0f}% "
+            f"{'narrower' if change.narrowed_pct >= 0 else 'wider'} than without it"
+        )  # fmt: skip
+        notes.append(
+            f"adjusted for interference (foreign CPU and steal) in {change.adjusted_rounds} "
+            f"round{'s' if change.adjusted_rounds > 1 else ''}, slope "
+            f"{change.adjusted_slope or 0.0:+.2f} per machine{narrowed}"
+        )
     if change.noisy:
         within = " within a round" if change.method != "unpaired" else ""
         notes.append(f"noisy: repeats vary by more than 5%{within}")
@@ -201,8 +238,26 @@ def _sequential_notes(change: ChangeVerdict, name: str) -> list[str]:
     return notes
 
 
-def _usable(runs: Sequence[RunOutcome]) -> list[RunOutcome]:
-    return [r for r in runs if r.status == "ok" and r.throughput and not r.interfered]
+def _usable(runs: Sequence[RunOutcome], keep_disturbed: bool = False) -> list[RunOutcome]:
+    return [
+        r for r in runs
+        if r.status == "ok" and r.throughput and (keep_disturbed or not r.interfered)
+    ]  # fmt: skip
+
+
+def _load(run: RunOutcome) -> float:
+    """The run's interference as a fraction of the machine: foreign CPU plus steal (0 for a
+    clean run, whose interference stayed under the limit and was not kept)."""
+    found = run.interference
+    return 0.0 if found is None else (found.foreign_cpu_pct + found.steal_pct) / 100.0
+
+
+def _load_by_round(runs: Sequence[RunOutcome]) -> dict[int, float]:
+    """A set's interference per round (the mean of a round's runs)."""
+    values: dict[int, list[float]] = {}
+    for run in runs:
+        values.setdefault(run.repeat, []).append(_load(run))
+    return {r: sum(v) / len(v) for r, v in values.items()}
 
 
 def _by_round(runs: Sequence[RunOutcome], figure: str) -> dict[int, float]:
@@ -275,18 +330,20 @@ def _cell_results(
     judges: tuple[Judging, Judging],
 ) -> list[SetResult]:
     judge, latency_judge = judges
-    base = _usable(per_set.get(baseline, []))
+    kept = judge.keeps_disturbed
+    base = _usable(per_set.get(baseline, []), kept)
     base_tps, base_p99 = _by_round(base, "throughput"), _by_round(base, "latency_p99_ms")
     results = []
     for name in set_names:
         every = per_set.get(name, [])
-        good = _usable(every)
+        good = _usable(every, kept)
         tps, p99 = _by_round(good, "throughput"), _by_round(good, "latency_p99_ms")
+        loads = (_load_by_round(base), _load_by_round(good)) if kept else None
         tps_change = p99_change = None
         if name != baseline and tps and base_tps:
-            tps_change = judge(base_tps, tps)
+            tps_change = judge(base_tps, tps, covariates=loads)
         if name != baseline and p99 and base_p99:
-            p99_change = latency_judge(base_p99, p99, higher_is_better=False)
+            p99_change = latency_judge(base_p99, p99, higher_is_better=False, covariates=loads)
         tps_values = [float(r.throughput or 0) for r in good]
         p99_values = [float(r.latency_p99_ms) for r in good if r.latency_p99_ms]
         max_values = [float(r.latency_max_ms) for r in good if r.latency_max_ms]
@@ -296,14 +353,14 @@ def _cell_results(
                 set_name=name,
                 runs=len(good),
                 failed=sum(1 for r in every if r.status != "ok" or not r.throughput),
-                discarded=sum(
-                    1 for r in every if r.status == "ok" and r.throughput and r.interfered
-                ),
+                discarded=0
+                if kept
+                else sum(1 for r in every if r.status == "ok" and r.throughput and r.interfered),
                 tps=describe(tps_values) if tps_values else None,
                 p99_ms=describe(p99_values) if p99_values else None,
                 tps_change=tps_change,
                 p99_change=p99_change,
-                warnings=_warnings(every, tps_change, name),
+                warnings=_warnings(every, tps_change, name, kept),
                 figure="nopm" if any(r.tpcc is not None for r in every) else "tps",
                 max_ms=describe(max_values) if max_values else None,
                 worst_ms=max(max_values, default=None),

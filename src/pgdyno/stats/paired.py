@@ -25,6 +25,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from pgdyno.stats.covariates import adjust
 from pgdyno.stats.dependence import inflation, lag1
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
 from pgdyno.stats.planning import repeats_needed
@@ -34,7 +35,7 @@ from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import require_positive
 from pgdyno.stats.verdict import SAME, ChangeVerdict, Verdict, compare, decide
 
-__all__ = ["Looks", "compare_rounds", "noisy_pairs", "sequential_interval"]
+__all__ = ["Looks", "compare_adjusted", "compare_rounds", "noisy_pairs", "sequential_interval"]
 
 Rounds = Mapping[int, float]  # round number -> the figure of that round's run
 
@@ -99,6 +100,60 @@ def compare_rounds(
     return replace(
         fixed, ci_low_pct=low, ci_high_pct=high, verdict=verdict, autocorrelation=lag1(diffs)
     )
+
+
+def compare_adjusted(
+    baseline: Rounds,
+    candidate: Rounds,
+    covariates: tuple[Rounds, Rounds],
+    *,
+    higher_is_better: bool = True,
+    alpha: float = COMPARE_ALPHA,
+    g: float = MIXTURE_G,
+) -> ChangeVerdict:
+    """`compare_rounds` with looks after every round, on the per-round differences adjusted for
+    ``covariates`` (the baseline's and the candidate's period's interference per round, as a
+    fraction of the machine; `pgdyno.stats.covariates`): the plain comparison when the
+    covariate never moved or no slope was clear enough to use, else the adjusted one with the
+    rounds it moved, its slope and how much it narrowed the verdict's interval.
+
+    >>> base = {r: 100.0 for r in range(1, 9)}
+    >>> cand = {1: 101.0, 2: 80.0, 3: 99.5, 4: 100.5, 5: 120.0, 6: 99.0, 7: 81.0, 8: 100.2}
+    >>> load = {2: 0.25, 5: -0.25, 7: 0.25}  # the candidate's period minus the baseline's
+    >>> compare_adjusted(base, cand, ({}, {})).adjusted_rounds  # no period disturbed
+    0
+    >>> c = compare_adjusted(base, cand, ({}, load))
+    >>> c.adjusted_rounds, round(c.adjusted_slope, 2), round(c.narrowed_pct)
+    (2, -0.81, 40)
+    """
+    plain = compare_rounds(
+        baseline, candidate, higher_is_better=higher_is_better, sequential=True, alpha=alpha, g=g
+    )
+    rounds = sorted(baseline.keys() & candidate.keys())
+    if len(rounds) < 2:
+        return plain
+    diffs = [math.log(candidate[r]) - math.log(baseline[r]) for r in rounds]
+    base_x, cand_x = covariates
+    found = adjust(diffs, [cand_x.get(r, 0.0) - base_x.get(r, 0.0) for r in rounds])
+    if found is None or found.rounds == 0:
+        return plain
+    looks = sequential_interval(diffs, alpha, g=g)
+    adjusted = sequential_interval(found.diffs, alpha, g=g)
+    mean = statistics.fmean(found.diffs)
+    change = replace(
+        plain, change_pct=100.0 * math.expm1(mean), sd_log=statistics.stdev(found.diffs, mean),
+        verdict=SAME, stopped_early=False, adjusted_rounds=found.rounds,
+        adjusted_slope=found.slope, narrowed_pct=_narrowed(looks, adjusted),
+    )  # fmt: skip
+    return _judged(change, adjusted, higher_is_better, MIN_EFFECT_PCT)
+
+
+def _narrowed(before: Looks, after: Looks) -> float | None:
+    """How much narrower the verdict's interval is after than before, in % of its width."""
+    width, narrow = before.verdict_high - before.verdict_low, after.verdict_high - after.verdict_low
+    if not (math.isfinite(width) and math.isfinite(narrow)) or width <= 0.0 or narrow < 0.0:
+        return None
+    return 100.0 * (1.0 - narrow / width)
 
 
 def _pct(end_log: float) -> float | None:

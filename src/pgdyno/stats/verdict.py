@@ -98,6 +98,12 @@ class ChangeVerdict:
     autocorrelation: float | None = None  # lag-1, of the per-round differences (3 pairs or more)
     dependent: bool = False  # clearly positive: the mean's interval widened for it
     stopped_early: bool = False  # a verdict at an adaptive look: the change may be overstated
+    # Switched rounds adjusted for their periods' interference (pgdyno.stats.covariates): the
+    # rounds moved, the slope (log figure per fraction of the machine) and how much narrower
+    # the verdict's interval is than the unadjusted one, in % of its width (negative: wider).
+    adjusted_rounds: int = 0
+    adjusted_slope: float | None = None
+    narrowed_pct: float | None = None
 
     @property
     def verdict_interval(self) -> tuple[float | None, float | None]:
