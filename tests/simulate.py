@@ -38,8 +38,10 @@ from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.stats import binomtest
 
-from pgdyno.experiment.schedule import rotated
+from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundLoop, RoundPlan, judge_round
+from pgdyno.experiment.schedule import Design, Schedule, rotated
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.stored import RunOutcome
@@ -639,3 +641,30 @@ def simulate(
         verdict, stopped, resolved, (paired & upto).sum(axis=1), (one_flagged & upto).sum(axis=1),
         **marks, missed_at_stop=at_stop,
     )  # fmt: skip
+
+
+def upper_bound(hits: int, n: int) -> float:
+    """One-sided 95% Clopper-Pearson upper bound of a rate."""
+    return float(binomtest(hits, n).proportion_ci(0.90, method="exact").high)
+
+
+def alarms_of_plan(
+    sets: tuple[str, ...], design: Design, noise: SimulatedHost, rounds: int
+) -> list[int]:
+    """An adaptive plan of `sets` (the first the baseline, precision 1%, a budget of `rounds`
+    rounds) run through the real round loop and look (`RoundLoop`, `judge_round`) on `noise`:
+    the rounds at whose look some TPS or p99 verdict was given (an A/A wants none)."""
+    plan = RoundPlan(sets, sets[0], "sets")
+    adaptive = Adaptive(precision_pct=1.0, budget_s=rounds * len(sets) * RUN_S)
+    log = RoundLog(adaptive, clock=noise.now)
+    alarms: list[int] = []
+
+    def after(round_no: int) -> bool:
+        found = judge_round(noise.runs, plan, adaptive, log, round_no)
+        changes = [c for r in found.results for c in (r.tps_change, r.p99_change) if c]
+        if any(c.verdict != SAME for c in changes):
+            alarms.append(round_no)
+        return log.decision is not None and log.decision.stop
+
+    RoundLoop(Schedule(sets, design), log, noise.run_set, after, str).run()
+    return alarms

@@ -13,29 +13,11 @@ import json
 from pathlib import Path
 
 from conftest import pgdyno_process
+from e2e.test_switching import AA as SWITCHED_AA
 from host_conditions import cpu_hog
 
-AA = """name = "aa-busy"
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-warmup = 0
-period = 6
-burn_in = 2
-precision = 2.0
-budget = "90s"
-
-[[set]]
-name = "a"
-[set.pg]
-log_min_duration_statement = -1
-
-[[set]]
-name = "b"
-[set.pg]
-log_min_duration_statement = 100000
-"""
+# test_switching's reload-only A/A, with a budget for the rounds the hog leaves
+AA = 'name = "aa-busy"\n' + SWITCHED_AA.replace('budget = "40s"', 'budget = "90s"')
 
 
 def test_a_switched_aa_beside_a_cpu_hog_keeps_and_adjusts_its_periods(

@@ -31,14 +31,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binomtest
 
-from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundLoop, RoundPlan, judge_round
-from pgdyno.experiment.schedule import Balanced, Design, Rotation, Schedule
+from pgdyno.experiment.schedule import Balanced, Design, Rotation
 from pgdyno.stats.carryover import AFTER, SWITCH, estimates
 from pgdyno.stats.family import PLAN_ALPHA
-from pgdyno.stats.verdict import SAME
-from simulate import RUN_S, SimulatedHost
+from simulate import SimulatedHost, alarms_of_plan, upper_bound
 
 ROUNDS = 24  # the budget, in rounds: four complete blocks of the three-set design
 PLANS = 100
@@ -54,19 +51,7 @@ class Plan:
 
 
 def run_plan(sets: tuple[str, ...], design: Design, noise: SimulatedHost) -> Plan:
-    plan = RoundPlan(sets, sets[0], "sets")
-    adaptive = Adaptive(precision_pct=1.0, budget_s=ROUNDS * len(sets) * RUN_S)
-    log = RoundLog(adaptive, clock=noise.now)
-    alarms: list[int] = []
-
-    def after(round_no: int) -> bool:
-        found = judge_round(noise.runs, plan, adaptive, log, round_no)
-        changes = [c for r in found.results for c in (r.tps_change, r.p99_change) if c]
-        if any(c.verdict != SAME for c in changes):
-            alarms.append(round_no)
-        return log.decision is not None and log.decision.stop
-
-    RoundLoop(Schedule(sets, design), log, noise.run_set, after, str).run()
+    alarms = alarms_of_plan(sets, design, noise, ROUNDS)
     fits = estimates(noise.runs, sets, sets[0])
     return Plan(bool(alarms), tuple((fit.kind, e.after) for fit in fits for e in fit.flagged))
 
@@ -74,11 +59,6 @@ def run_plan(sets: tuple[str, ...], design: Design, noise: SimulatedHost) -> Pla
 def three_sets(seed: int, design: Design) -> Plan:
     noise = SimulatedHost(np.random.default_rng(seed), after={"c": math.log1p(-0.04)})
     return run_plan(("a", "b", "c"), design, noise)
-
-
-def upper_bound(hits: int, n: int) -> float:
-    """One-sided 95% Clopper-Pearson upper bound of a rate."""
-    return float(binomtest(hits, n).proportion_ci(0.90, method="exact").high)
 
 
 def test_balanced_orders_keep_an_aa_plan_with_carry_over_under_alpha() -> None:

@@ -39,7 +39,6 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.stats import binomtest
 
 from pgdyno.collect.interference import is_flagged
 from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundLoop, RoundPlan, judge_round
@@ -50,6 +49,7 @@ from pgdyno.records.interference import Interference
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.family import PLAN_ALPHA
 from pgdyno.stats.verdict import BETTER, SAME
+from simulate import upper_bound
 
 PERIOD_S = 10.0
 ROUNDS = 40  # the budget, in rounds (pairs of periods)
@@ -124,11 +124,6 @@ def run_plan(host: BusyHost, seed: int, rule: str) -> tuple[str, int]:
         log.design = "switching, judged per run"  # main's rule: disturbed periods left out
     rounds = loop.run()
     return next((v for v in verdicts if v != SAME), SAME), rounds  # any verdict at any look
-
-
-def upper_bound(hits: int, n: int) -> float:
-    """One-sided 95% Clopper-Pearson upper bound of a rate."""
-    return float(binomtest(hits, n).proportion_ci(0.90, method="exact").high)
 
 
 def plans(count: int, rule: str, b_change: float = 0.0) -> list[tuple[str, int]]:

@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binomtest
 
 from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundLoop, RoundPlan, judge_round
 from pgdyno.experiment.schedule import Schedule
@@ -37,6 +36,7 @@ from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.family import PLAN_ALPHA
 from pgdyno.stats.verdict import BETTER, SAME
+from simulate import upper_bound
 
 PERIOD_S = 10.0
 ROUNDS = 40  # the budget, in rounds (pairs of periods)
@@ -98,11 +98,6 @@ def run_plan(noise: Switching, seed: int, precision_pct: float) -> str:
 
     RoundLoop(Schedule(SETS, PairOrders(seed)), log, noise.period, after, str).run()
     return next((v for v in verdicts if v != SAME), SAME)  # any verdict at any look
-
-
-def upper_bound(hits: int, n: int) -> float:
-    """One-sided 95% Clopper-Pearson upper bound of a rate."""
-    return float(binomtest(hits, n).proportion_ci(0.90, method="exact").high)
 
 
 def plans(count: int, burn_in_s: float, b_change: float = 0.0, precision: float = 1.0) -> list[str]:

@@ -24,13 +24,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binomtest
 
-from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundLoop, RoundPlan, judge_round
-from pgdyno.experiment.schedule import Balanced, Schedule
+from pgdyno.experiment.schedule import Balanced
 from pgdyno.stats.family import PLAN_ALPHA
-from pgdyno.stats.verdict import SAME
-from simulate import RUN_S, SimulatedHost
+from simulate import SimulatedHost, alarms_of_plan, upper_bound
 
 ROUNDS = 24  # the budget, in rounds
 TWIN_PLANS = 100
@@ -47,25 +44,7 @@ IDLE = {("a", "b"): math.log1p(-0.003), ("b", "a"): math.log1p(-0.003),
 def false_verdict(seed: int, switch: dict[tuple[str, str], float]) -> bool:
     """Whether an A/A plan of two sets gives some TPS or p99 verdict at some look."""
     noise = SimulatedHost(np.random.default_rng(seed), switch=switch)
-    plan = RoundPlan(SETS, SETS[0], "sets")
-    adaptive = Adaptive(precision_pct=1.0, budget_s=ROUNDS * len(SETS) * RUN_S)
-    log = RoundLog(adaptive, clock=noise.now)
-    alarms: list[int] = []
-
-    def after(round_no: int) -> bool:
-        found = judge_round(noise.runs, plan, adaptive, log, round_no)
-        changes = [c for r in found.results for c in (r.tps_change, r.p99_change) if c]
-        if any(c.verdict != SAME for c in changes):
-            alarms.append(round_no)
-        return log.decision is not None and log.decision.stop
-
-    RoundLoop(Schedule(SETS, Balanced(seed=seed)), log, noise.run_set, after, str).run()
-    return bool(alarms)
-
-
-def upper_bound(hits: int, n: int) -> float:
-    """One-sided 95% Clopper-Pearson upper bound of a rate."""
-    return float(binomtest(hits, n).proportion_ci(0.90, method="exact").high)
+    return bool(alarms_of_plan(SETS, Balanced(seed=seed), noise, ROUNDS))
 
 
 def test_twins_keep_an_aa_restart_plan_under_alpha_where_one_server_does_not() -> None:
