@@ -28,6 +28,7 @@ from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 from pgdyno.records import Event, Sample
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FINAL_PART = 0.5  # the least share of an interval the last, partial one must cover to be kept
 
 
 class OsSource(Protocol):
@@ -210,14 +211,19 @@ class TimelineSampler:
         while True:
             now = time.time()
             next_tick = (math.floor(now / step + 1e-9) + 1) * step
-            if self._stop.wait(next_tick - now):
-                return
+            stopping = self._stop.wait(next_tick - now)
             tick = time.time()
-            due = whole_tick(next_tick, tick, (step, self.interval_s), last)
-            if due is None:
-                self._look_at_waits(tick)  # a tick between whole seconds
-                continue
-            last = due
+            if stopping:
+                # The run's last part second is kept when it is at least half an interval: a
+                # short run on a busy host (this thread is niced) still gets its samples.
+                if prev_tick is None or tick - prev_tick < FINAL_PART * self.interval_s:
+                    return
+            else:
+                due = whole_tick(next_tick, tick, (step, self.interval_s), last)
+                if due is None:
+                    self._look_at_waits(tick)  # a tick between whole seconds
+                    continue
+                last = due
             cur_os = self._guard("OS", proc.snapshot)
             cur_pg = self._guard("PostgreSQL", self.pg.snapshot) if self.pg else None
             pid = self._pid
@@ -230,6 +236,8 @@ class TimelineSampler:
                     self._guard("pgbench CPU", partial(self._client_cpu, (prev_tick, tick), used))
             prev_os, prev_pg, prev_tick = cur_os, cur_pg, tick
             prev_cpu = (pid, ticks) if pid and ticks is not None else None
+            if stopping:
+                return
             self._look_at_waits(tick)
 
     def _look_at_waits(self, tick: float) -> None:
