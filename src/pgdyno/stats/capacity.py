@@ -32,11 +32,13 @@ below the chord, where x - y is largest.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from pgdyno.errors import UsageError
 from pgdyno.records import RunRecord
 from pgdyno.records.capacity import (
     BRACKETED,
@@ -162,6 +164,29 @@ def step_of(run_id: int, record: RunRecord, phase: str, policy: SweepPolicy) -> 
         verdict="",
     )  # fmt: skip
     return replace(step, verdict=judge_step(step, policy) if ok or record.rate is None else FAILED)
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "": 1.0}
+_LATENCY = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|ms|s|)\s*")
+
+
+def parse_latency_ms(text: str, option: str = "--p99") -> float:
+    """A latency target such as 2ms, 500us, 0.5 or 1s, in milliseconds (a bare number: ms).
+
+    >>> parse_latency_ms("2ms"), parse_latency_ms("500us"), parse_latency_ms("1.5")
+    (2.0, 0.5, 1.5)
+    >>> parse_latency_ms("abc")
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: --p99 'abc' is not a latency: write it like 2ms, 500us or 0.5s.
+    """
+    match = _LATENCY.fullmatch(text)
+    value = float(match.group(1)) * _UNITS_MS[match.group(2)] if match else 0.0
+    if not match or not math.isfinite(value):
+        raise UsageError(f"{option} {text!r} is not a latency: write it like 2ms, 500us or 0.5s.")
+    if value <= 0:
+        raise UsageError(f"{option} {text!r} is no time at all: give a latency above 0.")
+    return value
 
 
 # -- The plan -----------------------------------------------------------------------------------
@@ -363,5 +388,6 @@ __all__ = [
     "judge_step",
     "kneedle",
     "next_step",
+    "parse_latency_ms",
     "step_of",
 ]
