@@ -16,8 +16,11 @@ from pgdyno.pgbench.txlog import summarize
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.records.capacity import (
     BRACKETED,
+    BUDGET,
     CLIENT_BOUND,
     CLIENT_LIMIT,
+    FAILED,
+    INTERFERED,
     NEVER_OVER,
     NEVER_UNDER,
     OVER,
@@ -26,6 +29,7 @@ from pgdyno.records.capacity import (
     CapacityStep,
 )
 from pgdyno.records.health import RunHealth
+from pgdyno.records.interference import Interference
 from pgdyno.results.store import ResultsStore
 from pgdyno.stats.capacity import (
     NextStep,
@@ -70,6 +74,19 @@ def test_recorded_steps_are_judged():
     assert bound.verdict == CLIENT_BOUND
     failed = step_of(13, replace(recorded(5000, 1.0), status="failed", latency=None), "", policy)
     assert failed.verdict == "failed" and failed.p99_ms is None
+    disturbed = replace(recorded(5000, 1.0), interference=flagged())
+    assert step_of(14, disturbed, "sweep", policy).verdict == INTERFERED
+
+
+def flagged() -> Interference:
+    return Interference(40.0, 0.0, (("stress-ng", 38.0),))
+
+
+def test_failed_and_disturbed_steps_are_run_again():
+    steps = [step(250, UNDER), step(500, INTERFERED), step(500, FAILED)]
+    assert next_step(steps, 1000.0, SweepPolicy(2.0, 2.0)) == NextStep(500.0, "sweep")
+    found = capacity_of(steps, 1000.0, SweepPolicy(2.0, 2.0), BUDGET)
+    assert any("1 steps were disturbed" in n for n in found.notes)
 
 
 def step(rate: float, verdict: str, p99: float = 1.0, achieved: float | None = None):

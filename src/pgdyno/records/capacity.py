@@ -11,6 +11,7 @@ OVER = "over"  # the p99 went over the target
 UNSUSTAINED = "unsustained"  # pgbench could not start the transactions at the asked rate
 CLIENT_BOUND = "client-bound"  # pgbench itself was the limit (its CPU): the step says nothing
 FAILED = "failed"  # the run failed
+INTERFERED = "interfered"  # other processes took CPU from the run: not judged, run again
 CLOSED = "closed"  # the closed-loop run that sizes the sweep, not judged
 
 # Why a sweep stopped.

@@ -25,8 +25,9 @@ a queue model with this very planner.
 
 The knee is Kneedle's (Satopaa, Albrecht, Irwin and Raghavan, 2011, "Finding a 'Kneedle' in a
 Haystack: Detecting Knee Points in System Behavior"), offline: the p99 against the achieved
-rate, both scaled to [0, 1]; for an increasing convex curve the knee is the point farthest
-below the chord, where x - y is largest.
+rate (its running maximum, as measured latencies zigzag), both scaled to [0, 1]; for an
+increasing convex curve the knee is the point farthest below the chord, where x - y is
+largest.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from pgdyno.records.capacity import (
     CLIENT_LIMIT,
     CLOSED,
     FAILED,
+    INTERFERED,
     NEVER_OVER,
     NEVER_UNDER,
     OVER,
@@ -163,7 +165,11 @@ def step_of(run_id: int, record: RunRecord, phase: str, policy: SweepPolicy) -> 
         client_cpu_pct=health.client_cpu_pct, client_capacity_pct=health.client_capacity_pct,
         verdict="",
     )  # fmt: skip
-    return replace(step, verdict=judge_step(step, policy) if ok or record.rate is None else FAILED)
+    if not ok and record.rate is not None:
+        return replace(step, verdict=FAILED)
+    if record.interference is not None and record.rate is not None:
+        return replace(step, verdict=INTERFERED)  # a disturbed measurement: run again
+    return replace(step, verdict=judge_step(step, policy))
 
 
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "": 1.0}
@@ -193,8 +199,8 @@ def parse_latency_ms(text: str, option: str = "--p99") -> float:
 
 
 def _by_rate(steps: Sequence[CapacityStep]) -> dict[float, list[bool]]:
-    """Per asked rate, whether each judged run was under (client-bound and failed runs say
-    nothing and are left out)."""
+    """Per asked rate, whether each judged run was under (client-bound, disturbed and failed
+    runs say nothing and are left out)."""
     found: dict[float, list[bool]] = {}
     for s in steps:
         if s.asked_tps is not None and s.verdict in (UNDER, OVER, UNSUSTAINED):
@@ -293,40 +299,72 @@ def _round_rate(rate: float) -> float:
 def kneedle(x: Sequence[float], y: Sequence[float]) -> int | None:
     """Index of the knee of an increasing convex curve (offline Kneedle), None without one.
 
+    Measured latencies zigzag (a noisy p99 can fall between two rates), so the curve Kneedle
+    reads is the running maximum of `y` along `x`: the latency seen so far at or below each
+    rate. The knee is never an end point.
+
     >>> kneedle([100, 200, 300, 400, 500], [1.0, 1.1, 1.3, 2.0, 8.0])
     3
-    >>> kneedle([1, 2, 3], [1, 2, 3]) is None
-    True
+    >>> kneedle([100, 200, 300, 400, 500], [1.0, 1.1, 9.0, 2.0, 8.0])  # running max: a step
+    1
+    >>> kneedle([1, 2, 3], [1, 2, 3]) is None, kneedle([1, 2, 3], [3, 1, 1]) is None
+    (True, True)
     """
     if len(x) < 3:
         return None
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    order = np.argsort(xs)
-    xs, ys = xs[order], ys[order]
-    span_x, span_y = xs[-1] - xs[0], ys.max() - ys.min()
+    order = np.argsort(xs, kind="stable")
+    xs, ys = xs[order], np.maximum.accumulate(ys[order])
+    span_x, span_y = xs[-1] - xs[0], ys[-1] - ys[0]
     if span_x <= 0 or span_y <= 0:
         return None
-    diff = (xs - xs[0]) / span_x - (ys - ys.min()) / span_y
+    diff = (xs - xs[0]) / span_x - (ys - ys[0]) / span_y
     best = int(np.argmax(diff))
-    if diff[best] <= 1e-9:
+    if diff[best] <= 1e-9 or best in (0, len(xs) - 1):
         return None
     return int(order[best])
 
 
-def knee_of(steps: Sequence[CapacityStep]) -> Knee | None:
-    """The knee of the sweep's curve: per asked rate, the median achieved rate and p99 of its
-    sustained runs (judged under or over)."""
-    per: dict[float, list[tuple[float, float]]] = {}
+@dataclass(frozen=True)
+class CurvePoint:
+    """One asked rate of the latency-throughput curve: medians over its sustained runs."""
+
+    asked_tps: float
+    achieved_tps: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+
+
+def curve_of(steps: Sequence[CapacityStep]) -> list[CurvePoint]:
+    """The latency-throughput curve: per asked rate, in order, the medians of the achieved rate
+    and percentiles of its sustained runs (judged under or over: a step not sustained or
+    client-bound measured the load generator's queue, not the server's latency).
+
+    >>> s = [CapacityStep(1, "", 100, 99, 0.2, 0.3, 0.5, 0, 0, 0, None, None, "under"),
+    ...      CapacityStep(2, "", 100, 101, 0.5, 0.5, 0.9, 0, 0, 0, None, None, "under")]
+    >>> curve_of(s)
+    [CurvePoint(asked_tps=100, achieved_tps=100.0, p50_ms=0.35, p90_ms=0.4, p99_ms=0.7)]
+    """
+    per: dict[float, list[CapacityStep]] = {}
     for s in steps:
         if s.asked_tps is not None and s.p99_ms is not None and s.verdict in (UNDER, OVER):
-            per.setdefault(s.asked_tps, []).append((s.achieved_tps, s.p99_ms))
-    rates = sorted(per)
-    achieved = [float(np.median([a for a, _ in per[r]])) for r in rates]
-    p99 = [float(np.median([p for _, p in per[r]])) for r in rates]
-    at = kneedle(achieved, p99)
+            per.setdefault(s.asked_tps, []).append(s)
+    return [
+        CurvePoint(rate, *(float(np.median([getattr(s, name) or 0.0 for s in per[rate]]))
+                           for name in ("achieved_tps", "p50_ms", "p90_ms", "p99_ms")))
+        for rate in sorted(per)
+    ]  # fmt: skip
+
+
+def knee_of(steps: Sequence[CapacityStep]) -> Knee | None:
+    """The knee of the sweep's curve (`curve_of`), by Kneedle on the p99 against the achieved
+    rate."""
+    curve = curve_of(steps)
+    at = kneedle([c.achieved_tps for c in curve], [c.p99_ms for c in curve])
     if at is None:
         return None
-    return Knee(rates[at], achieved[at], p99[at])
+    return Knee(curve[at].asked_tps, curve[at].achieved_tps, curve[at].p99_ms)
 
 
 def capacity_of(
@@ -368,6 +406,10 @@ def _notes(steps: Sequence[CapacityStep], stopped: str, policy: SweepPolicy) -> 
     if stopped in (BUDGET, STEP_LIMIT):
         notes.append("the budget ran out before both ends of the interval were confirmed: "
                      "give a larger --budget")  # fmt: skip
+    disturbed = sum(1 for s in steps if s.verdict == INTERFERED)
+    if disturbed:
+        notes.append(f"{disturbed} steps were disturbed by other processes (pgdyno's "
+                     "interference check) and not judged: each was run again")  # fmt: skip
     if any(s.verdict == FAILED for s in steps):
         notes.append("some steps failed: see `pgdyno runs show ID`")
     return notes
@@ -382,9 +424,11 @@ def _cpu(step: CapacityStep) -> str:
 __all__ = [
     "BRACKETED",
     "BUDGET",
+    "CurvePoint",
     "NextStep",
     "SweepPolicy",
     "capacity_of",
+    "curve_of",
     "judge_step",
     "kneedle",
     "next_step",

@@ -68,9 +68,11 @@ def capacity_line(found: Capacity) -> str:
     if found.capacity_tps is None:
         return head + f"not confirmed (stopped: {found.stopped})"
     upper = "open" if found.over_tps is None else f"{found.over_tps:,.0f}"
+    level = (f">= {100 * found.confidence:.1f}% confidence" if found.confidence > 0
+             else "no stated confidence")  # fmt: skip
+    runs = "1 run" if found.repeats == 1 else f"{found.repeats} runs"
     return head + (f"{found.capacity_tps:,.0f} tx/s, interval [{found.capacity_tps:,.0f}, "
-                   f"{upper}] (>= {100 * found.confidence:.1f}% confidence, {found.repeats} runs "
-                   "at each end)")  # fmt: skip
+                   f"{upper}] ({level}, {runs} at each end)")  # fmt: skip
 
 
 def capacity_screen(found: Capacity) -> RenderableType:
