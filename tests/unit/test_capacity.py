@@ -4,6 +4,7 @@ store keeps it (old databases still load), and the command's bad input (issue 34
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -162,9 +163,35 @@ def test_the_store_keeps_the_sweep_and_old_databases_load(tmp_path: Path):
         assert store.recent_tps("tpcb-like", 1, 1, "18.6", "sandbox pg18", closed_loop=True)
 
 
+def stored_sweeps(path: Path, *brackets: tuple[float, float]) -> None:
+    """A results database with one capacity session per bracket (confirmed at 5 repeats)."""
+    policy = SweepPolicy(5.0, 2.0, repeats=5)
+    with ResultsStore(path) as store:
+        for low, high in brackets:
+            steps = [step(low, UNDER)] * 5 + [step(high, OVER)] * 5
+            session = store.begin_session(["pgdyno", "capacity"], "sandbox pg18", {}, {})
+            store.record_capacity(session, capacity_of(steps, 2000.0, policy, BRACKETED))
+
+
+def test_two_stored_sweeps_are_compared_on_capacity(run_cli, tmp_path: Path):
+    stored_sweeps(tmp_path / "results.sqlite", (1000, 1050), (1200, 1250), (1010, 1060))
+    more = run_cli(tmp_path, "capacity", "--compare", "1", "2", "--json")
+    assert more.code == 0, more.stderr
+    found = json.loads(more.stdout)
+    assert found["verdict"] == "more" and found["confidence"] == 0.875
+    assert found["line"] == ("session 2 carries +20% [+14, +25] more load than session 1 at "
+                             "p99 <= 5 ms (>= 87.5% confidence)")  # fmt: skip
+    same = run_cli(tmp_path, "capacity", "--compare", "1", "3")
+    assert "no detectable difference" in same.stdout
+    none = run_cli(tmp_path, "capacity", "--compare", "1", "9")
+    assert none.code == 2
+    assert "session 9 in" in one_clear_sentence(none.stderr)
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
+        ((), "--p99 is missing"),
         (("--p99", "abc"), "--p99 'abc' is not a latency"),
         (("--p99", "0ms"), "is no time at all"),
         (("--p99", "2ms", "--budget", "20s"), "holds fewer than 2 steps of about 13 s"),

@@ -19,6 +19,7 @@ from pgdyno.cli.common import (
     workdir_options,
 )
 from pgdyno.cli.progress import MatrixProgress
+from pgdyno.environment import Environment
 from pgdyno.errors import PgbenchFailed, UsageError
 from pgdyno.experiment.capacity import MIN_STEPS, CapacityOutcome, CapacityPlan
 from pgdyno.experiment.matrix import (
@@ -32,13 +33,13 @@ from pgdyno.experiment.rounds import parse_budget
 from pgdyno.experiment.target import check_target_settings
 from pgdyno.host.machine import read_host
 from pgdyno.lab.bench import BenchRequest
-from pgdyno.lab.capacity import CapacityRequest
+from pgdyno.lab.capacity import CapacityRequest, compare_sweeps
 from pgdyno.lab.capacity import capacity as run_capacity
 from pgdyno.pgbench.command import BUILTINS, PROTOCOLS
 from pgdyno.postgres.conf import parse_assignments
 from pgdyno.remote.host import DRIVERS
 from pgdyno.results.encode import to_json
-from pgdyno.stats.capacity import SweepPolicy, parse_latency_ms
+from pgdyno.stats.capacity import SweepPolicy, change_line, parse_latency_ms
 from pgdyno.terminal.capacity import capacity_screen
 
 
@@ -46,10 +47,18 @@ from pgdyno.terminal.capacity import capacity_screen
 @click.option(
     "--p99",
     "p99",
-    required=True,
     metavar="LATENCY",
-    help="The latency target: the p99 of a step (from each transaction's scheduled start) "
-    "must stay at or under it, like 2ms, 500us or 0.5s.",
+    help="The latency target (needed to sweep): the p99 of a step, from each transaction's "
+    "scheduled start, must stay at or under it, like 2ms, 500us or 0.5s.",
+)
+@click.option(
+    "--compare",
+    "compare",
+    nargs=2,
+    type=click.IntRange(min=1),
+    metavar="BASELINE CANDIDATE",
+    help="Sweep nothing: judge two stored sweeps (their session ids) against each other on "
+    "capacity at their p99 target.",
 )
 @click.option(
     "--budget",
@@ -141,7 +150,8 @@ from pgdyno.terminal.capacity import capacity_screen
 def capacity(
     ctx: click.Context,
     /,
-    p99: str,
+    p99: str | None,
+    compare: tuple[int, int] | None,
     budget: str,
     workload: str,
     scale: str,
@@ -171,16 +181,23 @@ def capacity(
     repeats at both ends. Prints every step, the knee of the latency-throughput curve
     (Kneedle) and the capacity: the highest rate confirmed under the target, with the interval
     the true capacity lies in. Every step is stored as a run; a load generator that cannot
-    keep up (pgbench's CPU) is said, never reported as the server's limit. docs/capacity.md
-    explains the method.
+    keep up (pgbench's CPU) is said, never reported as the server's limit. --compare judges
+    two stored sweeps (say, before and after a --set) on capacity: "B carries +18% [+9, +27]
+    more load than A at p99 <= 5 ms". docs/capacity.md explains the method.
 
     \b
     Examples:
       pgdyno capacity -w select-only -s 10 --p99 2ms --budget 10m
       pgdyno capacity --p99 5ms -w tpcb-like -T 5 --repeats 3 --json
       pgdyno capacity --dsn "host=db1 user=bench dbname=postgres" --p99 10ms --budget 30m
+      pgdyno capacity --compare 3 4 --json
     """
     env = environment(ctx)
+    if compare is not None:
+        _compare(env, compare, as_json)
+        return
+    if p99 is None:
+        raise UsageError("--p99 is missing: give the latency target to sweep for, like --p99 2ms.")
     target_ms = parse_latency_ms(p99)
     budget_s = parse_budget(budget)
     dsn = dsn_with_its_password(env, dsn)
@@ -212,6 +229,14 @@ def capacity(
             f"the sweep's runs failed (runs {', '.join(map(str, outcome.failed))}); see "
             "`pgdyno runs show ID` for pgbench's error output."
         )
+
+
+def _compare(env: Environment, sessions: tuple[int, int], as_json: bool) -> None:
+    change = compare_sweeps(env, *sessions)
+    if as_json:
+        print_json(env, {"line": change_line(change), **to_json(change)})
+    else:
+        out(env).print(change_line(change))
 
 
 def _spec(

@@ -7,9 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pgdyno.environment import Environment
+from pgdyno.errors import UsageError
 from pgdyno.experiment.capacity import CapacityOutcome, CapacityPlan, run_capacity
 from pgdyno.lab.bench import BenchRequest, opened
 from pgdyno.lab.open import Progress
+from pgdyno.records.capacity import CapacityChange
+from pgdyno.results.open import open_results
+from pgdyno.stats.capacity import compare_capacity
 from pgdyno.textsafe import scrub_argv
 
 
@@ -37,3 +41,18 @@ def capacity(
             request.bench.spec, request.plan, target, host, run_ctx, command=command
         )
     return CapacityDone(outcome, target.label)
+
+
+def compare_sweeps(env: Environment, baseline: int, candidate: int) -> CapacityChange:
+    """Two stored sweeps (sessions) judged against each other on capacity."""
+    with open_results(env.results, writing=False) as store:
+        found = [(f"session {i}", store.capacity(i)) for i in (baseline, candidate)]
+    sweeps = []
+    for label, sweep in found:
+        if sweep is None:
+            raise UsageError(
+                f"{label} in {env.results} is no capacity sweep: `pgdyno runs list` shows the "
+                "sessions; give two that `pgdyno capacity` made."
+            )
+        sweeps.append((label, sweep))
+    return compare_capacity(sweeps[0], sweeps[1])

@@ -70,3 +70,27 @@ class Capacity:
     stopped: str  # BRACKETED, BUDGET, ...
     repeats: int
     notes: tuple[str, ...] = ()
+
+
+# A comparison of two sweeps' capacities (stats/capacity.py `compare_capacity`).
+MORE = "more"  # the candidate carries more load at the target
+LESS = "less"
+SAME = "no detectable difference"
+UNKNOWN = "unknown"  # a sweep did not bracket its capacity
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityChange:
+    """The candidate's capacity against the baseline's at one p99 target: the change in %
+    (from the middles of the two intervals) and the interval it lies in with at least
+    `confidence` (both sweeps' intervals covering their capacities)."""
+
+    baseline: str
+    candidate: str
+    target_p99_ms: float
+    change_pct: float | None
+    low_pct: float | None
+    high_pct: float | None
+    confidence: float
+    verdict: str
+    reason: str = ""  # why the verdict is unknown

@@ -49,13 +49,18 @@ from pgdyno.records.capacity import (
     CLOSED,
     FAILED,
     INTERFERED,
+    LESS,
+    MORE,
     NEVER_OVER,
     NEVER_UNDER,
     OVER,
+    SAME,
     STEP_LIMIT,
     UNDER,
+    UNKNOWN,
     UNSUSTAINED,
     Capacity,
+    CapacityChange,
     CapacityStep,
     Knee,
 )
@@ -387,6 +392,65 @@ def capacity_of(
     )  # fmt: skip
 
 
+def compare_capacity(
+    baseline: tuple[str, Capacity], candidate: tuple[str, Capacity]
+) -> CapacityChange:
+    """The candidate's capacity against the baseline's, at the same p99 target.
+
+    Each sweep's interval covers its capacity with at least its confidence, so both do with at
+    least 1 - (1 - c_A) - (1 - c_B) (Bonferroni), and then the ratio of the capacities lies in
+    [low_B / high_A, high_B / low_A]. The verdict says *more* or *less* only when that whole
+    interval is above or below 1; tests/unit/test_capacity_sim.py measures the false verdicts
+    of an A/A pair and the power against a faster server.
+
+    >>> a = Capacity(5.0, (), None, 1000.0, 1050.0, 0.9375, None, "bracketed", 5)
+    >>> b = Capacity(5.0, (), None, 1200.0, 1250.0, 0.9375, None, "bracketed", 5)
+    >>> c = compare_capacity(("A", a), ("B", b))
+    >>> c.verdict, round(c.change_pct, 1), round(c.low_pct, 1), round(c.high_pct, 1), c.confidence
+    ('more', 19.5, 14.3, 25.0, 0.875)
+    >>> compare_capacity(("A", a), ("A again", a)).verdict
+    'no detectable difference'
+    """
+    (name_a, a), (name_b, b) = baseline, candidate
+    if a.target_p99_ms != b.target_p99_ms:
+        raise UsageError(
+            f"{name_a} was swept at p99 <= {a.target_p99_ms:g} ms and {name_b} at "
+            f"{b.target_p99_ms:g} ms: capacities compare at one target only."
+        )
+    confidence = max(0.0, 1.0 - (1.0 - a.confidence) - (1.0 - b.confidence))
+    ends = (a.capacity_tps, a.over_tps, b.capacity_tps, b.over_tps)
+    if any(e is None for e in ends):
+        missing = ", ".join(n for n, c in ((name_a, a), (name_b, b))
+                            if c.capacity_tps is None or c.over_tps is None)  # fmt: skip
+        return CapacityChange(name_a, name_b, a.target_p99_ms, None, None, None, confidence,
+                              UNKNOWN, f"not bracketed: {missing}")  # fmt: skip
+    low_a, high_a, low_b, high_b = (float(e) for e in ends)  # type: ignore[arg-type]
+    low, high = low_b / high_a - 1.0, high_b / low_a - 1.0
+    change = (low_b + high_b) / (low_a + high_a) - 1.0
+    verdict = MORE if low > 0 else LESS if high < 0 else SAME
+    return CapacityChange(name_a, name_b, a.target_p99_ms, 100 * change, 100 * low, 100 * high,
+                          confidence, verdict)  # fmt: skip
+
+
+def change_line(change: CapacityChange) -> str:
+    """
+    >>> change_line(CapacityChange("A", "B", 5.0, 18.0, 9.0, 27.0, 0.875, "more"))
+    'B carries +18% [+9, +27] more load than A at p99 <= 5 ms (>= 87.5% confidence)'
+    >>> change_line(CapacityChange("A", "B", 5.0, -1.0, -6.0, 4.0, 0.875, SAME))
+    'B against A at p99 <= 5 ms: -1% [-6, +4], no detectable difference (>= 87.5% confidence)'
+    """
+    at = f"at p99 <= {change.target_p99_ms:g} ms"
+    if change.change_pct is None or change.low_pct is None or change.high_pct is None:
+        return f"{change.candidate} against {change.baseline} {at}: unknown ({change.reason})"
+    figures = f"{change.change_pct:+.0f}% [{change.low_pct:+.0f}, {change.high_pct:+.0f}]"
+    level = f"(>= {100 * change.confidence:.1f}% confidence)"
+    if change.verdict == MORE:
+        return f"{change.candidate} carries {figures} more load than {change.baseline} {at} {level}"
+    if change.verdict == LESS:
+        return f"{change.candidate} carries {figures} less load than {change.baseline} {at} {level}"
+    return f"{change.candidate} against {change.baseline} {at}: {figures}, {change.verdict} {level}"
+
+
 def _notes(steps: Sequence[CapacityStep], stopped: str, policy: SweepPolicy) -> list[str]:
     notes = []
     bound = [s for s in steps if s.verdict == CLIENT_BOUND]
@@ -428,6 +492,8 @@ __all__ = [
     "NextStep",
     "SweepPolicy",
     "capacity_of",
+    "change_line",
+    "compare_capacity",
     "curve_of",
     "judge_step",
     "kneedle",
