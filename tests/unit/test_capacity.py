@@ -14,7 +14,7 @@ from conftest import one_clear_sentence, schema_1_database
 from pgdyno.collect.timeline import run_percentiles
 from pgdyno.pgbench.output import parse_summary
 from pgdyno.pgbench.txlog import summarize
-from pgdyno.records import RunCell, RunRecord
+from pgdyno.records import RunCell, RunRecord, SecondRow
 from pgdyno.records.capacity import (
     BRACKETED,
     BUDGET,
@@ -71,6 +71,12 @@ def test_recorded_steps_are_judged():
     lost = step_of(12, recorded(80000, 0.1), "sweep", SweepPolicy(1000.0, 2.0))
     assert lost.verdict == UNSUSTAINED and lost.lag_avg_ms == pytest.approx(428.852)
     # The same run with pgbench using 190% of its 200%: the load generator was the limit.
+    assert kept.lag_growth_ms is None  # no per-second rows in this record
+    growing = replace(recorded(5000, 1.0), seconds=tuple(
+        SecondRow(t, 5000.0, lag_avg_ms=lag) for t, lag in ((0, 0.2), (1, 1.5), (2, 2.9))
+    ))  # fmt: skip
+    queued = step_of(11, growing, "sweep", policy)  # p99 4.06 ms, but the lag grew 2.7 ms
+    assert queued.lag_growth_ms == pytest.approx(2.7) and queued.verdict == UNSUSTAINED
     bound = step_of(12, recorded(80000, 0.1, cpu=190.0), "sweep", policy)
     assert bound.verdict == CLIENT_BOUND
     failed = step_of(13, replace(recorded(5000, 1.0), status="failed", latency=None), "", policy)

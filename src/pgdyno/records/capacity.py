@@ -42,6 +42,9 @@ class CapacityStep:
     client_cpu_pct: float | None  # pgbench's CPU, % of one core
     client_capacity_pct: float | None  # the CPU its threads could use
     verdict: str  # UNDER, OVER, ... (judged when the step is made)
+    # How much the schedule lag grew over the step (least-squares line through its per-second
+    # means, end minus start); None with fewer than 3 seconds.
+    lag_growth_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,9 +122,28 @@ def sustained(asked: float, achieved: float, policy: SweepPolicy) -> bool:
     return achieved * policy.step_s >= expected - allowed
 
 
+def lag_growth(seconds: Sequence[tuple[float, float]]) -> float | None:
+    """How much the schedule lag grew over a step: the least-squares line through its
+    per-second means `(t, lag ms)`, end minus start; None with fewer than 3 seconds.
+
+    >>> lag_growth([(0, 0.1), (1, 0.1), (2, 0.1)]), lag_growth([(0, 1.0), (1, 3.0), (2, 5.0)])
+    (0.0, 4.0)
+    """
+    if len(seconds) < 3:
+        return None
+    t = np.array([s[0] for s in seconds], dtype=float)
+    lag = np.array([s[1] for s in seconds], dtype=float)
+    slope = float(np.polyfit(t, lag, 1)[0])
+    return round(slope * float(t[-1] - t[0]), 6)
+
+
 def judge_step(step: CapacityStep, policy: SweepPolicy) -> str:
     """One step's verdict: failed, client-bound (pgbench could not keep up), not sustained,
     over or under the target.
+
+    Not sustained: the achieved rate fell short (`sustained`), or the schedule lag grew over
+    the step by more than half the target: the queue was building, and a longer run at this
+    rate would miss the target however the step's own p99 came out.
 
     >>> s = CapacityStep(1, "sweep", 1000, 998, 0.4, 0.7, 1.5, 0.1, 2.0, 0, 40.0, 200.0, "")
     >>> p = SweepPolicy(2.0, 10.0)
@@ -141,6 +160,8 @@ def judge_step(step: CapacityStep, policy: SweepPolicy) -> str:
     if client_bound(step):
         return CLIENT_BOUND
     if not sustained(step.asked_tps, step.achieved_tps, policy):
+        return UNSUSTAINED
+    if step.lag_growth_ms is not None and step.lag_growth_ms > policy.target_p99_ms / 2:
         return UNSUSTAINED
     return UNDER if step.p99_ms <= policy.target_p99_ms else OVER
 
@@ -169,6 +190,9 @@ def step_of(run_id: int, record: RunRecord, phase: str, policy: SweepPolicy) -> 
         skipped=(summary.skipped_transactions or 0) if summary else 0,
         client_cpu_pct=health.client_cpu_pct, client_capacity_pct=health.client_capacity_pct,
         verdict="",
+        lag_growth_ms=lag_growth(
+            [(r.t, r.lag_avg_ms) for r in record.seconds if r.lag_avg_ms is not None]
+        ),
     )  # fmt: skip
     if not ok and record.rate is not None:
         return replace(step, verdict=FAILED)
@@ -497,6 +521,7 @@ __all__ = [
     "curve_of",
     "judge_step",
     "kneedle",
+    "lag_growth",
     "next_step",
     "parse_latency_ms",
     "step_of",
