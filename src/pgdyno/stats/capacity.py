@@ -434,6 +434,9 @@ def compare_capacity(
     ('more', 19.5, 14.3, 25.0, 0.875)
     >>> compare_capacity(("A", a), ("A again", a)).verdict
     'no detectable difference'
+    >>> one = Capacity(5.0, (), None, 1000.0, 1050.0, 0.0, None, "bracketed", 1)
+    >>> compare_capacity(("A", one), ("B", b)).verdict
+    'unknown'
     """
     (name_a, a), (name_b, b) = baseline, candidate
     if a.target_p99_ms != b.target_p99_ms:
@@ -448,6 +451,10 @@ def compare_capacity(
                             if c.capacity_tps is None or c.over_tps is None)  # fmt: skip
         return CapacityChange(name_a, name_b, a.target_p99_ms, None, None, None, confidence,
                               UNKNOWN, f"not bracketed: {missing}")  # fmt: skip
+    if confidence <= 0:
+        return CapacityChange(name_a, name_b, a.target_p99_ms, None, None, None, confidence,
+                              UNKNOWN, "too few runs at the ends of the intervals for a "
+                              "stated confidence: sweep with --repeats 3 or more")  # fmt: skip
     low_a, high_a, low_b, high_b = (float(e) for e in ends)  # type: ignore[arg-type]
     low, high = low_b / high_a - 1.0, high_b / low_a - 1.0
     change = (low_b + high_b) / (low_a + high_a) - 1.0
