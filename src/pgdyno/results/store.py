@@ -16,17 +16,26 @@ from typing import TYPE_CHECKING, Any
 
 from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.records import RunRecord
+from pgdyno.records.capacity import Capacity
 from pgdyno.records.stored import ReportSource, RunListing, StoredRun
 from pgdyno.records.waits import WaitProfile
 from pgdyno.results.comparisons import Comparisons
 from pgdyno.results.database import Database
-from pgdyno.results.decode import RUN_ROW_SQL, loads, run_listing, stored_run, waits
+from pgdyno.results.decode import (
+    RUN_ROW_SQL,
+    capacity,
+    loads,
+    run_listing,
+    stored_run,
+    waits,
+)
 from pgdyno.results.encode import (
     devices_json,
     dumps,
     health_json,
     interference_json,
     now_iso,
+    to_json,
     tpcc_json,
     waits_json,
 )
@@ -124,6 +133,14 @@ class ResultsStore:
             self.db.execute(
                 "UPDATE sessions SET finished_at = ?, status = ? WHERE id = ?",
                 (now_iso(), status, session_id),
+            )
+
+    def record_capacity(self, session_id: int, found: Capacity) -> None:
+        """A capacity sweep's steps and result, kept with its session (rewritten as it goes)."""
+        with self.db.transaction():
+            self.db.execute(
+                "UPDATE sessions SET capacity = ? WHERE id = ?",
+                (dumps(to_json(found), "the capacity sweep"), session_id),
             )
 
     def add_run(self, session_id: int, run: RunRecord) -> int:
@@ -249,6 +266,14 @@ class ResultsStore:
             series.setdefault(row["metric"], {})[row["t"]] = row["value"]
         return series
 
+    def capacity(self, session_id: int) -> Capacity | None:
+        """A session's capacity sweep; None for a session of another kind (or none such)."""
+        rows = self._query("SELECT capacity FROM sessions WHERE id = ?", (session_id,))
+        if not rows or rows[0]["capacity"] is None:
+            return None
+        where = f"session {session_id}'s capacity sweep"
+        return capacity(loads(str(rows[0]["capacity"]), where), where)
+
     def session_run_ids(self, session_id: int) -> list[int]:
         """The runs of one bench session, in the order they ran."""
         rows = self._query("SELECT id FROM runs WHERE session_id = ? ORDER BY id", (session_id,))
@@ -265,13 +290,18 @@ class ResultsStore:
         return ReportSource(str(rows[0]["kind"]), int(rows[0]["id"])) if rows else None
 
     def recent_tps(
-        self, workload: str, scale: int, clients: int, pg_version: str, target: str
-    ) -> float | None:
-        """TPS of the latest successful run like this one, to size the latency log's sample."""
+        self, workload: str, scale: int, clients: int, pg_version: str, target: str,
+        *, closed_loop: bool = False,
+    ) -> float | None:  # fmt: skip
+        """TPS of the latest successful run like this one, to size the latency log's sample;
+        with `closed_loop`, of the latest run without a rate (-R): what the server carries
+        flat out, where a capacity sweep starts from."""
         rows = self._query(
             "SELECT r.tps FROM runs r JOIN sessions s ON s.id = r.session_id"
             " WHERE r.status = 'ok' AND r.workload = ? AND r.scale = ? AND r.clients = ?"
-            " AND r.pg_version = ? AND s.target = ? ORDER BY r.id DESC LIMIT 1",
+            " AND r.pg_version = ? AND s.target = ?"
+            + (" AND r.rate IS NULL" if closed_loop else "")
+            + " ORDER BY r.id DESC LIMIT 1",
             (workload, scale, clients, pg_version, target),
         )
         return float(rows[0]["tps"]) if rows and rows[0]["tps"] is not None else None
