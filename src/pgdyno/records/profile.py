@@ -104,3 +104,10 @@ class FunctionMove:
     @property
     def change(self) -> float:
         return self.after - self.before
+
+    def text(self) -> str:
+        """
+        >>> FunctionMove("XLogInsertRecord", 0.14, 0.06).text()
+        'XLogInsertRecord 14% -> 6%'
+        """
+        return f"{self.function} {self.before:.0%} -> {self.after:.0%}"

@@ -9,8 +9,10 @@ busy backends gives about 12,000 samples, so a 10% function is known to +/- 0.3 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from pgdyno.records.profile import (
     UNKNOWN,
@@ -23,6 +25,12 @@ from pgdyno.records.profile import (
 TOP_PER_PROCESS = 15  # functions kept per process type
 MAX_STACKS = 300  # call chains kept per run for the flame graph
 UNKNOWN_PROCESS = "unknown"
+MOVES_SHOWN = 3  # functions beside each verdict row
+# A function's move is shown when it is at least a point of CPU and beyond sampling error at
+# this many standard errors (about 1 in 4,300 by one function's chance alone; a run keeps some
+# tens of functions).
+MOVE_Z = 3.5
+MOVE_FLOOR = 0.01
 
 
 def _leaf(sample: CpuSample) -> tuple[str, bool]:
@@ -113,47 +121,120 @@ def symbols_missing(samples: Iterable[CpuSample], binary: str = "postgres") -> b
     return unnamed > 0 and named < 0.1 * (named + unnamed)
 
 
-def mean_shares(profiles: Sequence[CpuProfile]) -> dict[str, float]:
-    """Each function's share of CPU averaged over runs (summed over process types; a run that
-    did not keep a function counts 0 for it).
+def _run_bounds(found: CpuProfile) -> tuple[dict[str, float], dict[str, float], float]:
+    """A run's kept shares per function (summed over process types), what a function it did
+    not keep may have had at most, per function it kept, and for one it kept nowhere: each
+    process type's smallest kept share stands for the functions below its bound.
 
-    >>> a = CpuProfile(99, 10, 0.0, (), (FunctionShare("client backend", "f", 0.4),))
-    >>> b = CpuProfile(99, 10, 0.0, (), (FunctionShare("client backend", "g", 0.2),))
-    >>> mean_shares([a, b])
-    {'f': 0.2, 'g': 0.1}
+    >>> p = CpuProfile(99, 10, 0.0, (("client backend", 0.8), ("walwriter", 0.2)),
+    ...                (FunctionShare("client backend", "f", 0.5),
+    ...                 FunctionShare("client backend", "g", 0.1),
+    ...                 FunctionShare("walwriter", "g", 0.2)))
+    >>> low, high, unseen = _run_bounds(p)
+    >>> low["f"], high["f"], round(high["g"], 3), round(unseen, 3)
+    (0.5, 0.7, 0.3, 0.3)
     """
-    found: dict[str, float] = {}
-    for p in profiles:
-        for name, share in p.functions().items():
-            found[name] = found.get(name, 0.0) + share / len(profiles)
-    return found
+    kept: dict[str, dict[str, float]] = {}
+    for f in found.top:
+        kept.setdefault(f.process, {})[f.function] = (
+            kept.get(f.process, {}).get(f.function, 0.0) + f.share
+        )
+    low = found.functions()
+    floors = {process: min(shares.values()) for process, shares in kept.items()}
+    high = {
+        name: sum(shares.get(name, floors[process]) for process, shares in kept.items())
+        for name in low
+    }
+    return low, high, sum(floors.values())
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Each function's share of the CPU samples of several runs (summed over process types,
+    weighted by the runs' samples) as bounds: at least what the runs kept of it (0 where a
+    run did not keep it), at most that with, where a run did not keep it, the run's smallest
+    kept share in its place (`unseen` for a function no run kept); and the samples in all."""
+
+    low: dict[str, float]
+    high: dict[str, float]
+    unseen: float
+    samples: int
+
+    def bounds(self, name: str) -> tuple[float, float]:
+        return self.low.get(name, 0.0), self.high.get(name, self.unseen)
+
+
+def pooled(profiles: Sequence[CpuProfile]) -> Pooled:
+    """
+    >>> a = CpuProfile(99, 30, 0.0, (), (FunctionShare("client backend", "f", 0.4),
+    ...                                  FunctionShare("client backend", "g", 0.1)))
+    >>> b = CpuProfile(99, 10, 0.0, (), (FunctionShare("client backend", "g", 0.2),))
+    >>> found = pooled([a, b])
+    >>> [round(x, 3) for x in (*found.bounds("f"), *found.bounds("h"))], found.samples
+    ([0.3, 0.35, 0.0, 0.125], 40)
+    """
+    total = sum(p.samples for p in profiles)
+    if total == 0:
+        return Pooled({}, {}, 0.0, 0)
+    runs = [(_run_bounds(p), p.samples / total) for p in profiles]
+    names = sorted({name for (low, _, _), _ in runs for name in low})
+    return Pooled(
+        low={n: sum(low.get(n, 0.0) * w for (low, _, _), w in runs) for n in names},
+        high={n: sum(high.get(n, floor) * w for (_, high, floor), w in runs) for n in names},
+        unseen=sum(floor * w for (_, _, floor), w in runs),
+        samples=total,
+    )
+
+
+def _clear(before: float, n_before: int, after: float, n_after: int, z: float) -> bool:
+    """True when two shares differ by more than `z` standard errors of their difference, each
+    share a binomial proportion of its samples (a two-proportion z test's statistic)."""
+    variance = before * (1 - before) / n_before + after * (1 - after) / n_after
+    return abs(after - before) > z * math.sqrt(variance)
+
+
+def _move(name: str, base: Pooled, other: Pooled) -> FunctionMove:
+    """A function's move, taken the way least in its favour: a rise from the most it may
+    have had in the base to the least it had in the other; a fall the other way round."""
+    (b_low, b_high), (o_low, o_high) = base.bounds(name), other.bounds(name)
+    if o_low > b_high:
+        return FunctionMove(name, b_high, o_low)
+    if b_low > o_high:
+        return FunctionMove(name, b_low, o_high)
+    return FunctionMove(name, b_low, b_low)
 
 
 def moved(
     before: Sequence[CpuProfile],
     after: Sequence[CpuProfile],
     *,
-    limit: int = 10,
-    floor: float = 0.005,
+    limit: int = MOVES_SHOWN,
+    z: float = MOVE_Z,
+    floor: float = MOVE_FLOOR,
 ) -> tuple[FunctionMove, ...]:
-    """The functions whose mean share of CPU moved most from one set's runs to another's,
-    largest move first; moves under `floor` (half a point) are left out, as are both sides
-    without a profile.
+    """The functions whose pooled share of CPU moved most from one set's runs to another's,
+    largest move first. A move is taken the way least in its favour (a run keeps only its
+    largest functions: where it did not keep one, the function had anything from 0 to the
+    smallest share it kept) and kept when it is at least `floor` and more than `z` standard
+    errors of sampling (tests/unit/test_cpu_profile.py's A/A simulation: two sets of the same
+    server show a move in under 5% of comparisons); () when either side has no profile.
 
-    >>> a = CpuProfile(99, 10, 0.0, (), (FunctionShare("client backend", "XLogInsertRecord", 0.14),
-    ...                                  FunctionShare("client backend", "PortalRun", 0.05)))
-    >>> b = CpuProfile(99, 10, 0.0, (), (FunctionShare("client backend", "XLogInsertRecord", 0.06),
-    ...                                  FunctionShare("client backend", "PortalRun", 0.052)))
-    >>> [(m.function, m.before, m.after) for m in moved([a], [b])]
-    [('XLogInsertRecord', 0.14, 0.06)]
+    >>> a = CpuProfile(99, 900, 0.0, (), (FunctionShare("client backend", "XLogInsertRecord", 0.14),
+    ...                                   FunctionShare("client backend", "PortalRun", 0.05)))
+    >>> b = CpuProfile(99, 900, 0.0, (), (FunctionShare("client backend", "XLogInsertRecord", 0.06),
+    ...                                   FunctionShare("client backend", "PortalRun", 0.052)))
+    >>> [m.text() for m in moved([a], [b])]
+    ['XLogInsertRecord 14% -> 6%']
+    >>> moved([a], [b], z=20.0)  # not beyond sampling error at that bar
+    ()
     """
-    if not before or not after:
+    base, other = pooled(before), pooled(after)
+    if not base.samples or not other.samples:
         return ()
-    base, other = mean_shares(before), mean_shares(after)
+    found = [_move(name, base, other) for name in sorted(set(base.low) | set(other.low))]
     found = [
-        FunctionMove(name, base.get(name, 0.0), other.get(name, 0.0))
-        for name in sorted(set(base) | set(other))
-    ]
-    found = [m for m in found if abs(m.change) >= floor]
+        m for m in found
+        if abs(m.change) >= floor and _clear(m.before, base.samples, m.after, other.samples, z)
+    ]  # fmt: skip
     found.sort(key=lambda m: (-abs(m.change), m.function))
     return tuple(found[:limit])
