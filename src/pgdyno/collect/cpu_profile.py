@@ -23,6 +23,7 @@ from pgdyno.host import perf
 from pgdyno.records.profile import CpuSample
 
 TITLE_POLL_S = 1.0
+START_TRIES = 3
 DATA_FILE = "perf.data"
 LOG_FILE = "perf.log"
 
@@ -89,19 +90,33 @@ class CpuProfiler:
             self._look()
 
     def start(self) -> None:
-        """perf started and sampling (or, said in the log, not)."""
+        """perf started and sampling (or, said in the log, not).
+
+        perf refuses a pid list with a process that ended before it attached ("No such
+        process": an autovacuum worker comes and goes), so a refused start is tried again with
+        the children then running, up to START_TRIES times."""
         self.types[self.postmaster] = perf.POSTMASTER
-        pids = [self.postmaster, *self._look()]
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._log_file = (self.run_dir / LOG_FILE).open("w")
-        try:
-            self._perf = perf.PerfRecord(self.binary, pids, self.hz, self.data, self._log_file)
-        except (ProcessError, OSError) as exc:
-            self.log(f"CPU profile not taken: {exc}")
-            return
+        for _ in range(START_TRIES):
+            pids = [self.postmaster, *self._look()]
+            try:
+                self._perf = perf.PerfRecord(self.binary, pids, self.hz, self.data, self._log_file)
+            except (ProcessError, OSError) as exc:
+                self.log(f"CPU profile not taken: {exc}")
+                return
+            self._enabled = self._perf.enable()
+            if self._enabled or self._perf.child.poll() is None:
+                break
+            self._perf.stop(grace=1.0)  # refused: reaped, its FIFOs removed
         self._poller = threading.Thread(target=self._poll, name="pgdyno-perf-titles", daemon=True)
         self._poller.start()
-        self._enabled = self._perf.enable()
+
+    def perf_cpu_s(self) -> float | None:
+        """The CPU time perf record has used so far (benchmarks/profile_cost.py)."""
+        if self._perf is None:
+            return None
+        return perf.cpu_seconds(self.proc_root, self._perf.child.pid)
 
     def _stopped(self) -> str | None:
         """perf stopped and its file written; why there is no profile, or None."""

@@ -74,11 +74,11 @@ def record_argv(perf: Path, pids: list[int], hz: int, output: Path, control: str
 
     >>> argv = record_argv(Path("/usr/bin/perf"), [10, 12], 99, Path("/tmp/p.data"), "fifo:c,a")
     >>> argv[1:8], argv[8:]
-    (['record', '-e', 'cpu-clock', '-F', '99', '-g', '-q'], ['-D', '-1', '--control', \
-'fifo:c,a', '-o', '/tmp/p.data', '-p', '10,12'])
+    (['record', '-e', 'cpu-clock', '-F', '99', '-g', '-D'], ['-1', '--control', 'fifo:c,a', \
+'-o', '/tmp/p.data', '-p', '10,12'])
     """
     return [
-        str(perf), "record", "-e", "cpu-clock", "-F", str(hz), "-g", "-q",
+        str(perf), "record", "-e", "cpu-clock", "-F", str(hz), "-g",
         "-D", "-1", "--control", control, "-o", str(output), "-p", ",".join(str(p) for p in pids),
     ]  # fmt: skip
 
@@ -237,6 +237,16 @@ def process_type(title: str) -> str:
             if part == name or part.startswith(name + " "):
                 return name
     return CLIENT_BACKEND
+
+
+def cpu_seconds(proc_root: Path, pid: int) -> float | None:
+    """The CPU time (user + system) a process has used so far; None when it is gone."""
+    try:
+        fields = (proc_root / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def children(proc_root: Path, pid: int) -> list[int]:
