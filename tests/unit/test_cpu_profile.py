@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from pgdyno.collect.cpu_profile import unavailable
 from pgdyno.host.perf import CLIENT_BACKEND, parse_script, process_type
 from pgdyno.records.health import RunHealth
 from pgdyno.records.profile import KERNEL_DSO, CpuProfile, FunctionShare
@@ -227,3 +228,18 @@ def test_a_function_that_vanishes_is_named() -> None:
         found = moved(_profiles(names, a), _profiles(names, b))
         named += bool(found) and found[0].function == "base_yyparse"
     assert named / 500 >= 0.8, named
+
+
+def test_why_a_session_takes_no_profile_is_one_line(tmp_path: Path) -> None:
+    """Over --ssh, for a server whose postmaster is not here, and with no perf on the PATH
+    (an empty directory): one line each; with perf on the PATH, nothing to say."""
+    no_perf = {"PATH": str(tmp_path)}
+    assert unavailable(no_perf, 10, remote=True) == (
+        "CPU profile not taken: perf runs on this host only, not over --ssh"
+    )
+    assert "postmaster is not a process of this host" in str(unavailable(no_perf, None, False))
+    said = unavailable(no_perf, 10, remote=False)
+    assert said is not None and "perf is not installed" in said and "\n" not in said
+    (tmp_path / "perf").write_text("#!/bin/sh\n")
+    (tmp_path / "perf").chmod(0o755)
+    assert unavailable(no_perf, 10, remote=False) is None
