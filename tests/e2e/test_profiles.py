@@ -1,4 +1,4 @@
-"""On-CPU profiles as a user meets them (issue 34 section 2): two bench sessions with
+"""On-CPU profiles as a user meets them (issue 34 section 2): a bench of two runs with
 --cpu-profile on an existing server (the module's sandbox, reached through --dsn); `runs show
 --profile` names functions of postgres per process type; the report draws a flame graph per
 run in a real headless Chromium; without perf on the PATH one line says so and the run goes on.
@@ -25,19 +25,16 @@ pytestmark = pytest.mark.skipif(shutil.which("perf") is None, reason="perf is no
 
 @pytest.fixture(scope="module")
 def profiled(cache_dir: Path, server: Sandbox) -> Iterator[tuple[Environment, list[int]]]:
-    """Two profiled runs, each in a bench session of its own, in a work directory of the
-    module's."""
+    """Two profiled runs of one bench session, in a work directory of the module's."""
     workdir = new_workdir()
     env = make_env(workdir, cache_dir)
-    runs = []
-    for _ in range(2):
-        done = run_in(env, *BENCH, "--cpu-profile", "--dsn", server.conninfo())
-        assert done.code == 0, done.stderr
-        assert "CPU profile" not in done.stderr, done.stderr
-        (run,) = json.loads(done.stdout)
-        assert run["status"] == "ok" and run["profile"] is not None, run
-        runs.append(run["id"])
-    yield env, runs
+    done = run_in(env, *BENCH, "--repeats", "2", "--cpu-profile", "--dsn", server.conninfo())
+    assert done.code == 0, done.stderr
+    assert "CPU profile" not in done.stderr, done.stderr
+    runs = json.loads(done.stdout)
+    assert [r["status"] for r in runs] == ["ok", "ok"], runs
+    assert all(r["profile"] is not None for r in runs), runs
+    yield env, [r["id"] for r in runs]
     remove_workdir(workdir)
 
 
@@ -115,7 +112,8 @@ def test_without_perf_one_line_says_so_and_the_run_goes_on(
             (bin_dir / tool).symlink_to(found)
     env = make_env(workdir, cache_dir)
     env = replace(env, env={**env.env, "PATH": str(bin_dir)})
-    done = run_in(env, *BENCH, "--cpu-profile", "--dsn", server.conninfo())
+    done = run_in(env, *BENCH[:-3], "-T", "1", "--json", "--cpu-profile", "--dsn",
+                  server.conninfo())  # fmt: skip
     assert done.code == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if "CPU profile" in line]
     assert len(said) == 1 and "perf is not installed" in said[0], done.stderr
