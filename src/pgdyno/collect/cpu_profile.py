@@ -112,23 +112,29 @@ class CpuProfiler:
         self._poller = threading.Thread(target=self._poll, name="pgdyno-perf-titles", daemon=True)
         self._poller.start()
 
+    @property
+    def perf_pid(self) -> int | None:
+        """perf record's pid while it runs; None when it did not start."""
+        return None if self._perf is None else self._perf.child.pid
+
     def perf_cpu_s(self) -> float | None:
         """The CPU time perf record has used so far (benchmarks/profile_cost.py)."""
-        if self._perf is None:
-            return None
-        return perf.cpu_seconds(self.proc_root, self._perf.child.pid)
+        pid = self.perf_pid
+        return None if pid is None else perf.cpu_seconds(self.proc_root, pid)
 
     def _stopped(self) -> str | None:
-        """perf stopped and its file written; why there is no profile, or None."""
+        """perf stopped and its file written, the title thread ended; why there is no
+        profile, or None."""
         recording = self._perf
-        if recording is None:
-            return "perf did not start"
-        early = recording.stop(grace=30.0)  # perf that ended by itself was refused or failed
+        # perf that ended by itself was refused or failed
+        early = recording.stop(grace=30.0) if recording is not None else None
         self._stop.set()
         if self._poller is not None:
             self._poller.join()
         if self._log_file is not None:
             self._log_file.close()
+        if recording is None:
+            return "perf did not start"
         said = (self.run_dir / LOG_FILE).read_text(errors="replace")
         if early is not None or not self.data.exists():
             return f"perf record failed: {_last(said)}"
@@ -136,14 +142,19 @@ class CpuProfiler:
             return "perf record did not start sampling in time"
         return None
 
+    def abort(self) -> None:
+        """perf ended and its files removed, its samples not read (a run that did not end
+        well keeps no profile)."""
+        self._stopped()
+        self.data.unlink(missing_ok=True)
+        (self.run_dir / LOG_FILE).unlink(missing_ok=True)
+
     def stop(self, *, keep_files: bool = False) -> ProfileData | None:
         """perf stopped and its samples read; None (said in the log) when there are none."""
-        if self._perf is None:
-            if self._log_file is not None:
-                self._log_file.close()
-            return None
         try:
             problem = self._stopped()
+            if self._perf is None:  # its start said why
+                return None
             if problem is None:
                 samples = perf.parse_script(perf.script(self.binary, self.data))
                 return ProfileData(samples, dict(self.types), self.hz)

@@ -233,14 +233,15 @@ def collected(
             argv, run_dir=run_dir, duration_s=opts.duration_s, env=request.env, on_tick=on_tick,
             on_spawn=sampler.watch_pid,
         )  # fmt: skip
+    except BaseException:  # interrupted or failed: perf ended, its samples not read
+        if profiler is not None:
+            profiler.abort()
+        raise
     finally:
-        profile = profiler.stop(keep_files=collect.keep_logs) if profiler is not None else None
         timeline = sampler.stop()
         if remote is not None:
             remote.stop()
-    if profile is not None and symbols_missing(profile.samples):
-        log("CPU profile: the server's postgres binary has no symbols, so its functions are "
-            "named by file only")  # fmt: skip
+    profile = _profile_read(profiler, collect.keep_logs, log)
     after = _processes(collect, log) if remote is None else None
     interference = _interference(processes_before, after, collect)
     logs = sorted(run_dir.glob("tx.*"))
@@ -259,6 +260,19 @@ def collected(
         waits.tally if waits else None, tuple(_clock_offset(collect, result.started_at)),
         profile,
     )  # fmt: skip
+
+
+def _profile_read(
+    profiler: CpuProfiler | None, keep_files: bool, log: Callable[[str], None]
+) -> ProfileData | None:
+    """perf stopped after a run that ended well, and its samples read."""
+    if profiler is None:
+        return None
+    found = profiler.stop(keep_files=keep_files)
+    if found is not None and symbols_missing(found.samples):
+        log("CPU profile: the server's postgres binary has no symbols, so its functions are "
+            "named by file only")  # fmt: skip
+    return found
 
 
 def _profiler(collect: Collect, run_dir: Path, log: Callable[[str], None]) -> CpuProfiler | None:
