@@ -9,6 +9,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pgdyno.collect.cpu_profile import unavailable
 from pgdyno.collect.interference import server_pid
 from pgdyno.collect.timeline import sampling_rate
 from pgdyno.errors import (
@@ -32,6 +33,7 @@ from pgdyno.experiment.target import Target
 from pgdyno.experiment.tpcc_run import TpccMeter
 from pgdyno.host.disks import backing_disks, device_names, free_disk_bytes, locate_devices
 from pgdyno.host.machine import HostFacts
+from pgdyno.host.perf import find_perf
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, Workload
 from pgdyno.pgbench.dataset import (
@@ -126,6 +128,15 @@ class Connected:
         }  # fmt: skip
 
 
+def _perf(spec: BenchSpec, postmaster: int | None, ctx: RunContext) -> Path | None:
+    """perf for the session's CPU profiles; None, said in one line, when it cannot run."""
+    problem = unavailable(ctx.env, postmaster, remote=ctx.remote is not None)
+    if problem is not None:
+        ctx.log(problem)
+        return None
+    return find_perf(ctx.env)
+
+
 @contextmanager
 def connected(
     spec: BenchSpec, target: Target, host: HostFacts, ctx: RunContext
@@ -159,6 +170,7 @@ def connected(
             log("checkpoint events not collected: the server log of an existing server is not "
                 "read by pgdyno")  # fmt: skip
         stats_client = stack.enter_context(connect(target.dsn, target.password))
+        postmaster = None if ctx.remote else server_pid(stats_client, target.dsn, ctx.proc_root)
         collect = Collect(
             proc_root=ctx.proc_root,
             devices=_sampled(devices, ctx),
@@ -170,8 +182,9 @@ def connected(
             keep_logs=ctx.keep_files,
             wait_hz=spec.wait_sample_hz,
             foreign_cpu_limit_pct=spec.foreign_cpu_limit_pct,
-            server_pid=None if ctx.remote else server_pid(stats_client, target.dsn, ctx.proc_root),
+            server_pid=postmaster,
             remote=ctx.remote.host if ctx.remote else None,
+            perf=_perf(spec, postmaster, ctx) if spec.cpu_profile else None,
         )
         if ctx.remote is not None:
             log(f"interference not measured: the process table of {ctx.remote.host.name} is "
@@ -519,7 +532,7 @@ class CellRunner:
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
             health=measured.health, interference=measured.interference, tpcc=measured.tpcc,
-            waits=measured.waits,
+            waits=measured.waits, profile=measured.profile,
         )  # fmt: skip
         if measured.tpcc is not None and not measured.tpcc.consistent:
             # The data the run left breaks the specification's invariants: its figures are

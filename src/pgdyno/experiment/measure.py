@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pgdyno.collect.cpu_profile import CpuProfiler, ProfileData
 from pgdyno.collect.interference import (
     FOREIGN_CPU_MAX_PCT,
     ProcessTable,
@@ -37,10 +38,12 @@ from pgdyno.postgres.serverlog import LogTail
 from pgdyno.records import Event, Percentiles, Sample, SecondRow
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
+from pgdyno.records.profile import CpuProfile
 from pgdyno.records.scripts import ScriptLatency
 from pgdyno.records.tpcc import TpccResult
 from pgdyno.records.waits import WaitProfile
 from pgdyno.remote.host import RemoteHost
+from pgdyno.stats.cpu_profile import cpu_profile, symbols_missing
 from pgdyno.stats.steady import assess, client_capacity_pct
 from pgdyno.stats.waits import TOP_EVENT_SERIES, profile, second_samples, top_event_samples
 
@@ -68,6 +71,9 @@ class Collect:
     wait_hz: int = DEFAULT_HZ
     # A run is flagged when other processes took more of the machine's CPU (in %).
     foreign_cpu_limit_pct: float = FOREIGN_CPU_MAX_PCT
+    # perf, when the server's processes are sampled for the on-CPU profile (needs
+    # `server_pid`; collect/cpu_profile.py); None: no profile.
+    perf: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ class Measured:
     script_counts: tuple[tuple[int, tuple[int, ...]], ...] = ()
     tpcc: TpccResult | None = None  # the TPC-C-like workload's figures (experiment/tpcc_run.py)
     waits: WaitProfile | None = None  # None: not sampled
+    profile: CpuProfile | None = None  # the on-CPU profile; None: not taken
 
 
 LIVE_PROC = Path("/proc")  # pgbench's own CPU, when it runs on this host and the OS is remote
@@ -169,6 +176,7 @@ class Collected:
     interference: Interference | None
     waits: WaitTally | None
     clock_events: tuple[Event, ...] = ()
+    profile: ProfileData | None = None
 
 
 def measure(
@@ -214,18 +222,26 @@ def collected(
         client_source=ProcReader(LIVE_PROC) if remote and driver.host == "local" else None,
     )
     processes_before = _processes(collect, log) if remote is None else None
+    profiler = _profiler(collect, run_dir, log)
     if remote is not None:
         remote.start()
+    if profiler is not None:
+        profiler.start()
     sampler.start()
     try:
         result = driver.execute(
             argv, run_dir=run_dir, duration_s=opts.duration_s, env=request.env, on_tick=on_tick,
             on_spawn=sampler.watch_pid,
         )  # fmt: skip
+    except BaseException:  # interrupted or failed: perf ended, its samples not read
+        if profiler is not None:
+            profiler.abort()
+        raise
     finally:
         timeline = sampler.stop()
         if remote is not None:
             remote.stop()
+    profile = _profile_read(profiler, collect.keep_logs, log)
     after = _processes(collect, log) if remote is None else None
     interference = _interference(processes_before, after, collect)
     logs = sorted(run_dir.glob("tx.*"))
@@ -242,7 +258,27 @@ def collected(
     return Collected(
         result, tuple(per_second), total, timeline, interference,
         waits.tally if waits else None, tuple(_clock_offset(collect, result.started_at)),
+        profile,
     )  # fmt: skip
+
+
+def _profile_read(
+    profiler: CpuProfiler | None, keep_files: bool, log: Callable[[str], None]
+) -> ProfileData | None:
+    """perf stopped after a run that ended well, and its samples read."""
+    if profiler is None:
+        return None
+    found = profiler.stop(keep_files=keep_files)
+    if found is not None and symbols_missing(found.samples):
+        log("CPU profile: the server's postgres binary has no symbols, so its functions are "
+            "named by file only")  # fmt: skip
+    return found
+
+
+def _profiler(collect: Collect, run_dir: Path, log: Callable[[str], None]) -> CpuProfiler | None:
+    if collect.perf is None or collect.server_pid is None or collect.remote is not None:
+        return None
+    return CpuProfiler(collect.perf, collect.server_pid, run_dir, log=log)
 
 
 def summarized(
@@ -285,7 +321,14 @@ def summarized(
         scripts=total.by_script,
         script_counts=tuple((r.t, r.script_counts) for r in per_second if r.t is not None),
         waits=wait_profile,
+        profile=_cpu_profile(found.profile),
     )
+
+
+def _cpu_profile(found: ProfileData | None) -> CpuProfile | None:
+    if found is None:
+        return None
+    return cpu_profile(found.samples, found.types, found.sample_hz)
 
 
 def _waits(

@@ -379,8 +379,10 @@ class SwitchedRun:
     def _collect(self, request: MeasureRequest, ready: Connected) -> None:
         try:
             cell, progress = self.job.cell, self.job.ctx.progress
+            # No CPU profile: one perf record would mix the sets' periods.
+            collect = replace(ready.runner.collect, perf=None)
             self.found.append(
-                collected(request, ready.runner.collect,
+                collected(request, collect,
                           on_tick=lambda t: progress.tick(cell, t), log=self.job.ctx.log)
             )  # fmt: skip
         except BaseException as exc:  # handed to the loop's thread, which raises it

@@ -28,7 +28,7 @@ from pgdyno.formatting import (
     switch_cost_line,
 )
 from pgdyno.records.stored import RunOutcome, StoredRun
-from pgdyno.report import capacity, charts, flagged, ladders, timelines, tpcc, waits
+from pgdyno.report import capacity, charts, flagged, ladders, profiles, timelines, tpcc, waits
 from pgdyno.report.charts import Point
 from pgdyno.report.differences import difference_notes, differences
 from pgdyno.report.drilldown import run_entry
@@ -114,6 +114,9 @@ def summary_rows(
                 "noisy": bool(change and change.noisy),
                 "repeats_needed": change.repeats_needed if change else None,
                 "warnings": list(r.warnings),
+                # What moved beside the verdict: wait events and CPU functions, "" for none.
+                "wait_moves": "; ".join(c.text() for c in r.wait_changes),
+                "cpu_moves": "; ".join(c.text() for c in r.cpu_changes),
                 # Every finished run flagged for interference: their figures, not judged, and
                 # why (the table shows them greyed instead of "-"); None otherwise.
                 "flagged": (flagged_figures or {}).get((cell_label(r.cell), r.set_name)),
@@ -416,6 +419,9 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         # and each group's database time by wait type, from the runs the verdicts judge (not
         # those flagged for interference); [] for runs without a profile.
         "wait_changes": waits.change_rows(analysis),
+        # The functions whose share of the server's CPU moved most against the baseline,
+        # beyond sampling error (stats/cpu_profile.py); [] for runs without a CPU profile.
+        "cpu_changes": profiles.change_rows(analysis),
         "wait_profiles": waits.profile_rows(
             [r for r in ok_runs if not r.interfered], groups, names
         ),

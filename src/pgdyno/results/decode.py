@@ -17,6 +17,7 @@ from pgdyno.records.capacity import Capacity, CapacityStep, Knee
 from pgdyno.records.devices import DeviceLayout, RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
+from pgdyno.records.profile import CpuProfile, FunctionShare
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import (
     ComparisonSet,
@@ -236,6 +237,7 @@ def stored_run(
         "devices": devices(decoded["devices"]),
         "tpcc": _tpcc(run),
         "waits": waits(_object(run["waits"], f"run {run_id}'s wait profile")),
+        "profile": profile(_object(run["profile"], f"run {run_id}'s CPU profile")),
     }
     return StoredRun(
         **{**run, **decoded, **typed, "pgbench_argv": argv},
@@ -352,6 +354,43 @@ def waits(blob: Mapping[str, Json] | None) -> WaitProfile | None:
     )
 
 
+def profile(blob: Mapping[str, Json] | None) -> CpuProfile | None:
+    """An on-CPU profile as encode.py `profile_json` wrote it (None for a run without one); a
+    missing key reads as 0 or nothing.
+
+    >>> from pgdyno.results.encode import profile_json
+    >>> p = CpuProfile(99.0, 40, 0.25, (("client backend", 0.75), ("walwriter", 0.25)),
+    ...                (FunctionShare("client backend", "PortalRun", 0.5),
+    ...                 FunctionShare("walwriter", "copy_page", 0.25, True)),
+    ...                (("client backend;PortalRun", 20),), 20)
+    >>> profile(profile_json(p)) == p, profile(None)
+    (True, None)
+    """
+    if blob is None:
+        return None
+    found = blob.get("by_process")
+    by_process: Mapping[str, Json] = found if isinstance(found, dict) else {}
+    found = blob.get("folded")
+    folded: Mapping[str, Json] = found if isinstance(found, dict) else {}
+    return CpuProfile(
+        sample_hz=_float_of(blob, "sample_hz"),
+        samples=int(_number(blob, "samples") or 0),
+        kernel_share=_float_of(blob, "kernel_share"),
+        by_process=tuple((str(k), _float_of(by_process, k)) for k in by_process),
+        top=tuple(
+            FunctionShare(
+                str(e.get("process")),
+                str(e.get("function")),
+                _float_of(e, "share"),
+                e.get("kernel") is True,
+            )
+            for e in _objects(blob.get("top"))
+        ),
+        folded=tuple((str(k), int(_float_of(folded, k))) for k in folded),
+        folded_other=int(_number(blob, "folded_other") or 0),
+    )
+
+
 def run_listing(row: Row) -> RunListing:
     """A runs row joined with its session's status and host facts (`session_host`)."""
     fields = {k: v for k, v in row.items() if k != "session_host"}
@@ -369,6 +408,7 @@ def run_outcome(row: Row) -> RunOutcome:
         "interference": _interference(row),
         "tpcc": _tpcc(row),
         "waits": waits(_object(row["waits"], f"run {row['id']}'s wait profile")),
+        "profile": profile(_object(row["profile"], f"run {row['id']}'s CPU profile")),
     }
     return RunOutcome(**{**row, **typed})
 

@@ -35,6 +35,7 @@ from pgdyno.results.encode import (
     health_json,
     interference_json,
     now_iso,
+    profile_json,
     to_json,
     tpcc_json,
     waits_json,
@@ -154,9 +155,9 @@ class ResultsStore:
                 " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
                 " error, stderr, latency_p50_ms, latency_p90_ms, latency_p99_ms,"
                 " latency_p999_ms, latency_max_ms, latency_source, health, devices,"
-                " comparison_id, set_name, interference, tpcc, waits, uid)"
+                " comparison_id, set_name, interference, tpcc, waits, profile, uid)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
@@ -182,6 +183,8 @@ class ResultsStore:
                     else dumps(interference_json(run.interference), "the run's interference"),
                     None if run.tpcc is None else dumps(tpcc_json(run.tpcc), "TPC-C figures"),
                     None if run.waits is None else dumps(waits_json(run.waits), "wait profile"),
+                    None if run.profile is None
+                    else dumps(profile_json(run.profile), "CPU profile"),
                     new_uid(),
                 ),
             )  # fmt: skip
