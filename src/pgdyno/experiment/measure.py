@@ -107,7 +107,7 @@ LIVE_PROC = Path("/proc")  # pgbench's own CPU, when it runs on this host and th
 PROCESS_TABLE_WAIT_S = 5.0  # a read of /proc that takes longer has hung (a broken procfs)
 
 
-def _processes(collect: Collect, log: Callable[[str], None]) -> ProcessTable | None:
+def process_table(collect: Collect, log: Callable[[str], None]) -> ProcessTable | None:
     """The process table for interference; a run never fails, nor hangs, for want of it.
 
     Read on a daemon thread: a /proc read that never returns (as the sampler's hang test
@@ -134,7 +134,7 @@ def _processes(collect: Collect, log: Callable[[str], None]) -> ProcessTable | N
     return found[0]
 
 
-def _interference(
+def interference_between(
     before: ProcessTable | None, after: ProcessTable | None, collect: Collect
 ) -> Interference | None:
     if before is None or after is None:
@@ -189,9 +189,12 @@ def collected(
     *,
     on_tick: Callable[[float], None],
     log: Callable[[str], None],
+    on_sampler: Callable[[TimelineSampler], None] | None = None,
 ) -> Collected:
     """The I/O of a run: pgbench executed with the samplers running, its logs read (and
-    deleted unless kept), the process table read before and after."""
+    deleted unless kept), the process table read before and after. `on_sampler` is handed
+    the timeline sampler as it starts (a switched run stores each period as it ends, from
+    what the sampler holds then: `TimelineSampler.so_far`)."""
     opts, run_dir, sampling_rate = request.opts, request.run_dir, request.sampling_rate
     driver = request.driver
     argv = driver.argv(request.dsn, opts, run_dir / "tx", sampling_rate=sampling_rate,
@@ -213,10 +216,12 @@ def collected(
         # pgbench's CPU is read on the host it runs on: here, or beside a remote server
         client_source=ProcReader(LIVE_PROC) if remote and driver.host == "local" else None,
     )
-    processes_before = _processes(collect, log) if remote is None else None
+    processes_before = process_table(collect, log) if remote is None else None
     if remote is not None:
         remote.start()
     sampler.start()
+    if on_sampler is not None:
+        on_sampler(sampler)
     try:
         result = driver.execute(
             argv, run_dir=run_dir, duration_s=opts.duration_s, env=request.env, on_tick=on_tick,
@@ -226,8 +231,8 @@ def collected(
         timeline = sampler.stop()
         if remote is not None:
             remote.stop()
-    after = _processes(collect, log) if remote is None else None
-    interference = _interference(processes_before, after, collect)
+    after = process_table(collect, log) if remote is None else None
+    interference = interference_between(processes_before, after, collect)
     logs = sorted(run_dir.glob("tx.*"))
     per_second, total = summarize(
         logs, sampling_rate, with_lag=opts.rate is not None, with_retries=opts.max_tries != 1,
