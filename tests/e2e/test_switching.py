@@ -25,6 +25,7 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.undo.server import pending_changes
+from plans import tiny_plan
 
 SECRET = "not-a-secret-switching"
 State = tuple[dict[str, tuple[str, str]], str]
@@ -251,32 +252,63 @@ def test_an_existing_server_switches_through_alter_system_and_is_left_as_found(
     assert pending_changes(workdir) == []
 
 
-def test_sigkill_mid_switching_then_rollback_restores_the_server(
+def test_sigkill_mid_switching_keeps_its_rounds_then_rollback_and_resume(
     workdir: Path, tmp_path: Path, server: Sandbox, run_cli
 ):
-    """SIGKILL while set b's ALTER SYSTEM is in effect inside the run: no pgbench is left, and
-    `pgdyno rollback` puts the server back exactly as found (from the journal)."""
+    """SIGKILL while set b's ALTER SYSTEM is in effect inside the run, after a round was
+    looked at: no pgbench is left, the rounds looked at are stored (each round's periods at
+    its look), `pgdyno rollback` puts the server back exactly as found (from the journal), and
+    `compare --resume` goes on switching inside one run after the stored rounds."""
     before = server_state(server)
-    body = AA.replace('budget = "40s"', 'budget = "10m"').replace("precision = 2.0", "")
-    body = body.replace("log_min_duration_statement = 100000", 'work_mem = "8MB"')
-    path = plan(tmp_path, "kill", body.replace("[matrix]", "[matrix]\nprecision = 0.1"))
+    path = tmp_path / "kill.toml"
+    path.write_text(tiny_plan(
+        "kill", (("a", {"log_min_duration_statement": -1}), ("b", {"work_mem": "8MB"})),
+        duration=None, repeats=2, period=5, burn_in=1, design="inside",
+    ))  # fmt: skip
     auto_conf = server.data_dir / "postgresql.auto.conf"
     args = ("compare", str(path), "--dsn", server.conninfo(), "--workdir", str(workdir))
+
+    def stored() -> list[dict[str, Any]]:
+        if not (workdir / "results.sqlite").exists():
+            return []
+        try:
+            with sqlite3.connect(workdir / "results.sqlite") as db:
+                found = db.execute("SELECT max(id) FROM comparisons").fetchone()
+            return periods(workdir, found[0]) if found and found[0] else []
+        except sqlite3.OperationalError:  # not made yet, or busy: looked at again
+            return []
+
     with pgdyno_process(*args) as proc:
         in_effect = wait_for(
-            lambda: (
+            lambda: proc.poll() is not None or (
                 "work_mem = '8MB'" in auto_conf.read_text()
                 and bool(processes_in(workdir, "pgbench"))
+                and len(stored()) >= 2
             ),
             timeout=240,
-        )
+        )  # fmt: skip
+        assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert in_effect, "set b never came into effect"
+    assert in_effect, "set b never came into effect after a round was stored"
+    kept = stored()
+    assert len(kept) >= 2 and all(r["detail"] for r in kept), kept  # the periods survived
     assert [c.name for c in pending_changes(workdir)][-1] == "work_mem"
     assert wait_for(lambda: not processes_in(workdir, "pgbench"), timeout=15)
     restored = run_cli(workdir, "rollback")
     assert restored.code == 0, restored.stderr
     assert pending_changes(workdir) == []
     # pg_reload_conf is asynchronous: the settings follow the files once it is processed.
+    assert wait_for(lambda: changes(before, server_state(server)) == {}, timeout=30)
+    resumed = run_cli(workdir, "compare", str(path), "--resume", "--dsn", server.conninfo(),
+                      "--json")  # fmt: skip
+    assert resumed.code == 0, resumed.stderr
+    assert "design: switching inside runs" in resumed.stderr
+    data = json.loads(resumed.stdout)
+    assert data["rounds"]["design"] == "switching"
+    every = periods(workdir, data["comparison"]["id"])
+    assert every[: len(kept)] == kept
+    assert sorted(r["repeat"] for r in every) == [1, 1, 2, 2], every
+    numbers = [json.loads(r["detail"])["period"] for r in every]
+    assert len(set(numbers)) == len(numbers), numbers
     assert wait_for(lambda: changes(before, server_state(server)) == {}, timeout=30)
