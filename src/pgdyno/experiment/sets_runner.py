@@ -413,6 +413,8 @@ def _switched(
     cell = _cells(run.spec, run.scales, run.host.cpu_count, 1)[0]
     done = (max([earlier.rounds if earlier else 0, *(o.repeat for o in run.outcomes)]),
             len(run.outcomes))  # fmt: skip
+    if run.spec.adaptive is None and done[0] >= run.spec.repeats:
+        return  # every round ran before (--resume): nothing to switch
     if earlier is not None and earlier.rounds:
         run.rounds.orders = [list(order) for order in earlier.order]
         run.rounds.durations = [earlier.seconds / earlier.rounds] * earlier.rounds
