@@ -157,7 +157,8 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
 def test_ctrl_c_mid_comparison_leaves_no_postmaster(
     twins_workdir: Path, tmp_path: Path, binaries: Binaries
 ):
-    """SIGINT while both twins run and pgbench measures one of them: every server stops."""
+    """SIGINT while both twins run and pgbench measures one of them: every server stops, and
+    the comparison is stored as run on twins."""
     path = plan(tmp_path, "long", repeats=20, duration=3)
     with pgdyno_process("compare", str(path), "--workdir", str(twins_workdir)) as proc:
         both = wait_for(
@@ -176,3 +177,7 @@ def test_ctrl_c_mid_comparison_leaves_no_postmaster(
     assert proc.returncode != 0 and "interrupted" in stderr, stderr
     assert wait_for(lambda: not processes_in(twins_workdir, "pgbench"), timeout=15)
     assert not postmaster_running(twins_workdir)
+    # Its design stored from the start (no round had ended): --resume goes on on twins
+    with sqlite3.connect(twins_workdir / "results.sqlite") as db:
+        (rounds,) = db.execute("SELECT rounds FROM comparisons ORDER BY id DESC").fetchone()
+    assert rounds is not None and json.loads(rounds)["design"] == "twins", rounds

@@ -57,6 +57,7 @@ from pgdyno.records import Event, RunCell
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import NewComparison, RunOutcome
 from pgdyno.results.interface import ComparisonsBackend
+from pgdyno.stats.analysis import SWITCHED
 from pgdyno.undo.host import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
 
 
@@ -284,20 +285,16 @@ def run_compare(
         raise elsewhere.refusal()
     earlier = _earlier(comparisons, plan) if job.resume else None
     dataset_bytes = expected_dataset_bytes(spec, host)
-    resumed = resumed_design(earlier.rounds, bool(earlier.outcomes)) if earlier else None
-    choice = choose(
-        plan, checked, meta_for, spec, (host.memory_bytes, dataset_bytes),
-        _cannot_switch(resumed),
+    choice = _chosen(
+        job, meta_for, (host.memory_bytes, dataset_bytes), earlier,
         None if switcher is None else "the comparison runs on one existing server (--dsn)",
     )  # fmt: skip
-    if earlier is not None:
-        same_design(resumed, choice, earlier.comparison_id)
     if switcher is None and choice.design == "twins":
         switcher = TwinSwitcher(sandboxes, checked, ctx.log)
     switcher = switcher or SandboxSwitcher(sandboxes, meta_for, ctx.log, dataset_bytes)
     design = design_for(job.seed, earlier.rounds if earlier else None, job.resume)
     if choice.design == "twins" and isinstance(design, Balanced):  # stored as what ran
-        design = Balanced(design.seed, name="twins")
+        design = Balanced(design.seed, name=choice.design)
     schedule = Schedule(tuple(checked), design)
     with ExitStack() as stack:
         changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
@@ -333,6 +330,9 @@ def run_compare(
             done=earlier.done if earlier else set(),
             outcomes=list(earlier.outcomes) if earlier else [],
         )  # fmt: skip
+
+        if earlier is None:
+            _name_design(comparisons, comparison_id, run.rounds, choice, design)
 
         def after(round_no: int) -> bool:
             stop = run.enough(round_no)
@@ -371,6 +371,33 @@ def resumed_design(rounds: RoundHistory | None, measured: bool) -> str | None:
     if rounds is None:
         return "runs" if measured else None
     return {"switching": "inside", "twins": "twins"}.get(rounds.design, "runs")
+
+
+def _chosen(
+    job: CompareJob, meta_for: MetaLoader, memory: tuple[int, int], earlier: _Earlier | None,
+    one_server: str | None,
+) -> Choice:  # fmt: skip
+    """The design this invocation runs (`twin_sets.choose`); on --resume the one the
+    comparison ran, or a refusal in one sentence (`same_design`)."""
+    resumed = resumed_design(earlier.rounds, bool(earlier.outcomes)) if earlier else None
+    choice = choose(job.plan, job.checked, meta_for, job.spec, memory, _cannot_switch(resumed),
+                    one_server)  # fmt: skip
+    if earlier is not None:
+        same_design(resumed, choice, earlier.comparison_id)
+    return choice
+
+
+def _name_design(
+    comparisons: ComparisonsBackend, comparison_id: int, log: RoundLog, choice: Choice,
+    design: Design,
+) -> None:  # fmt: skip
+    """A new comparison switched inside one run or on twins is stored with its design's name
+    before its first round ends, so that a kill in that round resumes in the same design."""
+    if choice.design != "runs":
+        named = SWITCHED if choice.inside else design.name
+        comparisons.record_rounds(
+            comparison_id, replace(log.history(), design=named, seed=design.seed)
+        )
 
 
 def _cannot_switch(resumed: str | None) -> str | None:
