@@ -23,7 +23,7 @@ from typing import Protocol
 from pgdyno.collect.pgstat_io import without_idle_io
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.procfs import ProcReader, ProcSnapshot, os_sample
-from pgdyno.collect.waits import WaitSampler
+from pgdyno.collect.waits import WaitSampler, WaitTally
 from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 from pgdyno.records import Event, Sample
 
@@ -169,6 +169,19 @@ class TimelineSampler:
         timeline = replace(self.timeline, samples=without_idle_io(samples))
         timeline.gaps = [*([self._died] if self._died else []), *self._failed.values()]
         return timeline
+
+    def so_far(self) -> tuple[Timeline, WaitTally | None]:
+        """Copies of what was sampled so far, the thread going on: for a part of the run
+        stored before the run ends (a period of a switched run). The server log's checkpoint
+        events read so far are added to the timeline first (`stop` reads the rest)."""
+        if self.server_log is not None:
+            events = self._guard("server log", self.server_log.read_events) or []
+            self.timeline.events.extend(checkpoint_event(e) for e in events)
+        timeline = replace(
+            self.timeline, samples=list(self.timeline.samples),
+            events=list(self.timeline.events), gaps=list(self._failed.values()),
+        )  # fmt: skip
+        return timeline, self.waits.tally.copy() if self.waits is not None else None
 
     def _elapsed(self) -> str:
         return f"{time.monotonic() - self._started:.0f} s into the run"

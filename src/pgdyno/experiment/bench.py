@@ -435,7 +435,7 @@ class CellRunner:
             return float(mode)
         return sampling_rate(warmup_tps or self.expected_tps(cell))
 
-    def _unmeasured(self, opts: RunOptions, cell: RunCell, seconds: int, run_dir: Path) -> float:
+    def unmeasured(self, opts: RunOptions, cell: RunCell, seconds: int, run_dir: Path) -> float:
         """Run pgbench without any log for `seconds` (a warm-up or a probe); its TPS."""
         done = self.driver.execute(
             self.driver.argv(self.bench_dsn, replace(opts, duration_s=seconds), None,
@@ -454,7 +454,7 @@ class CellRunner:
             and self.expected_tps(cell) is None
         )
 
-    def _fresh_copy(self, cell: RunCell, dataset: Dataset, *, may_write: bool) -> None:
+    def fresh_copy(self, cell: RunCell, dataset: Dataset, *, may_write: bool) -> None:
         """Every run starts from an untouched copy of the dataset."""
         if not is_pristine(self.client, dataset.template):
             self.progress.phase(f"copying dataset scale {cell.scale}")
@@ -475,21 +475,21 @@ class CellRunner:
         )  # fmt: skip
         record = replace(record, started_at=self.clock(), dataset_bytes=dataset.size_bytes)
         try:
-            self._fresh_copy(cell, dataset, may_write=workload.may_write)
+            self.fresh_copy(cell, dataset, may_write=workload.may_write)
             probe_tps = None
             if self._needs_probe(cell):
                 self.progress.phase("probing the transaction rate")
                 probe_s = min(PROBE_S, self.spec.duration_s)
-                probe_tps = self._unmeasured(opts, cell, probe_s, run_dir / "probe")
+                probe_tps = self.unmeasured(opts, cell, probe_s, run_dir / "probe")
                 if workload.may_write:  # the probe changed the copy: the run starts afresh
-                    self._fresh_copy(cell, dataset, may_write=True)
+                    self.fresh_copy(cell, dataset, may_write=True)
             if self.spec.prewarm:
                 self.progress.phase("prewarming")
                 prewarm(self.bench_dsn, self.password)
             offset, warmup_tps = 0.0, None
             if self.spec.warmup_s:
                 self.progress.phase("warming up")
-                warmup_tps = self._unmeasured(opts, cell, self.spec.warmup_s, run_dir / "warmup")
+                warmup_tps = self.unmeasured(opts, cell, self.spec.warmup_s, run_dir / "warmup")
                 offset = float(self.spec.warmup_s)
             rate = self._sampling_rate(cell, warmup_tps or probe_tps)
             record = replace(

@@ -18,7 +18,7 @@ from pgdyno.collect.interference import (
 )
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.procfs import ProcReader
-from pgdyno.collect.sampler import Timeline, TimelineSampler
+from pgdyno.collect.sampler import OsSource, Timeline, TimelineSampler
 from pgdyno.collect.timeline import (
     latency_source,
     progress_samples,
@@ -114,7 +114,7 @@ LIVE_PROC = Path("/proc")  # pgbench's own CPU, when it runs on this host and th
 PROCESS_TABLE_WAIT_S = 5.0  # a read of /proc that takes longer has hung (a broken procfs)
 
 
-def _processes(collect: Collect, log: Callable[[str], None]) -> ProcessTable | None:
+def process_table(collect: Collect, log: Callable[[str], None]) -> ProcessTable | None:
     """The process table for interference; a run never fails, nor hangs, for want of it.
 
     Read on a daemon thread: a /proc read that never returns (as the sampler's hang test
@@ -141,7 +141,7 @@ def _processes(collect: Collect, log: Callable[[str], None]) -> ProcessTable | N
     return found[0]
 
 
-def _interference(
+def interference_between(
     before: ProcessTable | None, after: ProcessTable | None, collect: Collect
 ) -> Interference | None:
     if before is None or after is None:
@@ -197,37 +197,28 @@ def collected(
     *,
     on_tick: Callable[[float], None],
     log: Callable[[str], None],
+    on_sampler: Callable[[TimelineSampler], None] | None = None,
 ) -> Collected:
     """The I/O of a run: pgbench executed with the samplers running, its logs read (and
-    deleted unless kept), the process table read before and after."""
+    deleted unless kept), the process table read before and after. `on_sampler` is handed
+    the timeline sampler as it starts (a switched run stores each period as it ends, from
+    what the sampler holds then: `TimelineSampler.so_far`)."""
     opts, run_dir, sampling_rate = request.opts, request.run_dir, request.sampling_rate
     driver = request.driver
     argv = driver.argv(request.dsn, opts, run_dir / "tx", sampling_rate=sampling_rate,
                        scale=request.scale)  # fmt: skip
-    pg = None
-    if collect.stats_client is not None:
-        pg = PgStatsSampler(
-            collect.stats_client, collect.version_num, collect.bench_db, log, collect.wait_hz
-        )
-    waits = pg.waits if pg is not None else None
     remote = collect.remote.proc(collect.devices) if collect.remote else None
-    sampler = TimelineSampler(
-        log=log,
-        proc_root=collect.proc_root,
-        devices=collect.devices,
-        pg=pg,
-        server_log=LogTail(collect.server_log) if collect.server_log else None,
-        os_source=remote,
-        # pgbench's CPU is read on the host it runs on: here, or beside a remote server
-        client_source=ProcReader(LIVE_PROC) if remote and driver.host == "local" else None,
-    )
-    processes_before = _processes(collect, log) if remote is None else None
+    sampler = _timeline_sampler(collect, remote, driver.host == "local", log)
+    waits = sampler.waits
+    processes_before = process_table(collect, log) if remote is None else None
     profiler = _profiler(collect, run_dir, log)
     if remote is not None:
         remote.start()
     if profiler is not None:
         profiler.start()
     sampler.start()
+    if on_sampler is not None:
+        on_sampler(sampler)
     try:
         result = driver.execute(
             argv, run_dir=run_dir, duration_s=opts.duration_s, env=request.env, on_tick=on_tick,
@@ -242,24 +233,51 @@ def collected(
         if remote is not None:
             remote.stop()
     profile = _profile_read(profiler, collect.keep_logs, log)
-    after = _processes(collect, log) if remote is None else None
-    interference = _interference(processes_before, after, collect)
-    logs = sorted(run_dir.glob("tx.*"))
-    per_second, total = summarize(
-        logs, sampling_rate, with_lag=opts.rate is not None, with_retries=opts.max_tries != 1,
-        scripts=len(opts.workload.scripts),
-    )  # fmt: skip
-    if driver.log_clock_shift_s:  # a remote pgbench stamps its log with the remote clock
-        shift = driver.log_clock_shift_s
-        per_second = [replace(r, t=None if r.t is None else r.t + shift) for r in per_second]
-    if not collect.keep_logs:
-        for path in logs:
-            path.unlink(missing_ok=True)
+    after = process_table(collect, log) if remote is None else None
+    interference = interference_between(processes_before, after, collect)
+    per_second, total = _read_logs(request, collect.keep_logs)
     return Collected(
         result, tuple(per_second), total, timeline, interference,
         waits.tally if waits else None, tuple(_clock_offset(collect, result.started_at)),
         profile,
     )  # fmt: skip
+
+
+def _timeline_sampler(
+    collect: Collect, remote: OsSource | None, pgbench_here: bool, log: Callable[[str], None]
+) -> TimelineSampler:
+    pg = None
+    if collect.stats_client is not None:
+        pg = PgStatsSampler(
+            collect.stats_client, collect.version_num, collect.bench_db, log, collect.wait_hz
+        )
+    return TimelineSampler(
+        log=log,
+        proc_root=collect.proc_root,
+        devices=collect.devices,
+        pg=pg,
+        server_log=LogTail(collect.server_log) if collect.server_log else None,
+        os_source=remote,
+        # pgbench's CPU is read on the host it runs on: here, or beside a remote server
+        client_source=ProcReader(LIVE_PROC) if remote and pgbench_here else None,
+    )
+
+
+def _read_logs(request: MeasureRequest, keep: bool) -> tuple[list[LatencySummary], LatencySummary]:
+    """pgbench's logs of the run summarised (deleted unless kept), on this host's clock."""
+    opts, driver = request.opts, request.driver
+    logs = sorted(request.run_dir.glob("tx.*"))
+    per_second, total = summarize(
+        logs, request.sampling_rate, with_lag=opts.rate is not None,
+        with_retries=opts.max_tries != 1, scripts=len(opts.workload.scripts),
+    )  # fmt: skip
+    if driver.log_clock_shift_s:  # a remote pgbench stamps its log with the remote clock
+        shift = driver.log_clock_shift_s
+        per_second = [replace(r, t=None if r.t is None else r.t + shift) for r in per_second]
+    if not keep:
+        for path in logs:
+            path.unlink(missing_ok=True)
+    return per_second, total
 
 
 def _profile_read(
