@@ -74,6 +74,15 @@ EXCLUSIVE_MODULES = {
 }
 
 
+# Modules that look at state shared by every SSH test (the agents' directories in /tmp, which
+# `remote_checks.agent_dirs` lists: one test's live agent is another's "left behind") run in
+# one xdist group, one after the other on one worker. No lock: nothing outside them looks.
+SHARED_MODULES = {
+    "tests/e2e/test_fleet.py": "ssh-agents",
+    "tests/e2e/test_remote_host.py": "ssh-agents",
+}
+
+
 def _open(path: Path) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     os.fchmod(fd, 0o666)  # whoever runs the next suite can take it too
@@ -161,7 +170,8 @@ def _module_scoped(item: pytest.Item) -> bool:
 def assign_group(item: pytest.Item, root: Path) -> None:
     """Mark a test of EXCLUSIVE_MODULES exclusive; put every exclusive test (these and those
     marked by hand) in the xdist group of its exclusive group, so that they run in a row on one
-    worker, and a test that shares a fixture made once per module in its module's group, so that
+    worker, a test of SHARED_MODULES in its group, and a test that shares a fixture made once
+    per module in its module's group, so that
     one worker makes it once (a sandbox, the wheel). The rest go to any worker."""
     module = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
     group = EXCLUSIVE_MODULES.get(module)
@@ -170,6 +180,8 @@ def assign_group(item: pytest.Item, root: Path) -> None:
     group = exclusive_group(item)
     if group is not None:
         item.add_marker(pytest.mark.xdist_group(f"exclusive-{group}"))
+    elif module in SHARED_MODULES:
+        item.add_marker(pytest.mark.xdist_group(SHARED_MODULES[module]))
     elif _module_scoped(item):
         item.add_marker(pytest.mark.xdist_group(module))
 
