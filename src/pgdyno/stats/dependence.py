@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["MIN_PAIRS", "RHO_CAP", "RHO_Z", "clearly_dependent", "inflation", "lag1"]
+__all__ = ["MIN_PAIRS", "RHO_CAP", "RHO_Z", "clearly_dependent", "corrected", "inflation", "lag1"]
 
 RHO_Z: Final = 2.0  # clearly positive: above this many standard errors (1/sqrt(n)) of zero
 MIN_PAIRS: Final = 6  # below this many differences the estimate says nothing
@@ -66,12 +66,30 @@ def clearly_dependent(rho: float | None, n: int) -> bool:
 
 def inflation(rho: float | None, n: int) -> float:
     """The factor on the t-mixture's spread for an autocorrelation ``rho`` measured on ``n``
-    rounds: 1 unless it is clearly positive.
+    rounds: the AR(1) long-run factor at the bias-corrected estimate (`corrected`), or, where
+    the autocorrelation is clearly positive, at the estimate plus one standard error; 1 where
+    neither is above zero.
 
-    >>> inflation(0.2, 40), round(inflation(0.5, 40), 3), inflation(None, 2)
-    (1.0, 2.202, 1.0)
+    >>> inflation(-0.3, 40), round(inflation(0.2, 40), 3), round(inflation(0.5, 40), 3)
+    (1.0, 1.274, 2.202)
+    >>> round(inflation(0.0, 8), 3), inflation(None, 2)
+    (1.064, 1.0)
     """
-    if rho is None or not clearly_dependent(rho, n):
+    if rho is None:
         return 1.0
-    r = min(RHO_CAP, rho + 1.0 / math.sqrt(n))
-    return math.sqrt((1.0 + r) / (1.0 - r))
+    r = corrected(rho, n)
+    if clearly_dependent(rho, n):
+        r = max(r, rho + 1.0 / math.sqrt(n))
+    r = min(RHO_CAP, r)
+    return math.sqrt((1.0 + r) / (1.0 - r)) if r > 0.0 else 1.0
+
+
+def corrected(rho: float, n: int) -> float:
+    """The lag-1 autocorrelation ``rho`` of ``n`` values corrected for its small-sample bias:
+    for an AR(1) series the estimate falls short by about ``(1 + 3 rho) / n`` (Marriott and
+    Pope 1954, "Bias in the estimation of autocorrelations", Biometrika 41; Kendall 1954).
+
+    >>> round(corrected(0.0, 10), 3), round(corrected(0.25, 10), 3)
+    (0.1, 0.425)
+    """
+    return rho + (1.0 + 3.0 * rho) / n

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pgdyno.stats.covariates import adjust
-from pgdyno.stats.dependence import inflation, lag1
+from pgdyno.stats.dependence import clearly_dependent, inflation, lag1
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
 from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.robust import prefix_intervals
@@ -239,15 +239,15 @@ def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXT
     """
     n = len(diffs)
     rho = lag1(diffs)
-    factor = inflation(rho, n)
+    factor, dependent = inflation(rho, n), clearly_dependent(rho, n)
     t_ends = []
     for k, mean_k, sd_k in _prefix_moments(diffs):
         half = half_width(k, sd_k * factor, alpha=alpha / 2.0, g=g)
         t_ends.append((mean_k - half, mean_k + half))
-    r_ends = _robust_looks(tuple(diffs), alpha / 2.0)
+    r_ends = _widened(_robust_looks(tuple(diffs), alpha / 2.0), diffs, factor)
     low, high = _meet(t_ends)
     robust_low, robust_high = _meet(r_ends)
-    verdict_low, verdict_high = (low, high) if factor > 1.0 else _meet(t_ends + r_ends)
+    verdict_low, verdict_high = (low, high) if dependent else _meet(t_ends + r_ends)
     mean = statistics.fmean(diffs)
     erratic = verdict_low > verdict_high or not low <= mean <= high
     if erratic:  # no verdict: the last look's intervals, as they are
@@ -258,7 +258,7 @@ def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXT
         centre = min(max(centre, robust_low), robust_high)
     return Looks(
         mean, low, high, centre, robust_low, robust_high,
-        verdict_low, verdict_high, erratic, rho, factor > 1.0,
+        verdict_low, verdict_high, erratic, rho, dependent,
     )  # fmt: skip
 
 
@@ -272,6 +272,24 @@ def _prefix_moments(diffs: Sequence[float]) -> list[tuple[int, float, float]]:
         if k >= 2:
             out.append((k, mean, math.sqrt(max(square, 0.0) / (k - 1))))
     return out
+
+
+def _widened(
+    ends: list[tuple[float, float]], diffs: Sequence[float], factor: float
+) -> list[tuple[float, float]]:
+    """The robust ends of every look (a prefix of two or more ``diffs``) widened by ``factor``
+    about that look's centre (the median of its differences), as the t-mixture's spread is.
+
+    >>> _widened([(-1.0, 3.0)], [0.0, 2.0], 2.0), _widened([(-1.0, 3.0)], [0.0, 2.0], 1.0)
+    ([(-3.0, 5.0)], [(-1.0, 3.0)])
+    """
+    if factor == 1.0:
+        return ends
+    centres = [statistics.median(diffs[:k]) for k in range(2, len(diffs) + 1)]
+    return [
+        (c + factor * (low - c), c + factor * (high - c))
+        for c, (low, high) in zip(centres, ends, strict=True)
+    ]
 
 
 def _meet(ends: Sequence[tuple[float, float]]) -> tuple[float, float]:
