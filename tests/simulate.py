@@ -312,7 +312,7 @@ def run_procedure(
                 sides[s][n] = math.exp(float(log_tps[n - 1, s]))
         if n < MIN_ROUNDS:
             continue
-        change = compare_rounds(sides[0], sides[1], sequential=sequential)
+        change = compare_rounds(sides[0], sides[1], sequential=sequential, horizon=max_rounds)
         decision = decide(
             [change], precision_pct=precision_pct, rounds=n, elapsed_s=float(n), round_s=1.0,
             budget_s=float(max_rounds),

@@ -71,9 +71,9 @@ def inflation(rho: float | None, n: int) -> float:
     neither is above zero.
 
     >>> inflation(-0.3, 40), round(inflation(0.2, 40), 3), round(inflation(0.5, 40), 3)
-    (1.0, 1.274, 2.202)
+    (1.0, 1.277, 2.202)
     >>> round(inflation(0.0, 8), 3), inflation(None, 2)
-    (1.064, 1.0)
+    (1.134, 1.0)
     """
     if rho is None:
         return 1.0

@@ -31,6 +31,7 @@ from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
 from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.robust import prefix_intervals
 from pgdyno.stats.sequential import MIXTURE_G, half_width, rounds_to_detect
+from pgdyno.stats.stop_bias import adjusted_mean
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import require_positive
 from pgdyno.stats.verdict import SAME, ChangeVerdict, Verdict, compare, decide
@@ -46,14 +47,16 @@ def compare_rounds(
     *,
     higher_is_better: bool = True,
     sequential: bool = False,
-    min_effect_pct: float = MIN_EFFECT_PCT,
     alpha: float = COMPARE_ALPHA,
     g: float = MIXTURE_G,
+    horizon: int | None = None,
 ) -> ChangeVerdict:
     """The candidate's runs against the baseline's, paired by round (positive values); the
     interval at level ``1 - alpha`` (the plan-wide error split over its comparisons:
-    `pgdyno.stats.family`); ``g`` is the t-mixture's variance when ``sequential``
-    (`pgdyno.stats.sequential.mixture_for_rounds`).
+    `pgdyno.stats.family`), the floor ``MIN_EFFECT_PCT``; ``g`` is the t-mixture's variance
+    when ``sequential`` (`pgdyno.stats.sequential.mixture_for_rounds`), ``horizon`` the rounds
+    the budget holds (None: the rounds so far), which the estimate at an adaptive stop is
+    adjusted for (`pgdyno.stats.stop_bias`).
 
     >>> c = compare_rounds({1: 100.0, 2: 90.0, 3: 80.0}, {1: 110.0, 2: 99.5, 3: 87.5})
     >>> round(c.change_pct, 1), c.verdict, c.method, c.pairs
@@ -71,7 +74,7 @@ def compare_rounds(
     if len(rounds) < 2:
         unpaired = compare(
             list(baseline.values()), list(candidate.values()),
-            higher_is_better=higher_is_better, min_effect_pct=min_effect_pct, alpha=alpha,
+            higher_is_better=higher_is_better, min_effect_pct=MIN_EFFECT_PCT, alpha=alpha,
         )  # fmt: skip
         if sequential:  # Welch's interval is not valid under a look after every round
             unpaired = replace(unpaired, verdict=SAME, ci_low_pct=None, ci_high_pct=None)
@@ -83,19 +86,20 @@ def compare_rounds(
     change_pct = 100.0 * math.expm1(mean)
     fixed = ChangeVerdict(
         change_pct, None, None, SAME, noisy_pairs(sd),
-        _needed(sd, change_pct, sequential=sequential, min_effect_pct=min_effect_pct,
+        _needed(sd, change_pct, sequential=sequential, min_effect_pct=MIN_EFFECT_PCT,
                 alpha=alpha),
         method="sequential" if sequential else "paired", pairs=n, left_out=left_out, sd_log=sd,
         alpha=alpha,
     )  # fmt: skip
     if sequential:
         looks = sequential_interval(diffs, alpha, g=g)
-        return _judged(fixed, looks, higher_is_better, min_effect_pct)
+        design = (alpha / 2.0, g, max(n, horizon or n))
+        return _judged(fixed, looks, higher_is_better, MIN_EFFECT_PCT, design)
     half = t_quantile(1.0 - alpha / 2.0, n - 1) * sd / math.sqrt(n)
     low, high = _pct(mean - half), _pct(mean + half)
     verdict: Verdict = SAME
     if low is not None and high is not None:
-        verdict = decide(change_pct, low, high, higher_is_better, min_effect_pct)
+        verdict = decide(change_pct, low, high, higher_is_better, MIN_EFFECT_PCT)
     # One look: the autocorrelation is reported (and noted when clearly positive), not handled.
     return replace(
         fixed, ci_low_pct=low, ci_high_pct=high, verdict=verdict, autocorrelation=lag1(diffs)
@@ -110,6 +114,7 @@ def compare_adjusted(
     higher_is_better: bool = True,
     alpha: float = COMPARE_ALPHA,
     g: float = MIXTURE_G,
+    horizon: int | None = None,
 ) -> ChangeVerdict:
     """`compare_rounds` with looks after every round, on the per-round differences adjusted for
     ``covariates`` (the baseline's and the candidate's period's interference per round, as a
@@ -124,11 +129,12 @@ def compare_adjusted(
     0
     >>> c = compare_adjusted(base, cand, ({}, load))
     >>> c.adjusted_rounds, round(c.adjusted_slope, 2), round(c.narrowed_pct)
-    (2, -0.81, 40)
+    (2, -0.81, 41)
     """
     plain = compare_rounds(
-        baseline, candidate, higher_is_better=higher_is_better, sequential=True, alpha=alpha, g=g
-    )
+        baseline, candidate, higher_is_better=higher_is_better, sequential=True, alpha=alpha,
+        g=g, horizon=horizon,
+    )  # fmt: skip
     rounds = sorted(baseline.keys() & candidate.keys())
     if len(rounds) < 2:
         return plain
@@ -142,10 +148,11 @@ def compare_adjusted(
     mean = statistics.fmean(found.diffs)
     change = replace(
         plain, change_pct=100.0 * math.expm1(mean), sd_log=statistics.stdev(found.diffs, mean),
-        verdict=SAME, stopped_early=False, adjusted_rounds=found.rounds,
+        verdict=SAME, stopped_early=False, naive_change_pct=None, adjusted_rounds=found.rounds,
         adjusted_slope=found.slope, narrowed_pct=_narrowed(looks, adjusted),
     )  # fmt: skip
-    return _judged(change, adjusted, higher_is_better, MIN_EFFECT_PCT)
+    design = (alpha / 2.0, g, max(len(rounds), horizon or len(rounds)))
+    return _judged(change, adjusted, higher_is_better, MIN_EFFECT_PCT, design)
 
 
 def _narrowed(before: Looks, after: Looks) -> float | None:
@@ -162,10 +169,16 @@ def _pct(end_log: float) -> float | None:
 
 
 def _judged(
-    fixed: ChangeVerdict, looks: Looks, higher_is_better: bool, floor_pct: float
+    fixed: ChangeVerdict,
+    looks: Looks,
+    higher_is_better: bool,
+    floor_pct: float,
+    design: tuple[float, float, int],
 ) -> ChangeVerdict:
     """The sequential comparison: the mean's and the robust centre's intervals, and the verdict
-    on the two intersected (none when they disagree)."""
+    on the two intersected (none when they disagree); at a verdict (an adaptive stop) the
+    change is the estimate adjusted for the stop (`_stop_adjusted`), with ``design`` the
+    t-mixture's alpha, g and horizon."""
     change = replace(
         fixed, ci_low_pct=_pct(looks.low), ci_high_pct=_pct(looks.high),
         robust_pct=100.0 * math.expm1(looks.robust), robust_low_pct=_pct(looks.robust_low),
@@ -176,7 +189,32 @@ def _judged(
     if looks.erratic or low is None or high is None:
         return change
     verdict = decide(change.change_pct, low, high, higher_is_better, floor_pct)
-    return replace(change, verdict=verdict, stopped_early=verdict != SAME)
+    if verdict == SAME:
+        return replace(change, verdict=verdict)
+    return replace(
+        change, verdict=verdict, stopped_early=True, naive_change_pct=change.change_pct,
+        change_pct=_stop_adjusted(looks, change, design),
+    )  # fmt: skip
+
+
+def _stop_adjusted(looks: Looks, change: ChangeVerdict, design: tuple[float, float, int]) -> float:
+    """The change at an adaptive stop, in %: Whitehead's bias-adjusted mean
+    (`pgdyno.stats.stop_bias`) at the spread the interval used (widened for dependence), kept
+    inside the mean's interval.
+
+    >>> diffs = [0.05, 0.06, 0.04, 0.05, 0.055, 0.045]
+    >>> looks = sequential_interval(diffs, 0.025)
+    >>> c = ChangeVerdict(5.1, None, None, SAME, False, None, pairs=6, sd_log=0.05)
+    >>> naive = 100 * math.expm1(looks.mean)
+    >>> round(_stop_adjusted(looks, c, (0.0125, 2.0, 40)), 2), round(naive, 2)
+    (4.74, 5.13)
+    """
+    alpha, g, horizon = design
+    mean = looks.mean
+    if change.sd_log is not None:
+        sd = change.sd_log * inflation(change.autocorrelation, change.pairs or 0)
+        mean = adjusted_mean(mean, sd, horizon=horizon, alpha=alpha, g=g)
+    return 100.0 * math.expm1(min(max(mean, looks.low), looks.high))
 
 
 def noisy_pairs(sd_diff: float) -> bool:
