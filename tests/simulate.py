@@ -45,10 +45,10 @@ from pgdyno.experiment.schedule import Design, Schedule, rotated
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.stored import RunOutcome
-from pgdyno.stats import dependence, robust
+from pgdyno.stats import dependence, robust, stop_bias
 from pgdyno.stats.levels import COMPARE_ALPHA, MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.paired import compare_rounds
-from pgdyno.stats.sequential import half_width
+from pgdyno.stats.sequential import MIXTURE_G, half_width
 from pgdyno.stats.stopping import MIN_ROUNDS, decide
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.verdict import BETTER, SAME, WORSE
@@ -292,6 +292,7 @@ class Outcome:
     pairs: int
     left_out: int
     excluded: int  # runs done but not in the comparison (flagged)
+    change_pct: float  # the change printed at the stop (bias-adjusted at a verdict)
 
 
 def run_procedure(
@@ -320,7 +321,10 @@ def run_procedure(
         if decision.stop:
             excluded = 2 * n - len(sides[0]) - len(sides[1])
             pairs = change.pairs or 0
-            return Outcome(change.verdict, n, decision.reason, pairs, change.left_out, excluded)
+            return Outcome(
+                change.verdict, n, decision.reason, pairs, change.left_out, excluded,
+                change.change_pct,
+            )  # fmt: skip
     raise AssertionError(f"decide did not stop within the budget of {max_rounds} rounds")
 
 
@@ -343,6 +347,8 @@ class Outcomes:
     erratic: Bools  # no verdict at some look up to the budget: the intervals disagreed
     dependent: Bools  # clearly positive autocorrelation at some look up to the budget
     missed_at_stop: Bools  # the mean's interval excluded ``truth`` at the look that stopped
+    naive: Floats  # the mean log difference at the stop
+    printed: Floats  # the change printed at the stop, log scale (bias-adjusted at a verdict)
 
     def rate(self, code: int | None = None) -> float:
         """Share of trials ending on verdict `code` (None: better or worse)."""
@@ -506,6 +512,10 @@ class _Looks:
         """The mean of the first ``k`` pairs of every trial."""
         return self._at(self.mean, k)
 
+    def sd_at(self, k: Ints) -> Floats:
+        """The sample sd of the first ``k`` pairs of every trial."""
+        return self._at(self.sd, k)
+
     def _at(self, table: Floats, k: Ints) -> Floats:
         return np.asarray(np.take_along_axis(table, k[:, None], axis=1)[:, 0], dtype=np.float64)
 
@@ -545,7 +555,7 @@ class _Looks:
         root = np.sqrt(k)
         rho = np.nan_to_num(rho, nan=-1.0)
         clear = (k >= dependence.MIN_PAIRS) & (rho > dependence.RHO_Z / root)
-        r = np.where(k >= 3, rho + (1.0 + 3.0 * rho) / k, -1.0)  # dependence.corrected
+        r = np.where(k >= dependence.MIN_PAIRS, rho + (1.0 + 3.0 * rho) / k, -1.0)  # corrected
         r = np.minimum(dependence.RHO_CAP, np.where(clear, np.maximum(r, rho + 1.0 / root), r))
         r = np.maximum(r, 0.0)
         factor = np.sqrt((1.0 + r) / (1.0 - r))
@@ -623,6 +633,7 @@ def simulate(
     marks = {name: np.zeros(trials, dtype=np.bool_) for name in ("ever", "missed", "erratic")}
     marks["dependent"] = np.zeros(trials, dtype=np.bool_)
     at_stop = np.zeros(trials, dtype=np.bool_)
+    naive, printed = np.zeros(trials), np.zeros(trials)
     for n in range(MIN_ROUNDS, max_rounds + 1):
         k = paired[:, :n].sum(axis=1)
         if (k < 2).any():
@@ -647,12 +658,32 @@ def simulate(
         now = (stopped == 0) & (done | (n == max_rounds))
         verdict[now], stopped[now], resolved[now] = codes[now], n, done[now]
         at_stop[now] = missed[now]
+        if looks is not None:
+            spread = looks.sd_at(k) * factor
+            naive[now] = looks.mean_at(k)[now]
+            printed[now] = _printed(naive, spread, codes != 0, (m_low, m_high), max_rounds)[now]
     upto = np.arange(1, rounds + 1) <= stopped[:, None]
     one_flagged = runs.flagged.sum(axis=2) == 1
     return Outcomes(
         verdict, stopped, resolved, (paired & upto).sum(axis=1), (one_flagged & upto).sum(axis=1),
-        **marks, missed_at_stop=at_stop,
+        **marks, missed_at_stop=at_stop, naive=naive, printed=printed,
     )  # fmt: skip
+
+
+def _printed(
+    mean: Floats, spread: Floats, verdict: Bools, ends: tuple[Floats, Floats], horizon: int
+) -> Floats:
+    """The change printed (log scale): at a verdict Whitehead's bias-adjusted mean
+    (`pgdyno.stats.stop_bias.adjusted_mean`, vectorised) kept inside the mean's interval, else
+    the mean."""
+    shifts, expected = stop_bias.expected_at_stop(
+        max(2, min(horizon, stop_bias.MAX_HORIZON)), COMPARE_ALPHA / 2.0, MIXTURE_G
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = mean / spread
+        adjusted = spread * (z - np.interp(z, expected, expected - shifts))
+    adjusted = np.clip(np.where(spread > 0.0, adjusted, mean), ends[0], ends[1])
+    return np.where(verdict, adjusted, mean)
 
 
 def upper_bound(hits: int, n: int) -> float:

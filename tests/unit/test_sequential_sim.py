@@ -118,6 +118,9 @@ def test_twin_is_the_real_procedure(name: str, sequential: bool) -> None:
             assert got == (twin.verdict[i], twin.rounds[i], twin.resolved[i]), (name, i, real)
             assert (real.pairs, real.left_out) == (twin.pairs[i], twin.left_out[i])
             assert real.reason in {"resolved", "budget"}
+            if sequential:  # the change printed: bias-adjusted at a verdict (issue 33)
+                printed = 100.0 * math.expm1(float(twin.printed[i]))
+                assert real.change_pct == pytest.approx(printed, rel=1e-6, abs=1e-9), (name, i)
 
 
 # --- A/A: false alarms ---------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def inflation(rho: float | None, n: int) -> float:
     >>> round(inflation(0.0, 8), 3), inflation(None, 2)
     (1.134, 1.0)
     """
-    if rho is None:
+    if rho is None or n < MIN_PAIRS:
         return 1.0
     r = corrected(rho, n)
     if clearly_dependent(rho, n):

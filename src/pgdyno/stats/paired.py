@@ -20,6 +20,7 @@ unresolved, since Welch's interval is not valid under repeated looks.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -323,7 +324,11 @@ def _widened(
     """
     if factor == 1.0:
         return ends
-    centres = [statistics.median(diffs[:k]) for k in range(2, len(diffs) + 1)]
+    centres, seen = [], []
+    for k, d in enumerate(diffs, start=1):
+        bisect.insort(seen, d)  # the medians of the prefixes, as statistics.median gives them
+        if k >= 2:
+            centres.append((seen[(k - 1) // 2] + seen[k // 2]) / 2.0)
     return [
         (c + factor * (low - c), c + factor * (high - c))
         for c, (low, high) in zip(centres, ends, strict=True)
