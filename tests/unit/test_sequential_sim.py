@@ -148,9 +148,14 @@ def test_peeking_at_a_fixed_t_interval_inflates_false_alarms() -> None:
 
 @pytest.mark.parametrize("name", ["quiet", "random walk", "drift -20%"])
 def test_three_percent_found_within_the_rounds_the_method_asks_for(name: str) -> None:
+    """A true +3% (4000 comparisons; MC standard error 0.7 points): found in 77.3% (quiet),
+    76.1% (random walk), 77.3% (drift -20%) within the 43-45 rounds `rounds_to_detect` asks
+    for, after 29.3-30.9 rounds on average. Before the widening for dependence from the first
+    looks (issue 33): 82.2%, 81.2%, 82.4% after 27.6 rounds; the assertion was 80%: the
+    widening costs about 5 points within that budget, under 2 rounds on average."""
     outcomes = power(name)
     assert 30 <= power_rounds(name) <= 60  # 3% against about 4.3% per round
-    assert outcomes.rate(VERDICT_CODE[BETTER]) >= 0.80
+    assert outcomes.rate(VERDICT_CODE[BETTER]) >= 0.74
     assert outcomes.rate(VERDICT_CODE["worse"]) == 0.0
     # It stops as soon as it knows: on average well before the budget.
     assert float(np.mean(outcomes.rounds)) < 0.75 * power_rounds(name)
@@ -234,18 +239,49 @@ def test_one_sets_slow_runs_keep_the_power_for_a_real_change() -> None:
 # --- Dependence between rounds -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "at_most"), [("AR(1) rho 0.3", 0.055), ("AR(1) rho 0.5", 0.15)])
-def test_autocorrelated_rounds_miss_less(name: str, at_most: float) -> None:
-    """AR(1) per-round differences (4000 A/A comparisons of 40 rounds; MC standard error 0.35
-    and 0.55 points): the mean's interval excludes the true change (0) at some look in 4.3% at
-    rho 0.3 and 13.4% at rho 0.5, where the same procedure without the widening misses 4.4%
-    and 15.4% (issue 33: 7.3% and 18.5%, before the running intersection and the erratic
-    rule). A/A "better" or "worse": 5.1% and 14.7% (without: 5.3% and 16.8%). Still far above
-    nominal: most misses come at looks before the autocorrelation is measurable (below about 15
-    rounds), and the running intersection keeps what they said."""
+@pytest.mark.parametrize(
+    ("name", "calls", "misses"), [("AR(1) rho 0.3", 0.045, 0.035), ("AR(1) rho 0.5", 0.095, 0.085)]
+)
+def test_autocorrelated_rounds_are_handled_from_the_first_looks(
+    name: str, calls: float, misses: float
+) -> None:
+    """AR(1) per-round differences (4000 A/A comparisons of 40 rounds; MC standard error 0.3
+    and 0.45 points): "better" or "worse" in 3.6% at rho 0.3 and 8.5% at rho 0.5, the mean's
+    interval excluding the true change (0) at some look in 2.8% and 7.5%. Before (issue 33's
+    widening only where the autocorrelation is clearly positive): 5.1% and 14.7%, missed 4.3%
+    and 13.4% (the issue: 7.3% and 18.5%). Both intervals are now widened at every look from
+    6 rounds by the long-run factor of the bias-corrected autocorrelation (stats/dependence.py).
+    Nominal (2.5%) is out of reach at rho 0.5 without losing much more power: most of the
+    remaining false verdicts come at 6-15 rounds, where an autocorrelation of 0.5 cannot be
+    told from noise (docs/statistics.md has the trade-off measured)."""
     outcomes = aa(name)
-    assert float(np.mean(outcomes.missed)) <= at_most
+    assert outcomes.rate() <= calls
+    assert float(np.mean(outcomes.missed)) <= misses
     assert float(np.mean(outcomes.dependent)) >= 0.3  # it is seen, and said
+
+
+# --- The estimate at an adaptive stop ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["quiet", "drift -20%"])
+def test_the_estimate_at_a_stop_is_adjusted_for_the_stop(name: str) -> None:
+    """A true +3% stopped by a verdict (about 3090 of 4000 comparisons; MC standard error of the
+    mean change 0.016 points, 0.046 for the 520 stops within 15 rounds): the plain mean reads
+    +3.62% (quiet; +4.80% for stops within 15 rounds; the issue: +3.6% and +4.7%), the change
+    printed, Whitehead's bias-adjusted estimate (stats/stop_bias.py), +3.36% (+4.58%). Over
+    all comparisons, stopped or not, +3.12% where the plain mean reads +3.32%. Early stops keep
+    most of their bias: being early selects large means, which no estimate from the stop alone
+    undoes."""
+    outcomes = power(name)
+    stopped = outcomes.verdict == VERDICT_CODE[BETTER]
+    early = stopped & (outcomes.rounds <= 15)
+    naive, printed = 100 * np.expm1(outcomes.naive), 100 * np.expm1(outcomes.printed)
+    assert 3.45 <= float(np.mean(naive[stopped])) <= 3.8  # the bias the issue measured
+    assert 3.2 <= float(np.mean(printed[stopped])) <= 3.5
+    assert float(np.mean(naive[stopped] - printed[stopped])) >= 0.2
+    assert float(np.mean(naive[early] - printed[early])) >= 0.15
+    assert abs(float(np.mean(printed)) - POWER_EFFECT_PCT) < 0.2
+    assert np.array_equal(naive[~stopped], printed[~stopped])  # no verdict: the plain mean
 
 
 # --- Flagged runs --------------------------------------------------------------------------------
@@ -333,6 +369,14 @@ def table() -> None:
         found = power(name)
         print(f"power {name}: {100 * found.rate(1):.1f}% within {power_rounds(name)} rounds, "
               f"mean {float(np.mean(found.rounds)):.1f}")  # fmt: skip
+        for label, rows in (
+            ("stops", found.verdict == 1),
+            ("stops within 15", (found.verdict == 1) & (found.rounds <= 15)),
+        ):
+            naive, printed = (100 * np.expm1(x[rows]) for x in (found.naive, found.printed))
+            se = float(np.std(printed)) / math.sqrt(max(1, int(rows.sum())))
+            print(f"  {label} ({int(rows.sum())}): plain mean {float(np.mean(naive)):+.2f}%, "
+                  f"printed {float(np.mean(printed)):+.2f}% (MC se {se:.3f})")  # fmt: skip
     heavy = heavy_power()
     print(f"power heavy-tailed: {100 * heavy.rate(1):.1f}% within {HEAVY_ROUNDS} rounds, "
           f"mean {float(np.mean(heavy.rounds)):.1f}")  # fmt: skip
