@@ -115,8 +115,7 @@ def _stopping_law(horizon: int, alpha: float, g: float) -> tuple[np.ndarray, np.
     finite = np.isfinite(bounds)
     reach = float(np.max(np.where(finite, looks * bounds, 0.0))) + 2.0 * KERNEL_REACH
     reach = max(reach, KERNEL_REACH * math.sqrt(horizon))
-    grid = np.arange(-reach, reach + GRID_STEP / 2.0, GRID_STEP)
-    steps = np.arange(-KERNEL_REACH, KERNEL_REACH + GRID_STEP / 2.0, GRID_STEP)
+    grid, steps = _symmetric(reach), _symmetric(KERNEL_REACH)
     kernel = np.exp(-(steps**2) / 2.0)
     kernel /= kernel.sum()
     density = np.exp(-(grid**2) / 2.0)
@@ -131,3 +130,12 @@ def _stopping_law(horizon: int, alpha: float, g: float) -> tuple[np.ndarray, np.
         stops[k - 1] = np.where(stop, density, 0.0)
         density = np.where(stop, 0.0, density)
     return grid, stops
+
+
+def _symmetric(reach: float) -> np.ndarray:
+    """Grid points ``GRID_STEP`` apart from ``-reach`` to ``reach``, exactly symmetric about 0."""
+    import numpy as np
+
+    half = GRID_STEP * np.arange(0, math.floor(reach / GRID_STEP) + 1)
+    symmetric: np.ndarray = np.concatenate([-half[:0:-1], half])
+    return symmetric
