@@ -244,7 +244,7 @@ class Looks:
     verdict_high: float
     erratic: bool  # the looks or the two sequences disagree: an assumption is broken
     autocorrelation: float | None  # lag-1, of the differences so far
-    dependent: bool  # clearly positive: the t-mixture widened, the robust half left out
+    dependent: bool  # clearly positive: the robust half left out (both widened from 6 rounds)
 
 
 def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXTURE_G) -> Looks:
@@ -266,9 +266,13 @@ def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXT
       interval the earlier looks left for it, the differences are not one steady, symmetric
       distribution (a set with slow runs of its own, a change of level in the middle):
       ``erratic``, and no verdict; the last look's intervals are reported.
-    * Rounds whose lag-1 autocorrelation is clearly positive (`pgdyno.stats.dependence`): the
-      t-mixture's spread is widened by the AR(1) factor at every look, the robust half, which
-      has no such factor, is left out of the verdict's interval.
+    * Rounds that are alike (`pgdyno.stats.dependence.inflation`, from 6 rounds on): every
+      look's t-mixture spread, and every look's robust interval about its centre (the median
+      of that look's differences), are widened by the AR(1) long-run factor of the
+      bias-corrected lag-1 autocorrelation of all the differences so far; so a look's
+      intervals can be wider than the last look's when the rounds turn out more alike. Where
+      the autocorrelation is clearly positive, the robust half is left out of the verdict's
+      interval (its widening is a plug-in, the t-mixture's is the long-run variance).
 
     >>> looks = sequential_interval([0.05, 0.06, 0.04, 0.05, 0.055, 0.045], 0.025)
     >>> round(looks.mean, 3), round(looks.low, 3), round(looks.high, 3), looks.erratic
