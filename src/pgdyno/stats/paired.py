@@ -328,7 +328,8 @@ def _widened(
     """
     if factor == 1.0:
         return ends
-    centres, seen = [], []
+    centres: list[float] = []
+    seen: list[float] = []
     for k, d in enumerate(diffs, start=1):
         bisect.insort(seen, d)  # the medians of the prefixes, as statistics.median gives them
         if k >= 2:
