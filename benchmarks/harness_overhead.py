@@ -1,9 +1,11 @@
 """Harness overhead: TPS of `pgdyno bench` (default collection: OS and PostgreSQL samplers,
 a latency log sampled to about 2,000 transactions a second) against bare pgbench with the same
 workload and no logging; and pgdyno bench with its wait-event sampling (10 looks a second at
-pg_stat_activity) against the same with it off (--wait-sample-hz 0).
+pg_stat_activity) against the same with it off (--wait-sample-hz 0); and pgdyno bench with
+its on-CPU profile (--cpu-profile: perf at 99 Hz on the server's processes) against without.
 
     python benchmarks/harness_overhead.py [--pairs 12] [--seconds 10] [--waits-only]
+    python benchmarks/harness_overhead.py --profile-only [--pairs 12] [--seconds 10]
 
 Select-only at the small scale with clients = CPUs, on one sandbox. Each round runs three
 arms: bare pgbench; the exact pgbench command pgdyno ran last (its -l --sampling-rate options,
@@ -43,12 +45,18 @@ ORDERS = list(itertools.permutations(("bare", "command", "pgdyno")))
 
 
 def pgdyno_run(
-    workdir: Path, clients: int, seconds: int, latency_log: str, wait_hz: int = DEFAULT_HZ
+    workdir: Path,
+    clients: int,
+    seconds: int,
+    latency_log: str,
+    wait_hz: int = DEFAULT_HZ,
+    cpu_profile: bool = False,
 ) -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "pgdyno", "bench", "--workdir", str(workdir), "--pg-version", "18",
         "-w", "select-only", "-s", "small", "-c", str(clients), "-T", str(seconds),
         "--latency-log", latency_log, "--wait-sample-hz", str(wait_hz), "--json",
+        *(["--cpu-profile"] if cpu_profile else []),
     ]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     run: dict[str, Any] = json.loads(out)[0]
@@ -110,6 +118,20 @@ def wait_rounds(args: argparse.Namespace, workdir: Path) -> list[float]:
     return ratios
 
 
+def profile_rounds(args: argparse.Namespace, workdir: Path) -> list[float]:
+    """Per round: TPS of pgdyno bench with its CPU profile / without, the two runs in
+    alternating order."""
+    ratios = []
+    for i in range(args.pairs):
+        order = (True, False) if i % 2 == 0 else (False, True)
+        tps = {on: float(pgdyno_run(workdir, args.clients, args.seconds, "auto",
+                                    cpu_profile=on)["tps"])
+               for on in order}  # fmt: skip
+        ratios.append(tps[True] / tps[False])
+        print(f"  round {i + 1}: CPU profile {tps[True]:,.0f}, without {tps[False]:,.0f} TPS")
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -120,6 +142,10 @@ def main() -> None:
     parser.add_argument(
         "--waits-only", action="store_true", help="only the wait-sampling arm (on against off)"
     )
+    parser.add_argument(
+        "--profile-only", action="store_true",
+        help="only the CPU-profile arm (--cpu-profile against without)",
+    )  # fmt: skip
     args = parser.parse_args()
     with throwaway_sandbox("pgdyno-overhead-") as (workdir, binaries, box):
         bare = [str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(args.clients),
@@ -130,6 +156,13 @@ def main() -> None:
         log_dir.chmod(0o777)
         print(f"select-only, small scale, {args.clients} clients, {args.seconds} s runs")
         pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset, and the log's sample size
+        if not args.waits_only:
+            print("CPU profile (perf at 99 Hz) against without (pgdyno bench both):")
+            profiled = profile_rounds(args, workdir)
+            print(f"harness_overhead: CPU profile / without, pgdyno bench TPS ratio "
+                  f"{summarise(profiled)} (target >= 0.99; {args.pairs} rounds)")  # fmt: skip
+            if args.profile_only:
+                return
         print(f"wait sampling at {DEFAULT_HZ} Hz against off (pgdyno bench both):")
         waits = wait_rounds(args, workdir)
         print(f"harness_overhead: wait sampling at {DEFAULT_HZ} Hz / off, pgdyno bench TPS ratio "

@@ -55,3 +55,24 @@ def tiny_plan(
             lines.append("[set.pg]")
             lines += [f"{key} = {_value(value)}" for key, value in pg.items()]
     return "\n".join(lines) + "\n"
+
+
+def bare_plan(
+    name: str = "p", sets: Sequence[tuple[str, Mapping[str, object]]] = (("a", {}), ("b", {})),
+    **matrix: object,
+) -> str:  # fmt: skip
+    """A plan's text with only the tiny plan's cell (select-only, scale 1, one client) and
+    `matrix`: no duration, repeats or warm-up unless given; two sets without settings.
+
+    >>> print(bare_plan(period=4, sets=[("a", {})]))
+    name = "p"
+    [matrix]
+    workloads = ["select-only"]
+    scales = [1]
+    clients = [1]
+    period = 4
+    [[set]]
+    name = "a"
+    <BLANKLINE>
+    """
+    return tiny_plan(name, sets, **{"duration": None, "repeats": None, "warmup": None, **matrix})

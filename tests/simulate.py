@@ -448,7 +448,7 @@ class _Wealth:
         if todo.size:
             part = _Wealth(self.d[todo], self.scale[todo], self.fraction[todo], self.used[todo])
             low, high = inside[todo].copy(), outside[todo].copy()
-            for _ in range(robust.ITERATIONS):
+            for _ in range(robust.BITS):  # a bisection: one bit a step
                 mid = 0.5 * (low + high)
                 reached = part.log(mid, side) >= threshold
                 high = np.where(reached, mid, high)

@@ -37,6 +37,11 @@ def change_text(change: ChangeVerdict | None) -> str:
     return f"{change.change_pct:+.1f}% [{change.ci_low_pct:+.1f}, {change.ci_high_pct:+.1f}]"
 
 
+# The stored designs whose orders are carry-over balanced (experiment/schedule.py `Balanced`:
+# one run per set and round on one server, or on twin servers).
+BALANCED = ("balanced", "twins")
+
+
 def orders_line(design: str, seed: int | None) -> str:
     """How a comparison's rounds were ordered (its stored design and seed), and how to replay
     the orders: the same sentence in `compare`'s output, `runs list --comparison` and the
@@ -46,11 +51,14 @@ def orders_line(design: str, seed: int | None) -> str:
     'Orders: balanced design (every set ran right after every set equally often in each complete block), seed 42 (`--seed 42` replays them).'
     >>> orders_line("rotation", None)
     'Orders: rotation (A B C, B C A, ...).'
+    >>> orders_line("twins", 42)[:71]
+    'Orders: balanced design on twin servers (one per set, each started once'
     """  # noqa: E501
-    if design == "balanced" and seed is not None:
+    if design in BALANCED and seed is not None:
+        where = " on twin servers (one per set, each started once)" if design == "twins" else ""
         return (
-            "Orders: balanced design (every set ran right after every set equally often in "
-            f"each complete block), seed {seed} (`--seed {seed}` replays them)."
+            f"Orders: balanced design{where} (every set ran right after every set equally often "
+            f"in each complete block), seed {seed} (`--seed {seed}` replays them)."
         )
     if design == "rotation":
         return "Orders: rotation (A B C, B C A, ...)."
@@ -118,7 +126,7 @@ def _carryover_warning(fit: CarryOverFit, name: str, size: str, design: str) -> 
         )
     spread = (
         "the balanced orders spread this over every set alike, but it adds noise"
-        if design == "balanced"
+        if design in BALANCED
         else f"the {design} orders do not balance it, so it can bias the verdicts"
     )
     return (

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sqlite3
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.undo.server import pending_changes
+from plans import bare_plan, tiny_plan
 
 SECRET = "not-a-secret-switching"
 State = tuple[dict[str, tuple[str, str]], str]
@@ -52,55 +54,26 @@ def changes(before: State, after: State) -> dict[str, object]:
     return found
 
 
-def plan(directory: Path, name: str, body: str) -> Path:
+Sets = Sequence[tuple[str, Mapping[str, object]]]
+# A reload-only A/A: the log's slow-statement threshold, which select-only never reaches
+AA = (("a", {"log_min_duration_statement": -1}), ("b", {"log_min_duration_statement": 100000}))
+AA_MATRIX: Mapping[str, object] = {
+    "warmup": 0, "period": 6, "burn_in": 2, "precision": 2.0, "budget": "40s",
+}  # fmt: skip
+# A real change: commits that stop waiting for the WAL flush, on a write workload
+SYNC = (("on", {"synchronous_commit": "on"}), ("off", {"synchronous_commit": "off"}))
+SYNC_MATRIX: Mapping[str, object] = {
+    "workloads": ["tpcb-like"], "clients": [2], "warmup": 0, "period": 5, "burn_in": 1,
+    "precision": 20.0, "budget": "3m",
+}  # fmt: skip
+
+
+def plan(directory: Path, name: str, sets: Sets = AA, **matrix: object) -> Path:
+    """The plan of `sets` (tests/plans.py `bare_plan`): the A/A's matrix unless `matrix` is
+    given."""
     path = directory / f"{name}.toml"
-    path.write_text(f'name = "{name}"\n{body}')
+    path.write_text(bare_plan(name, sets, **(matrix or AA_MATRIX)))
     return path
-
-
-AA = """
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-warmup = 0
-period = 6
-burn_in = 2
-precision = 2.0
-budget = "40s"
-
-[[set]]
-name = "a"
-[set.pg]
-log_min_duration_statement = -1
-
-[[set]]
-name = "b"
-[set.pg]
-log_min_duration_statement = 100000
-"""
-
-SYNC = """
-[matrix]
-workloads = ["tpcb-like"]
-scales = [1]
-clients = [2]
-warmup = 0
-period = 5
-burn_in = 1
-precision = 20.0
-budget = "3m"
-
-[[set]]
-name = "on"
-[set.pg]
-synchronous_commit = "on"
-
-[[set]]
-name = "off"
-[set.pg]
-synchronous_commit = "off"
-"""
 
 
 def periods(workdir: Path, comparison_id: int) -> list[dict[str, Any]]:
@@ -117,7 +90,7 @@ def periods(workdir: Path, comparison_id: int) -> list[dict[str, Any]]:
 
 
 def test_plan_check_names_the_design_and_why(shared_workdir: Path, tmp_path: Path, run_cli):
-    checked = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "aa", AA)))
+    checked = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "aa")))
     assert checked.code == 0, checked.stderr
     assert (
         "design: switching inside runs: every set changes only reload settings that act at once"
@@ -126,19 +99,19 @@ def test_plan_check_names_the_design_and_why(shared_workdir: Path, tmp_path: Pat
     assert "the sets take turns every 6 s, the first 2 s after each switch dropped" in (
         checked.stdout
     )
-    wal = AA.replace("log_min_duration_statement = 100000", 'max_wal_size = "2GB"')
+    wal = (AA[0], ("b", {"max_wal_size": "2GB"}))
     per_run = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "wal", wal)))
     assert per_run.code == 0, per_run.stderr
     assert "design: one run per set and round: max_wal_size acts over minutes" in per_run.stdout
-    insisted = wal.replace("period = 6", 'period = 6\ndesign = "inside"')
-    refused = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "ins", insisted)))
+    insisted = plan(tmp_path, "ins", wal, **AA_MATRIX, design="inside")
+    refused = run_cli(shared_workdir, "plan", "check", str(insisted))
     assert refused.code == 2
     assert "max_wal_size acts over minutes" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
 
 
 def test_an_aa_comparison_switches_inside_one_pgbench_run(quiet_workdir: Path, tmp_path: Path):
-    result = quiet_pgdyno(quiet_workdir, "compare", str(plan(tmp_path, "aa", AA)), "--json",
+    result = quiet_pgdyno(quiet_workdir, "compare", str(plan(tmp_path, "aa")), "--json",
                           "--seed", "5")  # fmt: skip
     assert result.code == 0, result.stderr
     assert "design: switching inside runs" in result.stderr
@@ -169,7 +142,8 @@ def test_an_aa_comparison_switches_inside_one_pgbench_run(quiet_workdir: Path, t
 def test_a_real_change_is_found_by_switching(quiet_workdir: Path, tmp_path: Path):
     """synchronous_commit = off against on, on a write workload: commits stop waiting for the
     WAL flush, a gain far larger than any noise of this host."""
-    result = quiet_pgdyno(quiet_workdir, "compare", str(plan(tmp_path, "sync", SYNC)), "--json",
+    path = plan(tmp_path, "sync", SYNC, **SYNC_MATRIX)
+    result = quiet_pgdyno(quiet_workdir, "compare", str(path), "--json",
                           "--seed", "8")  # fmt: skip
     assert result.code == 0, result.stderr
     data = json.loads(result.stdout)
@@ -186,8 +160,7 @@ def test_ctrl_c_mid_run_leaves_the_server_as_found(
     """SIGINT while set "off" is in effect inside the run: pgdyno stops pgbench, keeps the
     periods that finished, stops the sandbox, and the server starts again with neither set's
     setting (pg_settings and postgresql.auto.conf as they were)."""
-    slow = SYNC.replace('budget = "3m"', 'budget = "10m"').replace("precision = 20.0", "")
-    path = plan(tmp_path, "sync", slow.replace("[matrix]", "[matrix]\nprecision = 0.1"))
+    path = plan(tmp_path, "sync", SYNC, **{**SYNC_MATRIX, "budget": "10m", "precision": 0.1})
     conf = workdir / "clusters" / f"pg{binaries.major}" / "data"
     with pgdyno_process("compare", str(path), "--workdir", str(workdir), "--seed", "8") as proc:
 
@@ -228,11 +201,10 @@ def test_an_existing_server_switches_through_alter_system_and_is_left_as_found(
     the previous set's undone), and the server ends exactly as found."""
     dsn = server.conninfo() + f" password={SECRET}"
     before = server_state(server)
-    body = AA.replace('budget = "40s"', 'budget = "30s"').replace(
-        "log_min_duration_statement = 100000", 'work_mem = "8MB"\njit = false'
-    )
+    sets = (AA[0], ("b", {"work_mem": "8MB", "jit": False}))
+    path = plan(workdir, "dsn", sets, **{**AA_MATRIX, "budget": "30s"})
     cli = cli_in(workdir, cache_dir, secret=SECRET)
-    result = cli("compare", str(plan(workdir, "dsn", body)), "--dsn", dsn, "--json")
+    result = cli("compare", str(path), "--dsn", dsn, "--json")
     assert result.code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["rounds"]["design"] == "switching"
@@ -251,32 +223,63 @@ def test_an_existing_server_switches_through_alter_system_and_is_left_as_found(
     assert pending_changes(workdir) == []
 
 
-def test_sigkill_mid_switching_then_rollback_restores_the_server(
+def test_sigkill_mid_switching_keeps_its_rounds_then_rollback_and_resume(
     workdir: Path, tmp_path: Path, server: Sandbox, run_cli
 ):
-    """SIGKILL while set b's ALTER SYSTEM is in effect inside the run: no pgbench is left, and
-    `pgdyno rollback` puts the server back exactly as found (from the journal)."""
+    """SIGKILL while set b's ALTER SYSTEM is in effect inside the run, after a round was
+    looked at: no pgbench is left, the rounds looked at are stored (each round's periods at
+    its look), `pgdyno rollback` puts the server back exactly as found (from the journal), and
+    `compare --resume` goes on switching inside one run after the stored rounds."""
     before = server_state(server)
-    body = AA.replace('budget = "40s"', 'budget = "10m"').replace("precision = 2.0", "")
-    body = body.replace("log_min_duration_statement = 100000", 'work_mem = "8MB"')
-    path = plan(tmp_path, "kill", body.replace("[matrix]", "[matrix]\nprecision = 0.1"))
+    path = tmp_path / "kill.toml"
+    path.write_text(tiny_plan(
+        "kill", (("a", {"log_min_duration_statement": -1}), ("b", {"work_mem": "8MB"})),
+        duration=None, repeats=2, period=5, burn_in=1, design="inside",
+    ))  # fmt: skip
     auto_conf = server.data_dir / "postgresql.auto.conf"
     args = ("compare", str(path), "--dsn", server.conninfo(), "--workdir", str(workdir))
+
+    def stored() -> list[dict[str, Any]]:
+        if not (workdir / "results.sqlite").exists():
+            return []
+        try:
+            with sqlite3.connect(workdir / "results.sqlite") as db:
+                found = db.execute("SELECT max(id) FROM comparisons").fetchone()
+            return periods(workdir, found[0]) if found and found[0] else []
+        except sqlite3.OperationalError:  # not made yet, or busy: looked at again
+            return []
+
     with pgdyno_process(*args) as proc:
         in_effect = wait_for(
-            lambda: (
+            lambda: proc.poll() is not None or (
                 "work_mem = '8MB'" in auto_conf.read_text()
                 and bool(processes_in(workdir, "pgbench"))
+                and len(stored()) >= 2
             ),
             timeout=240,
-        )
+        )  # fmt: skip
+        assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert in_effect, "set b never came into effect"
+    assert in_effect, "set b never came into effect after a round was stored"
+    kept = stored()
+    assert len(kept) >= 2 and all(r["detail"] for r in kept), kept  # the periods survived
     assert [c.name for c in pending_changes(workdir)][-1] == "work_mem"
     assert wait_for(lambda: not processes_in(workdir, "pgbench"), timeout=15)
     restored = run_cli(workdir, "rollback")
     assert restored.code == 0, restored.stderr
     assert pending_changes(workdir) == []
     # pg_reload_conf is asynchronous: the settings follow the files once it is processed.
+    assert wait_for(lambda: changes(before, server_state(server)) == {}, timeout=30)
+    resumed = run_cli(workdir, "compare", str(path), "--resume", "--dsn", server.conninfo(),
+                      "--json")  # fmt: skip
+    assert resumed.code == 0, resumed.stderr
+    assert "design: switching inside runs" in resumed.stderr
+    data = json.loads(resumed.stdout)
+    assert data["rounds"]["design"] == "switching"
+    every = periods(workdir, data["comparison"]["id"])
+    assert every[: len(kept)] == kept
+    assert sorted(r["repeat"] for r in every) == [1, 1, 2, 2], every
+    numbers = [json.loads(r["detail"])["period"] for r in every]
+    assert len(set(numbers)) == len(numbers), numbers
     assert wait_for(lambda: changes(before, server_state(server)) == {}, timeout=30)

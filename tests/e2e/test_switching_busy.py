@@ -13,18 +13,17 @@ import json
 from pathlib import Path
 
 from conftest import pgdyno_process
-from e2e.test_switching import AA as SWITCHED_AA
+from e2e.test_switching import AA, AA_MATRIX
 from host_conditions import cpu_hog
-
-# test_switching's reload-only A/A, with a budget for the rounds the hog leaves
-AA = 'name = "aa-busy"\n' + SWITCHED_AA.replace('budget = "40s"', 'budget = "90s"')
+from plans import bare_plan
 
 
 def test_a_switched_aa_beside_a_cpu_hog_keeps_and_adjusts_its_periods(
     shared_workdir: Path, tmp_path: Path
 ):
     path = tmp_path / "aa-busy.toml"
-    path.write_text(AA)
+    # test_switching's reload-only A/A, with a budget for the rounds the hog leaves
+    path.write_text(bare_plan("aa-busy", AA, **{**AA_MATRIX, "budget": "90s"}))
     args = ("compare", str(path), "--json", "--seed", "7", "--workdir", str(shared_workdir))
     with cpu_hog(), pgdyno_process(*args) as proc:
         stdout, stderr = proc.communicate(timeout=600)

@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -33,28 +33,13 @@ from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.sandbox_user import sandbox_user
 from pgdyno.process import pid_alive
+from plans import tiny_plan
 
 READY = "database system is ready to accept connections"
 
-AA = """
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-duration = 2
-repeats = 2
-warmup = 0
-
-[[set]]
-name = "a"
-[set.pg]
-shared_buffers = "128MB"
-
-[[set]]
-name = "b"
-[set.pg]
-shared_buffers = "129MB"
-"""
+# shared_buffers 128MB against 129MB: a setting that needs a restart, a change too small to see
+AA = (("a", {"shared_buffers": "128MB"}), ("b", {"shared_buffers": "129MB"}))
+Sets = Sequence[tuple[str, Mapping[str, object]]]
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +49,10 @@ def twins_workdir() -> Iterator[Path]:
     remove_workdir(path)
 
 
-def plan(directory: Path, name: str, body: str) -> Path:
+def plan(directory: Path, name: str, sets: Sets = AA, **matrix: object) -> Path:
+    """The tiny plan (tests/plans.py) of `sets`, two rounds unless `matrix` says otherwise."""
     path = directory / f"{name}.toml"
-    path.write_text(f'name = "{name}"\n{body}')
+    path.write_text(tiny_plan(name, sets, **{"repeats": 2, **matrix}))
     return path
 
 
@@ -85,15 +71,16 @@ def running_twin(workdir: Path, cluster: str) -> bool:
 
 
 def test_plan_check_names_twins_and_why_not(shared_workdir: Path, tmp_path: Path, run_cli):
-    checked = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "tw", AA)))
+    checked = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "tw")))
     assert checked.code == 0, checked.stderr
     assert "design: twin servers" in checked.stdout
     assert "shared_buffers needs a restart; the 2 servers fit in memory side by side" in (
         checked.stdout
     )
-    huge = AA.replace('shared_buffers = "129MB"', 'shared_buffers = "1TB"')
-    for body in (huge, huge.replace("warmup = 0", 'warmup = 0\ndesign = "twins"')):
-        fallback = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "huge", body)))
+    huge = (AA[0], ("b", {"shared_buffers": "1TB"}))
+    for design in (None, "twins"):
+        path = plan(tmp_path, "huge", huge, design=design)
+        fallback = run_cli(shared_workdir, "plan", "check", str(path))
         assert fallback.code == 0, fallback.stderr
         assert (
             "design: one run per set and round: twins: not enough memory for 2 servers with "
@@ -101,9 +88,7 @@ def test_plan_check_names_twins_and_why_not(shared_workdir: Path, tmp_path: Path
         ) in fallback.stdout, fallback.stdout
         assert "headroom)" in fallback.stdout
     assert not (shared_workdir / "clusters" / "pg18-a").exists()  # nothing made, nothing started
-    reload_only = AA.replace('shared_buffers = "128MB"', 'work_mem = "4MB"').replace(
-        'shared_buffers = "129MB"', 'work_mem = "8MB"'
-    )
+    reload_only = (("a", {"work_mem": "4MB"}), ("b", {"work_mem": "8MB"}))
     runs = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "wm", reload_only)))
     assert "twin servers" not in runs.stdout
 
@@ -114,7 +99,8 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
     """shared_buffers 128MB against 129MB: each set's runs go to its own twin, started once;
     no server restarts between runs, and none is left running."""
     cli = cli_in(twins_workdir, cache_dir)
-    result = cli("compare", str(plan(tmp_path, "aa", AA)), "--seed", "3", "--json")
+    path = plan(tmp_path, "aa")
+    result = cli("compare", str(path), "--seed", "3", "--json")
     assert result.code == 0, result.stderr
     assert "design: twin servers" in result.stderr
     major = binaries.major
@@ -142,11 +128,18 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
         assert idle["server"] == f"pg{major}-{other}" and idle["measured_set"] == set_name
         assert idle["cpu_s"] >= 0 and idle["wall_s"] > 0 and idle["checkpoints"] >= 0
     data = json.loads(result.stdout)
+    assert (data["rounds"]["design"], data["rounds"]["seed"]) == ("twins", 3)  # stored as run
     change = next(r for r in data["analysis"]["results"] if r["set_name"] == "b")["tps_change"]
     assert change is None or change["verdict"] not in ("better", "worse"), change
     shares = {share["set_name"]: share for share in data["idle_twins"]}
     assert sorted(shares) == ["a", "b"] and {s["runs"] for s in shares.values()} == {2}
     assert all(0 <= s["cpu_share"] < 1 for s in shares.values())
+    # --resume goes on on twin servers (every run was made: none runs, no server starts)
+    resumed = cli("compare", str(path), "--resume", "--json")
+    assert resumed.code == 0, resumed.stderr
+    assert "design: twin servers" in resumed.stderr
+    assert json.loads(resumed.stdout)["rounds"]["design"] == "twins"
+    assert [starts(twins_workdir, t) for t in twins] == [1, 1]
     listed = cli("sandbox", "status")
     assert listed.code == 0 and all(t in listed.stdout for t in twins), listed.stdout
     # The version's sandbox, not a twin, is the one a later command picks as "used last"
@@ -164,9 +157,9 @@ def test_a_restart_aa_runs_on_two_servers_started_once(
 def test_ctrl_c_mid_comparison_leaves_no_postmaster(
     twins_workdir: Path, tmp_path: Path, binaries: Binaries
 ):
-    """SIGINT while both twins run and pgbench measures one of them: every server stops."""
-    body = AA.replace("repeats = 2", "repeats = 20").replace("duration = 2", "duration = 3")
-    path = plan(tmp_path, "long", body)
+    """SIGINT while both twins run and pgbench measures one of them: every server stops, and
+    the comparison is stored as run on twins."""
+    path = plan(tmp_path, "long", repeats=20, duration=3)
     with pgdyno_process("compare", str(path), "--workdir", str(twins_workdir)) as proc:
         both = wait_for(
             lambda: (
@@ -184,3 +177,7 @@ def test_ctrl_c_mid_comparison_leaves_no_postmaster(
     assert proc.returncode != 0 and "interrupted" in stderr, stderr
     assert wait_for(lambda: not processes_in(twins_workdir, "pgbench"), timeout=15)
     assert not postmaster_running(twins_workdir)
+    # Its design stored from the start (no round had ended): --resume goes on on twins
+    with sqlite3.connect(twins_workdir / "results.sqlite") as db:
+        (rounds,) = db.execute("SELECT rounds FROM comparisons ORDER BY id DESC").fetchone()
+    assert rounds is not None and json.loads(rounds)["design"] == "twins", rounds

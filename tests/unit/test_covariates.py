@@ -75,6 +75,7 @@ def test_a_switched_adaptive_comparison_keeps_and_adjusts_its_disturbed_periods(
     assert any("adjusted for interference" in w for w in result.warnings)
     assert any("disturbed" in w and "kept" in w for w in result.warnings)
     assert result.as_dict()["tps_change"]["adjusted_rounds"] == change.adjusted_rounds
+    assert result.as_dict()["tps_change"]["covariates"] == ("foreign_cpu", "steal")  # named
 
 
 def test_the_per_run_design_still_discards_disturbed_runs() -> None:
@@ -83,6 +84,7 @@ def test_the_per_run_design_still_discards_disturbed_runs() -> None:
         result = analyse(runs, ["a", "b"], "a", "sets", judging).results[1]
         assert result.discarded == 4 and result.tps_change is not None  # b's own
         assert result.tps_change.pairs == 16 and result.tps_change.adjusted_rounds == 0
+        assert result.tps_change.covariates == ()
 
 
 def test_the_switched_design_is_named_as_its_orders_name_it() -> None:

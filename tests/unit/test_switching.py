@@ -5,6 +5,7 @@ pgbench's transaction lines under them (on log lines in pgbench's own format).""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from pgdyno.plan.load import load_plan
 from pgdyno.plan.model import SetSpec, StorageSpec
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.settings_catalog import recorded_settings
+from plans import bare_plan
 
 PG18 = Binaries(Path("/nonexistent/18/bin"), "18.1", "test")
 PG17 = Binaries(Path("/nonexistent/17/bin"), "17.6", "test")
@@ -127,32 +129,21 @@ def test_the_design_option():
         choose_design("inside", no)
 
 
-PLAN = """name = "p"
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-{matrix}
-[[set]]
-name = "a"
-[[set]]
-name = "b"
-"""
-
-
 @pytest.mark.parametrize(
     ("matrix", "words"),
     [
-        ("period = 4", "a period of 4 s with a burn-in of 2 s leaves fewer than 3 whole seconds"),
-        ("period = 10\nburn_in = 7", "give a period of at least 11 s"),
-        ('design = "sometimes"', "input should be 'auto', 'inside', 'runs' or 'twins'"),
-        ("period = 1", "period"),
-        ("burn_in = -1", "burn_in"),
+        ({"period": 4}, "a period of 4 s with a burn-in of 2 s leaves fewer than 3 whole seconds"),
+        ({"period": 10, "burn_in": 7}, "give a period of at least 11 s"),
+        ({"design": "sometimes"}, "input should be 'auto', 'inside', 'runs' or 'twins'"),
+        ({"period": 1}, "period"),
+        ({"burn_in": -1}, "burn_in"),
     ],
 )
-def test_bad_period_options_are_one_sentence(tmp_path: Path, matrix: str, words: str):
+def test_bad_period_options_are_one_sentence(
+    tmp_path: Path, matrix: Mapping[str, object], words: str
+):
     path = tmp_path / "p.toml"
-    path.write_text(PLAN.format(matrix=matrix))
+    path.write_text(bare_plan(**matrix))
     with pytest.raises(UsageError) as caught:
         load_plan(path)
     message = str(caught.value)
@@ -203,32 +194,34 @@ def test_the_router_files_complete_lines_under_their_period(tmp_path: Path):
     assert [r.t for r in padded_rows] == [99, 100, 101, 102]
 
 
-def design_of(tmp_path: Path, matrix: str, refusal: str | None = None, **pg: str) -> str:
+def design_of(
+    tmp_path: Path, matrix: Mapping[str, object], refusal: str | None = None, **pg: str
+) -> str:
     path = tmp_path / "p.toml"
-    path.write_text(PLAN.format(matrix=matrix))
+    path.write_text(bare_plan(**matrix))
     loaded = load_plan(path)
     checked = sets({}, dict(pg))
     return plan_design(loaded, checked, lambda _: META, bench_spec(loaded, 2), refusal).note()
 
 
 def test_auto_switches_adaptive_rounds_of_a_qualifying_plan_only(tmp_path: Path):
-    adaptive = "precision = 2.0"
+    adaptive = {"precision": 2.0}
     assert design_of(tmp_path, adaptive, work_mem="8MB") == (
         "design: switching inside runs: every set changes only reload settings that act at once"
     )
     assert design_of(tmp_path, adaptive, max_wal_size="2GB").startswith(
         "design: one run per set and round: max_wal_size acts over minutes"
     )
-    assert design_of(tmp_path, "repeats = 3", work_mem="8MB").startswith(
+    assert design_of(tmp_path, {"repeats": 3}, work_mem="8MB").startswith(
         "design: one run per set and round: a fixed number of repeats asks for runs"
     )
-    assert design_of(tmp_path, 'repeats = 3\ndesign = "inside"', work_mem="8MB").startswith(
+    assert design_of(tmp_path, {"repeats": 3, "design": "inside"}, work_mem="8MB").startswith(
         "design: switching inside runs"
     )
     assert design_of(tmp_path, adaptive, "--resume goes on with one run per set and round") == (
         "design: one run per set and round: --resume goes on with one run per set and round"
     )
     with pytest.raises(UsageError, match='"inside" cannot switch inside one run: --resume'):
-        design_of(tmp_path, 'precision = 2.0\ndesign = "inside"', "--resume goes on ...")
+        design_of(tmp_path, {"precision": 2.0, "design": "inside"}, "--resume goes on ...")
     with pytest.raises(UsageError, match=r"p\.toml line \d+ \(matrix\.design\): .*max_wal_size"):
-        design_of(tmp_path, 'precision = 2.0\ndesign = "inside"', max_wal_size="2GB")
+        design_of(tmp_path, {"precision": 2.0, "design": "inside"}, max_wal_size="2GB")

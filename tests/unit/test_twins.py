@@ -5,6 +5,7 @@ idle twins' share summed from the runs' events."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from pgdyno.plan.model import SetSpec, StorageSpec
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.records import Event
+from plans import bare_plan
 
 PG18 = Binaries(Path("/nonexistent/18/bin"), "18.1", "test")
 PG17 = Binaries(Path("/nonexistent/17/bin"), "17.6", "test")
@@ -93,22 +95,11 @@ def test_the_tpcc_dataset_does_not_run_on_twins():
     assert not found.fits and "generated at random on each server" in found.reason
 
 
-PLAN = """name = "p"
-[matrix]
-workloads = ["select-only"]
-scales = [1]
-clients = [1]
-{matrix}
-[[set]]
-name = "a"
-[[set]]
-name = "b"
-"""
-
-
-def design_of(tmp_path: Path, matrix: str, *refusals: str | None, **pg: str) -> str:
+def design_of(
+    tmp_path: Path, matrix: Mapping[str, object], *refusals: str | None, **pg: str
+) -> str:
     path = tmp_path / "p.toml"
-    path.write_text(PLAN.format(matrix=matrix))
+    path.write_text(bare_plan(**matrix))
     loaded = load_plan(path)
     checked = sets({}, dict(pg))
     spec = bench_spec(loaded, 2)
@@ -117,39 +108,39 @@ def design_of(tmp_path: Path, matrix: str, *refusals: str | None, **pg: str) -> 
 
 def test_auto_picks_twins_for_a_restart_setting_and_says_why_not_otherwise(tmp_path: Path):
     twins = "design: twin servers (one per set, each started once; one run per set and round): "
-    for matrix in ("repeats = 3", "precision = 2.0", 'repeats = 3\ndesign = "twins"'):
+    for matrix in ({"repeats": 3}, {"precision": 2.0}, {"repeats": 3, "design": "twins"}):
         assert design_of(tmp_path, matrix, shared_buffers="256MB").startswith(
             twins + "shared_buffers needs a restart"
         ), matrix
-    assert design_of(tmp_path, "repeats = 3", shared_buffers="7GB").startswith(
+    assert design_of(tmp_path, {"repeats": 3}, shared_buffers="7GB").startswith(
         "design: one run per set and round: twins: not enough memory for 2 servers"
     )
-    assert design_of(tmp_path, 'repeats = 3\ndesign = "twins"', shared_buffers="7GB").startswith(
+    assert design_of(tmp_path, {"repeats": 3, "design": "twins"}, shared_buffers="7GB").startswith(
         "design: one run per set and round: twins: not enough memory for 2 servers"
     )
     # A reload setting: switching inside one run (adaptive), else runs as before twins
-    assert design_of(tmp_path, "precision = 2.0", work_mem="8MB").startswith(
+    assert design_of(tmp_path, {"precision": 2.0}, work_mem="8MB").startswith(
         "design: switching inside runs"
     )
-    assert design_of(tmp_path, "repeats = 3", work_mem="8MB").startswith(
+    assert design_of(tmp_path, {"repeats": 3}, work_mem="8MB").startswith(
         "design: one run per set and round: a fixed number of repeats"
     )
-    assert design_of(tmp_path, 'repeats = 3\ndesign = "twins"', work_mem="8MB") == (
+    assert design_of(tmp_path, {"repeats": 3, "design": "twins"}, work_mem="8MB") == (
         "design: one run per set and round: twins: no setting that differs between the sets "
         "needs a restart"
     )
-    assert design_of(tmp_path, 'repeats = 3\ndesign = "runs"', shared_buffers="256MB") == (
+    assert design_of(tmp_path, {"repeats": 3, "design": "runs"}, shared_buffers="256MB") == (
         'design: one run per set and round: the plan asks for it: design = "runs"'
     )
 
 
 def test_resume_and_an_existing_server_keep_one_server(tmp_path: Path):
     resume = "--resume goes on with one run per set and round"
-    assert design_of(tmp_path, "repeats = 3", resume, shared_buffers="256MB") == (
+    assert design_of(tmp_path, {"repeats": 3}, resume, shared_buffers="256MB") == (
         f"design: one run per set and round: twins: {resume}"
     )
     dsn = "the comparison runs on one existing server (--dsn)"
-    assert design_of(tmp_path, "repeats = 3", None, dsn, shared_buffers="256MB") == (
+    assert design_of(tmp_path, {"repeats": 3}, None, dsn, shared_buffers="256MB") == (
         f"design: one run per set and round: twins: {dsn}"
     )
 

@@ -13,6 +13,7 @@ from pgdyno import __version__
 # a command starts in a fraction of the time (docs/benchmarks.md, "CLI start-up").
 _COMMANDS = {
     "bench": "bench_cmd",
+    "capacity": "capacity_cmd",
     "compare": "compare_cmd",
     "datasets": "datasets_cmd",
     "doctor": "doctor_cmd",

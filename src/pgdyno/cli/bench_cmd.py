@@ -160,6 +160,14 @@ from pgdyno.terminal.verdict_tables import rounds_summary
     "profile is read instead.",
 )
 @click.option(
+    "--cpu-profile/--no-cpu-profile",
+    default=False,
+    show_default=True,
+    help="Sample the server's processes with perf (cpu-clock, 99 Hz) over each run for the "
+    "on-CPU profile (`runs show ID --profile`, the report's flame graphs). Needs perf "
+    "(Debian: linux-perf) and a server on this host; without them one line says so.",
+)
+@click.option(
     "--prewarm",
     is_flag=True,
     help="Read the dataset into shared buffers (pg_prewarm) before each run, so every run "
@@ -250,6 +258,7 @@ def bench(
     per_statement: bool,
     pgbench_progress: bool,
     wait_sample_hz: int,
+    cpu_profile: bool,
     foreign_cpu_limit: float | None,
     latency_log: str,
     trim: int | None,
@@ -301,6 +310,7 @@ def bench(
         per_statement=per_statement,
         progress=pgbench_progress,
         wait_sample_hz=wait_sample_hz,
+        cpu_profile=cpu_profile,
         **({} if foreign_cpu_limit is None else {"foreign_cpu_limit_pct": foreign_cpu_limit}),
         trim_s=trim,
         latency_log=latency_log,

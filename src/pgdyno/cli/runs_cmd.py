@@ -14,8 +14,10 @@ from pgdyno.errors import UsageError
 from pgdyno.lab import runs as runs_in
 from pgdyno.postgres.settings import shown_settings
 from pgdyno.records.interference import Interference
-from pgdyno.results.encode import to_json
+from pgdyno.records.stored import StoredRun
+from pgdyno.results.encode import profile_json, to_json
 from pgdyno.results.transfer import Copied
+from pgdyno.terminal.profile import profile_tables
 from pgdyno.terminal.tables import comparison_head, run_detail, runs_table
 from pgdyno.terminal.timeline import compact_table, timeline_csv
 from pgdyno.terminal.waits import waits_tables
@@ -91,6 +93,12 @@ def list_runs(
     help="Show the run's wait-event profile: the events its sessions spent their time in, "
     "with % of database time and average active sessions.",
 )
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Show the run's on-CPU profile (bench --cpu-profile): the server's CPU by process "
+    "type and each type's top functions, as % of the server's CPU samples.",
+)
 @json_option
 @workdir_options
 @click.pass_context
@@ -101,6 +109,7 @@ def show_run(
     timeline: bool,
     as_csv: bool,
     waits: bool,
+    profile: bool,
     as_json: bool,
     **_: object,
 ) -> None:
@@ -111,6 +120,7 @@ def show_run(
       pgdyno runs show 1
       pgdyno runs show 1 --timeline
       pgdyno runs show 1 --waits
+      pgdyno runs show 1 --profile
       pgdyno runs show 1 --csv > run1.csv
     """
     env = environment(ctx)
@@ -118,6 +128,9 @@ def show_run(
     samples = run.samples
     if as_csv:
         env.stdout.write(timeline_csv(run, samples))
+        return
+    if profile:
+        _show_profile(env, run_id, run, as_json)
         return
     if as_json:
         print_json(env, to_json(run))
@@ -138,6 +151,35 @@ def show_run(
         tables[0].add_row("interference", Text(safe_text(interference_row(found))))
     for table in tables:
         console.print(table)
+
+
+def _show_profile(env: Environment, run_id: int, run: StoredRun, as_json: bool) -> None:
+    if run.profile is None:
+        raise UsageError(_no_cpu_profile(run_id, run.status))
+    if as_json:
+        print_json(env, {"id": run_id, "profile": profile_json(run.profile)})
+        return
+    console = out(env)
+    for table in profile_tables(run_id, run.profile):
+        console.print(table)
+
+
+def _no_cpu_profile(run_id: int, status: str) -> str:
+    """Why a run has no CPU profile.
+
+    >>> _no_cpu_profile(7, "ok")[:58]
+    'run 7 has no CPU profile: it ran without --cpu-profile, or'
+    """
+    ended = {"failed": "failed", "interrupted": "was interrupted"}.get(status)
+    if ended is not None:
+        return (
+            f"run {run_id} has no CPU profile because it {ended} before one was kept: "
+            f"`pgdyno runs show {run_id}` says why."
+        )
+    return (
+        f"run {run_id} has no CPU profile: it ran without --cpu-profile, or perf could not "
+        "sample the server (the bench's log said why); bench again with --cpu-profile."
+    )
 
 
 def _no_wait_profile(run_id: int, status: str) -> str:

@@ -23,11 +23,12 @@ from typing import Protocol
 from pgdyno.collect.pgstat_io import without_idle_io
 from pgdyno.collect.pgstats import PgStatsSampler, pg_sample
 from pgdyno.collect.procfs import ProcReader, ProcSnapshot, os_sample
-from pgdyno.collect.waits import WaitSampler
+from pgdyno.collect.waits import WaitSampler, WaitTally
 from pgdyno.postgres.serverlog import CheckpointEvent, LogTail
 from pgdyno.records import Event, Sample
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FINAL_PART = 0.5  # the least share of an interval the last, partial one must cover to be kept
 
 
 class OsSource(Protocol):
@@ -169,6 +170,19 @@ class TimelineSampler:
         timeline.gaps = [*([self._died] if self._died else []), *self._failed.values()]
         return timeline
 
+    def so_far(self) -> tuple[Timeline, WaitTally | None]:
+        """Copies of what was sampled so far, the thread going on: for a part of the run
+        stored before the run ends (a period of a switched run). The server log's checkpoint
+        events read so far are added to the timeline first (`stop` reads the rest)."""
+        if self.server_log is not None:
+            events = self._guard("server log", self.server_log.read_events) or []
+            self.timeline.events.extend(checkpoint_event(e) for e in events)
+        timeline = replace(
+            self.timeline, samples=list(self.timeline.samples),
+            events=list(self.timeline.events), gaps=list(self._failed.values()),
+        )  # fmt: skip
+        return timeline, self.waits.tally.copy() if self.waits is not None else None
+
     def _elapsed(self) -> str:
         return f"{time.monotonic() - self._started:.0f} s into the run"
 
@@ -210,14 +224,19 @@ class TimelineSampler:
         while True:
             now = time.time()
             next_tick = (math.floor(now / step + 1e-9) + 1) * step
-            if self._stop.wait(next_tick - now):
-                return
+            stopping = self._stop.wait(next_tick - now)
             tick = time.time()
-            due = whole_tick(next_tick, tick, (step, self.interval_s), last)
-            if due is None:
-                self._look_at_waits(tick)  # a tick between whole seconds
-                continue
-            last = due
+            if stopping:
+                # The run's last part second is kept when it is at least half an interval: a
+                # short run on a busy host (this thread is niced) still gets its samples.
+                if prev_tick is None or tick - prev_tick < FINAL_PART * self.interval_s:
+                    return
+            else:
+                due = whole_tick(next_tick, tick, (step, self.interval_s), last)
+                if due is None:
+                    self._look_at_waits(tick)  # a tick between whole seconds
+                    continue
+                last = due
             cur_os = self._guard("OS", proc.snapshot)
             cur_pg = self._guard("PostgreSQL", self.pg.snapshot) if self.pg else None
             pid = self._pid
@@ -230,6 +249,8 @@ class TimelineSampler:
                     self._guard("pgbench CPU", partial(self._client_cpu, (prev_tick, tick), used))
             prev_os, prev_pg, prev_tick = cur_os, cur_pg, tick
             prev_cpu = (pid, ticks) if pid and ticks is not None else None
+            if stopping:
+                return
             self._look_at_waits(tick)
 
     def _look_at_waits(self, tick: float) -> None:

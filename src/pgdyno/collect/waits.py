@@ -46,6 +46,21 @@ class WaitTally:
         self.ticks[second] = self.ticks.get(second, 0.0) + looks
         self.counts.setdefault(second, Counter()).update(found)
 
+    def copy(self) -> WaitTally:
+        """A copy, taken while another thread may go on adding to the newest second: the
+        dictionaries copied whole first (one step each), each second's counts then copied.
+
+        >>> t = WaitTally("activity", 10.0)
+        >>> t.add(5, 1.0, Counter({("", "CPU*"): 2}))
+        >>> c = t.copy()
+        >>> t.add(5, 1.0, Counter({("", "CPU*"): 1}))
+        >>> c.ticks, c.counts[5][("", "CPU*")], t.counts[5][("", "CPU*")]
+        ({5: 1.0}, 2, 3)
+        """
+        counts = dict(self.counts)
+        return WaitTally(self.source, self.hz, dict(self.ticks),
+                         {second: Counter(dict(c)) for second, c in counts.items()})  # fmt: skip
+
 
 def _counted(rows: Iterable[WaitCount]) -> Counter[Key]:
     """Rows of (process, event, sessions) as a Counter; malformed rows are skipped.

@@ -9,6 +9,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pgdyno.collect.cpu_profile import unavailable
 from pgdyno.collect.interference import server_pid
 from pgdyno.collect.timeline import sampling_rate
 from pgdyno.errors import (
@@ -32,6 +33,7 @@ from pgdyno.experiment.target import Target
 from pgdyno.experiment.tpcc_run import TpccMeter
 from pgdyno.host.disks import backing_disks, device_names, free_disk_bytes, locate_devices
 from pgdyno.host.machine import HostFacts
+from pgdyno.host.perf import find_perf
 from pgdyno.pgbench import execute
 from pgdyno.pgbench.command import RunOptions, Workload
 from pgdyno.pgbench.dataset import (
@@ -126,6 +128,15 @@ class Connected:
         }  # fmt: skip
 
 
+def _perf(spec: BenchSpec, postmaster: int | None, ctx: RunContext) -> Path | None:
+    """perf for the session's CPU profiles; None, said in one line, when it cannot run."""
+    problem = unavailable(ctx.env, postmaster, remote=ctx.remote is not None)
+    if problem is not None:
+        ctx.log(problem)
+        return None
+    return find_perf(ctx.env)
+
+
 @contextmanager
 def connected(
     spec: BenchSpec, target: Target, host: HostFacts, ctx: RunContext
@@ -159,6 +170,7 @@ def connected(
             log("checkpoint events not collected: the server log of an existing server is not "
                 "read by pgdyno")  # fmt: skip
         stats_client = stack.enter_context(connect(target.dsn, target.password))
+        postmaster = None if ctx.remote else server_pid(stats_client, target.dsn, ctx.proc_root)
         collect = Collect(
             proc_root=ctx.proc_root,
             devices=_sampled(devices, ctx),
@@ -170,8 +182,9 @@ def connected(
             keep_logs=ctx.keep_files,
             wait_hz=spec.wait_sample_hz,
             foreign_cpu_limit_pct=spec.foreign_cpu_limit_pct,
-            server_pid=None if ctx.remote else server_pid(stats_client, target.dsn, ctx.proc_root),
+            server_pid=postmaster,
             remote=ctx.remote.host if ctx.remote else None,
+            perf=_perf(spec, postmaster, ctx) if spec.cpu_profile else None,
         )
         if ctx.remote is not None:
             log(f"interference not measured: the process table of {ctx.remote.host.name} is "
@@ -422,7 +435,7 @@ class CellRunner:
             return float(mode)
         return sampling_rate(warmup_tps or self.expected_tps(cell))
 
-    def _unmeasured(self, opts: RunOptions, cell: RunCell, seconds: int, run_dir: Path) -> float:
+    def unmeasured(self, opts: RunOptions, cell: RunCell, seconds: int, run_dir: Path) -> float:
         """Run pgbench without any log for `seconds` (a warm-up or a probe); its TPS."""
         done = self.driver.execute(
             self.driver.argv(self.bench_dsn, replace(opts, duration_s=seconds), None,
@@ -441,7 +454,7 @@ class CellRunner:
             and self.expected_tps(cell) is None
         )
 
-    def _fresh_copy(self, cell: RunCell, dataset: Dataset, *, may_write: bool) -> None:
+    def fresh_copy(self, cell: RunCell, dataset: Dataset, *, may_write: bool) -> None:
         """Every run starts from an untouched copy of the dataset."""
         if not is_pristine(self.client, dataset.template):
             self.progress.phase(f"copying dataset scale {cell.scale}")
@@ -462,21 +475,21 @@ class CellRunner:
         )  # fmt: skip
         record = replace(record, started_at=self.clock(), dataset_bytes=dataset.size_bytes)
         try:
-            self._fresh_copy(cell, dataset, may_write=workload.may_write)
+            self.fresh_copy(cell, dataset, may_write=workload.may_write)
             probe_tps = None
             if self._needs_probe(cell):
                 self.progress.phase("probing the transaction rate")
                 probe_s = min(PROBE_S, self.spec.duration_s)
-                probe_tps = self._unmeasured(opts, cell, probe_s, run_dir / "probe")
+                probe_tps = self.unmeasured(opts, cell, probe_s, run_dir / "probe")
                 if workload.may_write:  # the probe changed the copy: the run starts afresh
-                    self._fresh_copy(cell, dataset, may_write=True)
+                    self.fresh_copy(cell, dataset, may_write=True)
             if self.spec.prewarm:
                 self.progress.phase("prewarming")
                 prewarm(self.bench_dsn, self.password)
             offset, warmup_tps = 0.0, None
             if self.spec.warmup_s:
                 self.progress.phase("warming up")
-                warmup_tps = self._unmeasured(opts, cell, self.spec.warmup_s, run_dir / "warmup")
+                warmup_tps = self.unmeasured(opts, cell, self.spec.warmup_s, run_dir / "warmup")
                 offset = float(self.spec.warmup_s)
             rate = self._sampling_rate(cell, warmup_tps or probe_tps)
             record = replace(
@@ -519,7 +532,7 @@ class CellRunner:
             latency=measured.latency, latency_source=measured.latency_source,
             samples=measured.samples, events=measured.events,
             health=measured.health, interference=measured.interference, tpcc=measured.tpcc,
-            waits=measured.waits,
+            waits=measured.waits, profile=measured.profile,
         )  # fmt: skip
         if measured.tpcc is not None and not measured.tpcc.consistent:
             # The data the run left breaks the specification's invariants: its figures are

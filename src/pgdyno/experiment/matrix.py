@@ -61,6 +61,8 @@ class BenchSpec(BaseModel):
     progress: bool = False  # pgbench -P 1, kept as the series pgbench.progress_tps
     # Looks a second at pg_stat_activity for the wait-event profile (collect/waits.py); 0: off
     wait_sample_hz: Annotated[int, Field(ge=0, le=MAX_HZ)] = DEFAULT_HZ
+    # Sample the server's processes with perf for the on-CPU profile (collect/cpu_profile.py)
+    cpu_profile: bool = False
     # A run is flagged (and left out of verdicts) when other processes took more than this % of
     # the machine's CPU during it (collect/interference.py).
     foreign_cpu_limit_pct: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = (
@@ -295,6 +297,7 @@ def bench_spec(plan: Plan, cpus: int) -> BenchSpec:
             latency_limit_ms=m.latency_limit, repeats=m.repeats, warmup_s=m.warmup,
             latency_log=m.latency_log, prewarm=m.prewarm, per_statement=m.per_statement,
             progress=m.progress, precision_pct=m.precision, wait_sample_hz=m.wait_sample_hz,
+            cpu_profile=m.cpu_profile,
             **({} if m.foreign_cpu_limit is None
                else {"foreign_cpu_limit_pct": m.foreign_cpu_limit}),
             budget_s=parse_budget(m.budget, "budget") if m.budget is not None else None,

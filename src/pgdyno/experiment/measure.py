@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pgdyno.collect.cpu_profile import CpuProfiler, ProfileData
 from pgdyno.collect.interference import (
     FOREIGN_CPU_MAX_PCT,
     ProcessTable,
@@ -17,7 +18,7 @@ from pgdyno.collect.interference import (
 )
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.procfs import ProcReader
-from pgdyno.collect.sampler import Timeline, TimelineSampler
+from pgdyno.collect.sampler import OsSource, Timeline, TimelineSampler
 from pgdyno.collect.timeline import (
     latency_source,
     progress_samples,
@@ -37,10 +38,12 @@ from pgdyno.postgres.serverlog import LogTail
 from pgdyno.records import Event, Percentiles, Sample, SecondRow
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
+from pgdyno.records.profile import CpuProfile
 from pgdyno.records.scripts import ScriptLatency
 from pgdyno.records.tpcc import TpccResult
 from pgdyno.records.waits import WaitProfile
 from pgdyno.remote.host import RemoteHost
+from pgdyno.stats.cpu_profile import cpu_profile, symbols_missing
 from pgdyno.stats.steady import assess, client_capacity_pct
 from pgdyno.stats.waits import TOP_EVENT_SERIES, profile, second_samples, top_event_samples
 
@@ -68,6 +71,9 @@ class Collect:
     wait_hz: int = DEFAULT_HZ
     # A run is flagged when other processes took more of the machine's CPU (in %).
     foreign_cpu_limit_pct: float = FOREIGN_CPU_MAX_PCT
+    # perf, when the server's processes are sampled for the on-CPU profile (needs
+    # `server_pid`; collect/cpu_profile.py); None: no profile.
+    perf: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -101,13 +107,14 @@ class Measured:
     script_counts: tuple[tuple[int, tuple[int, ...]], ...] = ()
     tpcc: TpccResult | None = None  # the TPC-C-like workload's figures (experiment/tpcc_run.py)
     waits: WaitProfile | None = None  # None: not sampled
+    profile: CpuProfile | None = None  # the on-CPU profile; None: not taken
 
 
 LIVE_PROC = Path("/proc")  # pgbench's own CPU, when it runs on this host and the OS is remote
 PROCESS_TABLE_WAIT_S = 5.0  # a read of /proc that takes longer has hung (a broken procfs)
 
 
-def _processes(collect: Collect, log: Callable[[str], None]) -> ProcessTable | None:
+def process_table(collect: Collect, log: Callable[[str], None]) -> ProcessTable | None:
     """The process table for interference; a run never fails, nor hangs, for want of it.
 
     Read on a daemon thread: a /proc read that never returns (as the sampler's hang test
@@ -134,7 +141,7 @@ def _processes(collect: Collect, log: Callable[[str], None]) -> ProcessTable | N
     return found[0]
 
 
-def _interference(
+def interference_between(
     before: ProcessTable | None, after: ProcessTable | None, collect: Collect
 ) -> Interference | None:
     if before is None or after is None:
@@ -169,6 +176,7 @@ class Collected:
     interference: Interference | None
     waits: WaitTally | None
     clock_events: tuple[Event, ...] = ()
+    profile: ProfileData | None = None
 
 
 def measure(
@@ -189,21 +197,61 @@ def collected(
     *,
     on_tick: Callable[[float], None],
     log: Callable[[str], None],
+    on_sampler: Callable[[TimelineSampler], None] | None = None,
 ) -> Collected:
     """The I/O of a run: pgbench executed with the samplers running, its logs read (and
-    deleted unless kept), the process table read before and after."""
+    deleted unless kept), the process table read before and after. `on_sampler` is handed
+    the timeline sampler as it starts (a switched run stores each period as it ends, from
+    what the sampler holds then: `TimelineSampler.so_far`)."""
     opts, run_dir, sampling_rate = request.opts, request.run_dir, request.sampling_rate
     driver = request.driver
     argv = driver.argv(request.dsn, opts, run_dir / "tx", sampling_rate=sampling_rate,
                        scale=request.scale)  # fmt: skip
+    remote = collect.remote.proc(collect.devices) if collect.remote else None
+    sampler = _timeline_sampler(collect, remote, driver.host == "local", log)
+    waits = sampler.waits
+    processes_before = process_table(collect, log) if remote is None else None
+    profiler = _profiler(collect, run_dir, log)
+    if remote is not None:
+        remote.start()
+    if profiler is not None:
+        profiler.start()
+    sampler.start()
+    if on_sampler is not None:
+        on_sampler(sampler)
+    try:
+        result = driver.execute(
+            argv, run_dir=run_dir, duration_s=opts.duration_s, env=request.env, on_tick=on_tick,
+            on_spawn=sampler.watch_pid,
+        )  # fmt: skip
+    except BaseException:  # interrupted or failed: perf ended, its samples not read
+        if profiler is not None:
+            profiler.abort()
+        raise
+    finally:
+        timeline = sampler.stop()
+        if remote is not None:
+            remote.stop()
+    profile = _profile_read(profiler, collect.keep_logs, log)
+    after = process_table(collect, log) if remote is None else None
+    interference = interference_between(processes_before, after, collect)
+    per_second, total = _read_logs(request, collect.keep_logs)
+    return Collected(
+        result, tuple(per_second), total, timeline, interference,
+        waits.tally if waits else None, tuple(_clock_offset(collect, result.started_at)),
+        profile,
+    )  # fmt: skip
+
+
+def _timeline_sampler(
+    collect: Collect, remote: OsSource | None, pgbench_here: bool, log: Callable[[str], None]
+) -> TimelineSampler:
     pg = None
     if collect.stats_client is not None:
         pg = PgStatsSampler(
             collect.stats_client, collect.version_num, collect.bench_db, log, collect.wait_hz
         )
-    waits = pg.waits if pg is not None else None
-    remote = collect.remote.proc(collect.devices) if collect.remote else None
-    sampler = TimelineSampler(
+    return TimelineSampler(
         log=log,
         proc_root=collect.proc_root,
         devices=collect.devices,
@@ -211,38 +259,44 @@ def collected(
         server_log=LogTail(collect.server_log) if collect.server_log else None,
         os_source=remote,
         # pgbench's CPU is read on the host it runs on: here, or beside a remote server
-        client_source=ProcReader(LIVE_PROC) if remote and driver.host == "local" else None,
+        client_source=ProcReader(LIVE_PROC) if remote and pgbench_here else None,
     )
-    processes_before = _processes(collect, log) if remote is None else None
-    if remote is not None:
-        remote.start()
-    sampler.start()
-    try:
-        result = driver.execute(
-            argv, run_dir=run_dir, duration_s=opts.duration_s, env=request.env, on_tick=on_tick,
-            on_spawn=sampler.watch_pid,
-        )  # fmt: skip
-    finally:
-        timeline = sampler.stop()
-        if remote is not None:
-            remote.stop()
-    after = _processes(collect, log) if remote is None else None
-    interference = _interference(processes_before, after, collect)
-    logs = sorted(run_dir.glob("tx.*"))
+
+
+def _read_logs(request: MeasureRequest, keep: bool) -> tuple[list[LatencySummary], LatencySummary]:
+    """pgbench's logs of the run summarised (deleted unless kept), on this host's clock."""
+    opts, driver = request.opts, request.driver
+    logs = sorted(request.run_dir.glob("tx.*"))
     per_second, total = summarize(
-        logs, sampling_rate, with_lag=opts.rate is not None, with_retries=opts.max_tries != 1,
-        scripts=len(opts.workload.scripts),
+        logs, request.sampling_rate, with_lag=opts.rate is not None,
+        with_retries=opts.max_tries != 1, scripts=len(opts.workload.scripts),
     )  # fmt: skip
     if driver.log_clock_shift_s:  # a remote pgbench stamps its log with the remote clock
         shift = driver.log_clock_shift_s
         per_second = [replace(r, t=None if r.t is None else r.t + shift) for r in per_second]
-    if not collect.keep_logs:
+    if not keep:
         for path in logs:
             path.unlink(missing_ok=True)
-    return Collected(
-        result, tuple(per_second), total, timeline, interference,
-        waits.tally if waits else None, tuple(_clock_offset(collect, result.started_at)),
-    )  # fmt: skip
+    return per_second, total
+
+
+def _profile_read(
+    profiler: CpuProfiler | None, keep_files: bool, log: Callable[[str], None]
+) -> ProfileData | None:
+    """perf stopped after a run that ended well, and its samples read."""
+    if profiler is None:
+        return None
+    found = profiler.stop(keep_files=keep_files)
+    if found is not None and symbols_missing(found.samples):
+        log("CPU profile: the server's postgres binary has no symbols, so its functions are "
+            "named by file only")  # fmt: skip
+    return found
+
+
+def _profiler(collect: Collect, run_dir: Path, log: Callable[[str], None]) -> CpuProfiler | None:
+    if collect.perf is None or collect.server_pid is None or collect.remote is not None:
+        return None
+    return CpuProfiler(collect.perf, collect.server_pid, run_dir, log=log)
 
 
 def summarized(
@@ -285,7 +339,14 @@ def summarized(
         scripts=total.by_script,
         script_counts=tuple((r.t, r.script_counts) for r in per_second if r.t is not None),
         waits=wait_profile,
+        profile=_cpu_profile(found.profile),
     )
+
+
+def _cpu_profile(found: ProfileData | None) -> CpuProfile | None:
+    if found is None:
+        return None
+    return cpu_profile(found.samples, found.types, found.sample_hz)
 
 
 def _waits(

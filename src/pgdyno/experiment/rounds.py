@@ -159,13 +159,17 @@ class RoundLoop[T]:
         run_one: Callable[[T, int], None],
         after: Callable[[int], bool],
         name: Callable[[T], str],
+        *,
+        done: int = 0,
     ) -> None:
+        """`done`: rounds an earlier invocation ran (a resumed switched run goes on after
+        them, with their round numbers left as they are)."""
         self.schedule = schedule
         self.log = log
         self.run_one = run_one
         self.after = after
         self.name = name
-        self.rounds_run = 0
+        self.rounds_run = done
         log.design, log.seed = schedule.design.name, schedule.design.seed
 
     def run_round(self) -> list[T]:

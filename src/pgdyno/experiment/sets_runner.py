@@ -42,6 +42,7 @@ from pgdyno.experiment.schedule import Balanced, Design, Rotation, Schedule
 from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import expected_dataset_bytes
 from pgdyno.experiment.switched_run import SwitchedRun, SwitchJob
+from pgdyno.experiment.switching import Choice
 from pgdyno.experiment.target import Target, open_sandbox, running
 from pgdyno.experiment.twin_sets import IDLE_EVENT, IdleShare, TwinSwitcher, choose, idle_shares
 from pgdyno.host.machine import HostFacts
@@ -56,6 +57,7 @@ from pgdyno.records import Event, RunCell
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import NewComparison, RunOutcome
 from pgdyno.results.interface import ComparisonsBackend
+from pgdyno.stats.analysis import SWITCHED
 from pgdyno.undo.host import AppliedKnob, HostChanges, ensure_clean, pending_elsewhere
 
 
@@ -137,10 +139,15 @@ def new_seed() -> int:
     return secrets.randbelow(2**31)
 
 
+# The designs whose orders are drawn from a stored seed (schedule.Balanced, twin servers'
+# balanced orders, switching.PairOrders): --resume goes on with the same seed.
+SEEDED = ("balanced", "twins", "switching")
+
+
 def design_for(seed: int | None, earlier: RoundHistory | None, resuming: bool) -> Design:
     """The design of a comparison's orders: balanced, drawn from `seed` (a new one when None);
-    on --resume the earlier invocation's design and seed, so the rounds go on with the same
-    sequence (its next rounds); a comparison stored before issue 33 goes on rotating.
+    on --resume the earlier invocation's seed, so the rounds go on with the same sequence (its
+    next rounds); a comparison stored before issue 33 goes on rotating.
 
     >>> design_for(5, None, False)
     Balanced(seed=5, name='balanced')
@@ -148,6 +155,8 @@ def design_for(seed: int | None, earlier: RoundHistory | None, resuming: bool) -
     >>> old = RoundHistory("fixed", 2, (), 60.0, "repeats")  # stored before issue 33
     >>> design_for(None, stored, True), design_for(None, old, True)
     (Balanced(seed=9, name='balanced'), Rotation(name='rotation', seed=None))
+    >>> design_for(None, replace(stored, design="switching", seed=4), True).seed
+    4
     >>> design_for(5, stored, True)
     Traceback (most recent call last):
     ...
@@ -155,7 +164,7 @@ def design_for(seed: int | None, earlier: RoundHistory | None, resuming: bool) -
     """
     if not resuming:
         return Balanced(new_seed() if seed is None else seed)
-    stored = earlier.seed if earlier is not None and earlier.design == "balanced" else None
+    stored = earlier.seed if earlier is not None and earlier.design in SEEDED else None
     if seed is not None and stored is not None and seed != stored:
         raise UsageError(
             f"--seed {seed} is not the seed {stored} of the comparison to resume: omit it."
@@ -276,14 +285,16 @@ def run_compare(
         raise elsewhere.refusal()
     earlier = _earlier(comparisons, plan) if job.resume else None
     dataset_bytes = expected_dataset_bytes(spec, host)
-    choice = choose(
-        plan, checked, meta_for, spec, (host.memory_bytes, dataset_bytes), _cannot_switch(job),
+    choice = _chosen(
+        job, meta_for, (host.memory_bytes, dataset_bytes), earlier,
         None if switcher is None else "the comparison runs on one existing server (--dsn)",
     )  # fmt: skip
     if switcher is None and choice.design == "twins":
         switcher = TwinSwitcher(sandboxes, checked, ctx.log)
     switcher = switcher or SandboxSwitcher(sandboxes, meta_for, ctx.log, dataset_bytes)
     design = design_for(job.seed, earlier.rounds if earlier else None, job.resume)
+    if choice.design == "twins" and isinstance(design, Balanced):  # stored as what ran
+        design = Balanced(design.seed, name=choice.design)
     schedule = Schedule(tuple(checked), design)
     with ExitStack() as stack:
         changes = stack.enter_context(HostChanges(journal, proc_root=proc_root, sys_root=sys_root))
@@ -320,13 +331,17 @@ def run_compare(
             outcomes=list(earlier.outcomes) if earlier else [],
         )  # fmt: skip
 
+        if earlier is None:
+            _name_design(comparisons, comparison_id, run.rounds, choice, design)
+
         def after(round_no: int) -> bool:
             stop = run.enough(round_no)
             comparisons.record_rounds(comparison_id, run.rounds.history())
             return stop
 
         if choice.inside:
-            _switched(run, plan.spec.matrix, design, schedule.round(1)[0], after)
+            _switched(run, plan.spec.matrix, design, schedule.round(1)[0], after,
+                      earlier.rounds if earlier else None)  # fmt: skip
         else:
             run.plan_progress()
             RoundLoop(schedule, run.rounds, run.run_set, after, lambda c: c.name).run()
@@ -337,21 +352,99 @@ def run_compare(
 # -- Switching inside one run (pgdyno.experiment.switched_run) -------------------------------------
 
 
-def _cannot_switch(job: CompareJob) -> str | None:
-    """Why this invocation runs one run per set and round whatever the plan qualifies for."""
-    if job.resume:
-        return "--resume goes on with one run per set and round"
+def resumed_design(rounds: RoundHistory | None, measured: bool) -> str | None:
+    """The design (a `Choice`'s) of the comparison --resume goes on with, as its stored rounds
+    name it: "inside" (switched inside one run), "twins", or "runs" (one run per set and round
+    on one server; twin servers stored before they were named so); None when nothing was
+    measured yet (the plan decides, as for a new comparison). Runs stored without a finished
+    round ran one per set and round (a switched run stores its rounds' periods and names its
+    design at the same look).
+
+    >>> h = RoundHistory("adaptive", 3, (), 30.0, None, design="switching", seed=1)
+    >>> resumed_design(h, True), resumed_design(replace(h, design="twins"), True)
+    ('inside', 'twins')
+    >>> resumed_design(replace(h, design="balanced"), True), resumed_design(None, True)
+    ('runs', 'runs')
+    >>> resumed_design(None, False) is None
+    True
+    """
+    if rounds is None:
+        return "runs" if measured else None
+    return {"switching": "inside", "twins": "twins"}.get(rounds.design, "runs")
+
+
+def _chosen(
+    job: CompareJob, meta_for: MetaLoader, memory: tuple[int, int], earlier: _Earlier | None,
+    one_server: str | None,
+) -> Choice:  # fmt: skip
+    """The design this invocation runs (`twin_sets.choose`); on --resume the one the
+    comparison ran, or a refusal in one sentence (`same_design`)."""
+    resumed = resumed_design(earlier.rounds, bool(earlier.outcomes)) if earlier else None
+    choice = choose(job.plan, job.checked, meta_for, job.spec, memory, _cannot_switch(resumed),
+                    one_server)  # fmt: skip
+    if earlier is not None:
+        same_design(resumed, choice, earlier.comparison_id)
+    return choice
+
+
+def _name_design(
+    comparisons: ComparisonsBackend, comparison_id: int, log: RoundLog, choice: Choice,
+    design: Design,
+) -> None:  # fmt: skip
+    """A new comparison switched inside one run or on twins is stored with its design's name
+    before its first round ends, so that a kill in that round resumes in the same design."""
+    if choice.design != "runs":
+        named = SWITCHED if choice.inside else design.name
+        comparisons.record_rounds(
+            comparison_id, replace(log.history(), design=named, seed=design.seed)
+        )
+
+
+def _cannot_switch(resumed: str | None) -> str | None:
+    """Why this invocation runs one run per set and round whatever the plan qualifies for: it
+    resumes a comparison that ran so."""
+    if resumed == "runs":
+        return "--resume goes on with one run per set and round, as the comparison ran"
     return None
+
+
+def same_design(resumed: str | None, choice: Choice, comparison_id: int) -> None:
+    """Refuses (one sentence) to resume a comparison in another design than it ran: its
+    rounds would mix periods of one run with whole runs, or twins with one server.
+
+    >>> same_design("inside", Choice("inside", "x"), 3)
+    >>> same_design("twins", Choice("runs", "twins: the comparison runs on one server"), 3)
+    Traceback (most recent call last):
+    ...
+    pgdyno.errors.UsageError: comparison 3 ran on twin servers and cannot go on so (twins: the comparison runs on one server): run the plan without --resume.
+    """  # noqa: E501
+    if resumed is None or resumed == choice.design:
+        return
+    ran = {"inside": "switched inside one run", "twins": "on twin servers"}.get(
+        resumed, "one run per set and round"
+    )
+    raise UsageError(
+        f"comparison {comparison_id} ran {ran} and cannot go on so ({choice.reason}): "
+        "run the plan without --resume."
+    )
 
 
 def _switched(
     run: _CompareRun, matrix: MatrixSpec, design: Design, first: CheckedSet,
-    after: Callable[[int], bool],
+    after: Callable[[int], bool], earlier: RoundHistory | None,
 ) -> None:  # fmt: skip
     """The comparison as one pgbench run, the sets switched inside it: the first set applied
     as for a run (host and server settings, read back), then each period's set put in effect
-    through the same switcher and read back."""
+    through the same switcher and read back. On --resume (`earlier`: the rounds stored) the
+    rounds go on after the earlier invocation's, their orders and durations kept in the log."""
     cell = _cells(run.spec, run.scales, run.host.cpu_count, 1)[0]
+    done = (max([earlier.rounds if earlier else 0, *(o.repeat for o in run.outcomes)]),
+            len(run.outcomes))  # fmt: skip
+    if run.spec.adaptive is None and done[0] >= run.spec.repeats:
+        return  # every round ran before (--resume): nothing to switch
+    if earlier is not None and earlier.rounds:
+        run.rounds.orders = [list(order) for order in earlier.order]
+        run.rounds.durations = [earlier.seconds / earlier.rounds] * earlier.rounds
     connect = partial(connected, run.spec, host=run.host, ctx=run.ctx)
     with run.sets.applied(first, connect) as now:
         run.ctx.store.comparisons.record_effective(run.comparison_id, first.name, now.effective)
@@ -362,7 +455,7 @@ def _switched(
 
         job = SwitchJob(
             tuple(run.checked), cell, run.spec, run.ctx, (run.session_id, run.comparison_id),
-            (matrix.period, matrix.burn_in), design.seed or 0, switch,
+            (matrix.period, matrix.burn_in), design.seed or 0, switch, done,
         )  # fmt: skip
         engine = SwitchedRun(job, run.outcomes)
         try:

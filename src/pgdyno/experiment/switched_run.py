@@ -8,11 +8,14 @@ for until pg_conf_load_time moves) and waits out the period. Each round (a pair 
 for two sets) is judged as the per-run design judges a round (`judge_round` through the
 comparison's `after`), on figures read from pgbench's per-transaction log as it grows
 (`_LogRouter`: complete lines only, each filed under the period whose measured window holds
-its completion second, burn-in and switching time left out). When the rounds end pgbench is
-stopped (SIGTERM), the rest of its log is read, and every period is summarised by
-`measure.summarized` on its own per-second rows and stored as a run of its set, with its
-round as `repeat` and a `switching_period` event naming the design, the pgbench run and the
-window; the verdicts come from these records (`RunOutcome.of`), as for any run.
+its completion second, burn-in and switching time left out). At each look the round's periods
+are summarised by `measure.summarized` on their own per-second rows (with the timeline sampled
+so far, `TimelineSampler.so_far`) and stored as runs of their sets, with the round as `repeat`
+and a `switching_period` event naming the design, the pgbench run and the window, so that a
+SIGKILL keeps every round looked at and `compare --resume` goes on after it; the verdicts come
+from these records (`RunOutcome.of`), as for any run. When the rounds end pgbench is stopped
+(SIGTERM), the rest of its log is read, and the periods of a round cut short by an
+interruption are stored from it.
 
 A period's TPS is its successful transactions over its whole measured seconds; its latency
 mean, p99 and the rest come from the log lines of those seconds (the histogram of
@@ -26,12 +29,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pgdyno.collect.interference import ProcessTable
-from pgdyno.collect.sampler import Timeline
+from pgdyno.collect.sampler import Timeline, TimelineSampler
 from pgdyno.collect.timeline import sampling_rate
+from pgdyno.collect.waits import WaitTally
 from pgdyno.errors import Interrupted, ParseError, PgbenchFailed
 from pgdyno.experiment.bench import Connected
 from pgdyno.experiment.context import RunContext
@@ -39,9 +44,9 @@ from pgdyno.experiment.matrix import BenchSpec
 from pgdyno.experiment.measure import (
     Collected,
     MeasureRequest,
-    _interference,
-    _processes,
     collected,
+    interference_between,
+    process_table,
     summarized,
 )
 from pgdyno.experiment.rounds import RoundLog, RoundLoop
@@ -55,7 +60,6 @@ from pgdyno.pgbench.txlog import LatencySummary, summarize
 from pgdyno.plan.check import CheckedSet
 from pgdyno.postgres.server import non_default_settings
 from pgdyno.records import Event, RunCell, RunRecord
-from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunOutcome
 
 PERIOD_EVENT = "switching_period"  # the event that marks a run as a period of a switched run
@@ -135,6 +139,7 @@ class _StoppableDriver:
     inner: Driver
     stop: threading.Event
     router: _LogRouter
+    started_at: float = 0.0  # when pgbench was started (epoch seconds)
 
     @property
     def host(self) -> str:
@@ -154,7 +159,7 @@ class _StoppableDriver:
         self, argv: list[str], *, run_dir: Path, duration_s: float, env: Mapping[str, str],
         on_tick: Callable[[float], None], on_spawn: Callable[[int], None] | None = None,
     ) -> PgbenchResult:  # fmt: skip
-        started_at = time.time()
+        started_at = self.started_at = time.time()
 
         def tick(elapsed_s: float) -> None:
             if self.stop.is_set():
@@ -264,6 +269,8 @@ class SwitchJob:
     timing: tuple[int, int]  # (period_s, burn_in_s)
     seed: int
     switch: Callable[[CheckedSet], dict[str, Any]]
+    # --resume: the rounds and periods an earlier invocation stored (this one goes on after)
+    done: tuple[int, int] = (0, 0)
 
 
 def _iso(epoch: float) -> str:
@@ -272,20 +279,23 @@ def _iso(epoch: float) -> str:
 
 class SwitchedRun:
     """One comparison switched inside one pgbench run: `run(ready, log, after)` (see the
-    module's docstring); `outcomes` every period as judged (interim figures until the run
-    ends, then the stored ones), `made` the periods stored."""
+    module's docstring); `outcomes` every period as stored (each round's at its look, and on
+    an interruption the periods of the unfinished round at the end), `made` the periods
+    stored. On --resume (`SwitchJob.done`) the rounds and periods go on from the earlier
+    invocation's numbers."""
 
     def __init__(self, job: SwitchJob, outcomes: list[RunOutcome]) -> None:
         self.job = job
         self.outcomes = outcomes
-        self.judged_before = len(outcomes)
         self.made = 0
         self.periods: list[Period] = []
+        self.stored: set[int] = set()  # the periods stored so far (their numbers)
         self.current: str | None = None
         self.effective: dict[str, dict[str, str]] = {}  # per set, its non-default settings
         self.stop = threading.Event()
         self.found: list[Collected | BaseException] = []
         self.dataset_bytes: int | None = None
+        self.sampler: TimelineSampler | None = None  # pgbench's, once it started
 
     def run(
         self, ready: Connected, log: RoundLog, after: Callable[[int], bool], first: str
@@ -311,7 +321,8 @@ class SwitchedRun:
             RoundLoop(
                 Schedule(job.checked, PairOrders(job.seed)), log,
                 lambda checked, round_no: self.period(ready, checked, round_no),
-                lambda round_no: self.look(router, after, round_no), lambda c: c.name,
+                lambda round_no: self.look(ready, after, round_no), lambda c: c.name,
+                done=job.done[0],
             ).run()  # fmt: skip
         except (KeyboardInterrupt, Interrupted):
             interrupted = True
@@ -321,17 +332,19 @@ class SwitchedRun:
         result = self.found[0] if self.found else None
         if isinstance(result, BaseException):
             raise result
-        if result is not None:
-            self._store(ready, request, result, router)
+        if result is not None:  # the periods of a round its look did not store
+            self._store(ready, self.periods, result.timeline, result.waits)
         if interrupted:
             raise Interrupted("pgdyno was interrupted; the finished periods are saved.")
 
     def _plan_progress(self) -> None:
-        """The periods planned (as many as the budget could hold, with adaptive rounds)."""
+        """The periods planned (as many as the budget could hold, with adaptive rounds, less
+        the rounds an earlier invocation ran)."""
         job, spec = self.job, self.job.spec
         sets, period_s = len(job.checked), float(job.timing[0])
         adaptive = spec.adaptive
         rounds = adaptive.most_rounds(period_s * sets) if adaptive else spec.repeats
+        rounds = max(rounds - job.done[0], 1)
         job.ctx.progress.planned(
             [replace(job.cell, index=i, repeat=i // sets + 1) for i in range(rounds * sets)],
             period_s,
@@ -355,12 +368,12 @@ class SwitchedRun:
             workload.max_tries if runner.retries else 1,
         )  # fmt: skip
         dataset = ready.dataset(cell.scale, workload.dataset, job.ctx.progress)
-        runner._fresh_copy(cell, dataset, may_write=workload.may_write)
+        runner.fresh_copy(cell, dataset, may_write=workload.may_write)
         rate = self._sampling_rate(ready, opts, run_dir)
         if workload.may_write:
-            runner._fresh_copy(cell, dataset, may_write=True)
+            runner.fresh_copy(cell, dataset, may_write=True)
         self.dataset_bytes = dataset.size_bytes
-        driver = _StoppableDriver(runner.driver, self.stop, router)
+        driver = self.driver = _StoppableDriver(runner.driver, self.stop, router)
         return MeasureRequest(driver, runner.bench_dsn, opts, cell.scale, rate, 0, run_dir,
                               runner.env)  # fmt: skip
 
@@ -373,15 +386,18 @@ class SwitchedRun:
         expected = runner.expected_tps(cell)
         if expected is None:
             self.job.ctx.progress.phase("probing the transaction rate")
-            expected = runner._unmeasured(opts, cell, 3, run_dir / "probe")
+            expected = runner.unmeasured(opts, cell, 3, run_dir / "probe")
         return sampling_rate(expected)
 
     def _collect(self, request: MeasureRequest, ready: Connected) -> None:
         try:
             cell, progress = self.job.cell, self.job.ctx.progress
+            # No CPU profile: one perf record would mix the sets' periods.
+            collect = replace(ready.runner.collect, perf=None)
             self.found.append(
-                collected(request, ready.runner.collect,
-                          on_tick=lambda t: progress.tick(cell, t), log=self.job.ctx.log)
+                collected(request, collect,
+                          on_tick=lambda t: progress.tick(cell, t), log=self.job.ctx.log,
+                          on_sampler=partial(setattr, self, "sampler"))
             )  # fmt: skip
         except BaseException as exc:  # handed to the loop's thread, which raises it
             self.found.append(exc)
@@ -428,39 +444,59 @@ class SwitchedRun:
                 ctx.store.comparisons.record_effective(job.ids[1], checked.name, effective)
                 self.effective[checked.name] = non_default_settings(ready.client)
         switched_at = time.time()
-        before = _processes(ready.runner.collect, ctx.log)
+        before = process_table(ready.runner.collect, ctx.log)
         self._sleep_until(switched_at + job.timing[0])
         ended_at = time.time()
-        after = _processes(ready.runner.collect, ctx.log)
+        after = process_table(ready.runner.collect, ctx.log)
         window = measured_window(switched_at, ended_at, job.timing[1])
-        self.router.windows[len(self.periods) + 1] = window
-        self.periods.append(Period(len(self.periods) + 1, round_no, checked.name, switched_at,
-                                   ended_at, window, before, after))  # fmt: skip
+        number = job.done[1] + len(self.periods) + 1
+        self.router.windows[number] = window
+        self.periods.append(Period(number, round_no, checked.name, switched_at, ended_at, window,
+                                   before, after))  # fmt: skip
+
+    def look(self, ready: Connected, after: Callable[[int], bool], round_no: int) -> bool:
+        """The look after round `round_no`: the log read until every thread has logged past
+        the round's last period (or SETTLE_S passed), the round's periods stored (a SIGKILL
+        later keeps them), judged with the rest (`after`, the comparison's own look); whether
+        the rounds end."""
+        router = self.router
+        done = [p for p in self.periods if p.round_no == round_no]
+        if done:
+            deadline = time.monotonic() + SETTLE_S
+            router.read()
+            while (router.logged_through() or 0) <= done[-1].window.last and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(POLL_S)
+                router.read()
+        timeline, waits = self.sampler.so_far() if self.sampler else (Timeline(), None)
+        self._store(ready, done, timeline, waits)
+        return after(round_no)
 
     def _store(
-        self, ready: Connected, request: MeasureRequest, found: Collected, router: _LogRouter
-    ) -> None:
-        """Every period summarised from its own log lines, stored as a run of its set; the
-        judged outcomes replaced by the stored ones."""
+        self, ready: Connected, periods: Sequence[Period], timeline: Timeline,
+        waits: WaitTally | None,
+    ) -> None:  # fmt: skip
+        """The periods not stored yet, each summarised from its own log lines and stored as a
+        run of its set, as judged from then on."""
         job, ctx = self.job, self.job.ctx
         session_id, comparison_id = job.ids
-        stored: list[RunOutcome] = []
-        for p in self.periods:
-            record = self._record(ready, request, found, router, p)
+        for p in periods:
+            if p.number in self.stored:
+                continue
+            record = self._record(ready, p, timeline, waits)
             record = replace(record, comparison_id=comparison_id, set_name=p.set_name)
             run_id = ctx.store.add_run(session_id, record)
+            self.stored.add(p.number)
             ctx.progress.finished(record.cell, record, run_id)
-            stored.append(RunOutcome.of(run_id, record))
+            self.outcomes.append(RunOutcome.of(run_id, record))
             self.made += 1
-        del self.outcomes[self.judged_before :]
-        self.outcomes.extend(stored)
 
     def _record(
-        self, ready: Connected, request: MeasureRequest, found: Collected, router: _LogRouter,
-        p: Period,
-    ) -> RunRecord:  # fmt: skip
-        job = self.job
-        files = router.files(p.number)
+        self, ready: Connected, p: Period, timeline: Timeline, waits: WaitTally | None
+    ) -> RunRecord:
+        job, request = self.job, self.request
+        files = self.router.files(p.number)
         rows, total = summarize(
             files, request.sampling_rate, with_lag=request.opts.rate is not None,
             with_retries=request.opts.max_tries != 1,
@@ -468,14 +504,14 @@ class SwitchedRun:
         ) if files else ([], LatencySummary(None, 0, 0, None, None, None, None, None, 0, 0,
                                             None, None))  # fmt: skip
         window = p.window
-        timeline = Timeline(
-            samples=[s for s in found.timeline.samples if window.holds(s[0])],
-            events=[e for e in found.timeline.events if window.holds(int(e.t))],
-        )
         own = Collected(
             PgbenchResult(period_summary(total, window.seconds), "", "", p.switched_at),
-            tuple(padded(rows, window)), total, timeline,
-            _interference(p.before, p.after, ready.runner.collect), found.waits,
+            tuple(padded(rows, window)), total,
+            Timeline(
+                samples=[s for s in timeline.samples if window.holds(s[0])],
+                events=[e for e in timeline.events if window.holds(int(e.t))],
+            ),
+            interference_between(p.before, p.after, ready.runner.collect), waits,
         )  # fmt: skip
         measured = summarized(own, request.opts, 0, request.sampling_rate,
                               ready.runner.collect.cpus)  # fmt: skip
@@ -490,49 +526,9 @@ class SwitchedRun:
             dataset_bytes=self.dataset_bytes, summary=measured.summary,
             seconds=measured.seconds, latency=measured.latency,
             latency_source=measured.latency_source, samples=measured.samples,
-            events=(p.event(found.result.started_at, job.timing[1]), *measured.events),
+            events=(p.event(self.driver.started_at, job.timing[1]), *measured.events),
             health=measured.health, interference=measured.interference, waits=measured.waits,
             status="ok" if window.seconds and total.transactions else "failed",
             error=None if window.seconds and total.transactions
             else "the period logged no transaction in its measured seconds",
         )  # fmt: skip
-
-    def look(self, router: _LogRouter, after: Callable[[int], bool], round_no: int) -> bool:
-        """The look after round `round_no`: the log read until every thread has logged past
-        the round's last period (or SETTLE_S passed), the round's periods judged with the
-        rest (`after`, the comparison's own look), whether the rounds end."""
-        numbers = [p.number for p in self.periods if p.round_no == round_no]
-        if numbers:
-            last = self.periods[numbers[-1] - 1].window.last
-            deadline = time.monotonic() + SETTLE_S
-            router.read()
-            while (router.logged_through() or 0) <= last and time.monotonic() < deadline:
-                time.sleep(POLL_S)
-                router.read()
-        self.outcomes.extend(self.interim(router, numbers))
-        return after(round_no)
-
-    def interim(self, router: _LogRouter, numbers: Sequence[int]) -> list[RunOutcome]:
-        """The periods `numbers` as a look judges them: TPS and latency from the log so far."""
-        request, cell = self.request, self.job.cell
-        out = []
-        for number in numbers:
-            p = self.periods[number - 1]
-            files = router.files(number)
-            tps, p99, avg = None, None, None
-            if files and p.window.seconds:
-                _, total = summarize(
-                    files, request.sampling_rate, with_lag=request.opts.rate is not None,
-                    with_retries=request.opts.max_tries != 1,
-                    scripts=len(request.opts.workload.scripts),
-                )  # fmt: skip
-                tps = total.transactions / p.window.seconds
-                p99, avg = total.p99_ms, total.avg_ms
-            out.append(RunOutcome(
-                id=-number, set_name=p.set_name, status="ok" if tps else "failed",
-                workload=cell.workload, scale=cell.scale, clients=cell.clients,
-                repeat=p.round_no, tps=tps, latency_p99_ms=p99, latency_avg_ms=avg,
-                health=RunHealth(), pg_version=self.pg_version,
-                interference=_interference(p.before, p.after, self.collect),
-            ))  # fmt: skip
-        return out

@@ -3,14 +3,14 @@ every run, and say what the bench left on the server."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, ExitStack
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 from pgdyno.environment import Environment
 from pgdyno.errors import ConnectionFailed, PgdynoError
 from pgdyno.experiment.bench import BenchOutcome, run_bench
-from pgdyno.experiment.context import RemoteTarget
+from pgdyno.experiment.context import RemoteTarget, RunContext
 from pgdyno.experiment.matrix import BenchSpec
 from pgdyno.experiment.target import (
     Target,
@@ -18,7 +18,7 @@ from pgdyno.experiment.target import (
     remote_server_target,
     server_address,
 )
-from pgdyno.host.machine import read_host
+from pgdyno.host.machine import HostFacts, read_host
 from pgdyno.lab.open import Progress, open_lab
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.footprint import (
@@ -65,6 +65,24 @@ def bench(
     env: Environment, request: BenchRequest, *, log: Callable[[str], None], progress: Progress
 ) -> BenchDone:
     """Open the target and the lab, run the matrix, and look at what it left behind."""
+    with opened(env, request, log=log, progress=progress) as (target, host, run_ctx):
+        before = objects_on(target, log)
+        command = scrub_argv(["pgdyno", *env.argv])
+        outcome = run_bench(request.spec, target, host, run_ctx, command=command)
+        left = left_by(outcome, target, before, log)
+    stored: list[StoredRun | None] = []
+    if request.stored:
+        with open_results(env.results) as store:
+            stored = [store.get_run(run_id) for run_id, _ in outcome.records]
+    return BenchDone(outcome, target.label, left, stored)
+
+
+@contextmanager
+def opened(
+    env: Environment, request: BenchRequest, *, log: Callable[[str], None], progress: Progress
+) -> Iterator[tuple[Target, HostFacts, RunContext]]:
+    """The target of `request` (the sandbox, or `--dsn` here or over SSH, holding an existing
+    server's benchmark lock), its host's facts, and the lab open on it, for the block."""
     with ExitStack() as stack:
         remote = None
         dsn = request.dsn
@@ -84,15 +102,7 @@ def bench(
             env, log=log, progress=progress, keep_files=request.keep_files, remote=remote,
             lock=lock,
         ))  # fmt: skip
-        before = objects_on(target, log)
-        command = scrub_argv(["pgdyno", *env.argv])
-        outcome = run_bench(request.spec, target, host, run_ctx, command=command)
-        left = left_by(outcome, target, before, log)
-    stored: list[StoredRun | None] = []
-    if request.stored:
-        with open_results(env.results) as store:
-            stored = [store.get_run(run_id) for run_id, _ in outcome.records]
-    return BenchDone(outcome, target.label, left, stored)
+        yield target, host, run_ctx
 
 
 def _lock(target: Target) -> AbstractContextManager[ServerLock]:

@@ -8,6 +8,7 @@ from pgdyno.records.devices import DeviceLayout
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import Summary
+from pgdyno.records.profile import CpuProfile
 from pgdyno.records.tpcc import TpccResult
 from pgdyno.records.waits import WaitProfile
 
@@ -96,6 +97,7 @@ class RunRecord:
     interference: Interference | None = None
     tpcc: TpccResult | None = None  # the TPC-C-like workload's figures (NOPM, TPM, per type)
     waits: WaitProfile | None = None  # the wait-event profile; None: not sampled
+    profile: CpuProfile | None = None  # the on-CPU profile (perf); None: not taken
 
     @property
     def throughput(self) -> float:

@@ -17,6 +17,7 @@ from pgdyno.records.devices import DeviceLayout, RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.pgbench import StatementLatency
+from pgdyno.records.profile import CpuProfile
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.run import Event, RunRecord, SecondRow
 from pgdyno.records.tpcc import TpccResult
@@ -71,6 +72,7 @@ class RunOutcome:
     tpcc: TpccResult | None = None  # the TPC-C-like workload's figures
     latency_max_ms: float | None = None  # the run's worst transaction
     waits: WaitProfile | None = None  # the wait-event profile; None: not sampled
+    profile: CpuProfile | None = None  # the on-CPU profile; None: not taken
 
     @classmethod
     def of(cls, run_id: int, record: RunRecord) -> RunOutcome:
@@ -87,6 +89,7 @@ class RunOutcome:
             health=record.health, pg_version=record.pg_version,
             interference=record.interference, tpcc=record.tpcc,
             latency_max_ms=latency.max_ms if latency else None, waits=record.waits,
+            profile=record.profile,
         )  # fmt: skip
 
     @property
@@ -172,6 +175,7 @@ class StoredRun(_RunColumns):
     interference: Interference | None  # None: a clean run
     tpcc: TpccResult | None  # the TPC-C-like workload's figures
     waits: WaitProfile | None  # the wait-event profile; None: not sampled (or before schema 9)
+    profile: CpuProfile | None  # the on-CPU profile; None: not taken (or before schema 10)
     host: JsonObject  # of the run's session
     server: JsonObject
     target: str
@@ -206,7 +210,7 @@ class StoredRun(_RunColumns):
             self.id, self.set_name if set_name is None else set_name, self.status,
             self.workload, self.scale, self.clients, self.repeat, self.tps,
             self.latency_p99_ms, self.latency_avg_ms, self.health or RunHealth(), self.pg_version,
-            self.interference, self.tpcc, self.latency_max_ms, self.waits,
+            self.interference, self.tpcc, self.latency_max_ms, self.waits, self.profile,
         )  # fmt: skip
 
 

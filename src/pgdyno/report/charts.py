@@ -402,3 +402,67 @@ def waterfall(
         hovermode="closest",
     )
     return {"data": data, "layout": layout}
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One group's latency-throughput curve: (achieved rate, p50, p90, p99) points in rate
+    order, and its knee (achieved rate, p99) when one was found."""
+
+    group: str
+    colour: str
+    points: Sequence[tuple[float, float, float, float]]
+    knee: tuple[float, float] | None = None
+
+
+# The percentile lines of a curve: (index in a point, label, dash, width).
+_PERCENTILES = ((3, "p99", "solid", 2.4), (2, "p90", "dash", 1.6), (1, "p50", "dot", 1.6))
+
+
+def latency_throughput(curves: Sequence[Curve], target_ms: float, title: str) -> Figure | None:
+    """p50/p90/p99 against the achieved rate, one colour per group (the dash tells the
+    percentile), the latency target as a horizontal line and each group's knee marked.
+
+    >>> fig = latency_throughput([Curve("a", "#000", [(100, .1, .2, .3), (200, .1, .3, .9)],
+    ...                                 (100, .3))], 0.5, "t")
+    >>> [t["name"] for t in fig["data"]], fig["data"][-1]["y"]
+    (['a p99', 'a p90', 'a p50', 'a knee', 'p99 target 0.5 ms'], [0.5, 0.5])
+    >>> latency_throughput([], 1.0, "t") is None
+    True
+    """
+    if not any(c.points for c in curves):
+        return None
+    data: list[Any] = []
+    for c in curves:
+        x = [p[0] for p in c.points]
+        for index, label, dash, width in _PERCENTILES:
+            data.append({
+                "type": "scatter", "mode": "lines+markers", "name": f"{c.group} {label}",
+                "legendgroup": c.group, "x": x, "y": [p[index] for p in c.points],
+                "line": {"color": c.colour, "dash": dash, "width": width},
+                "marker": {"size": 5, "color": c.colour},
+                "hovertemplate": f"%{{y:.3~g}} ms {label} at %{{x:,.0f}} tx/s<extra>{c.group}"
+                                 "</extra>",
+            })  # fmt: skip
+        if c.knee is not None:
+            data.append({
+                "type": "scatter", "mode": "markers", "name": f"{c.group} knee",
+                "legendgroup": c.group, "x": [c.knee[0]], "y": [c.knee[1]],
+                "marker": {"symbol": "x", "size": 13, "color": c.colour,
+                           "line": {"width": 1, "color": "#000000"}},
+                "hovertemplate": "knee: p99 %{y:.3~g} ms at %{x:,.0f} tx/s<extra>"
+                                 f"{c.group}</extra>",
+            })  # fmt: skip
+    # A trace rather than a shape: on a log axis a shape's y would want the log of the value.
+    top = max(p[0] for c in curves for p in c.points)
+    data.append({
+        "type": "scatter", "mode": "lines", "name": f"p99 target {target_ms:g} ms",
+        "x": [0, top], "y": [target_ms, target_ms], "line": {"color": BAD, "dash": "dash"},
+        "hovertemplate": f"p99 target {target_ms:g} ms<extra></extra>",
+    })  # fmt: skip
+    layout = figure_layout(
+        title, height=460, hovermode="closest",
+        xaxis=axis_spec("achieved rate (tx/s)", rangemode="tozero"),
+        yaxis=axis_spec("latency from the scheduled start (ms)", type="log"),
+    )  # fmt: skip
+    return {"data": data, "layout": layout}

@@ -6,7 +6,8 @@ by `--csv`, so the three outputs cannot disagree. Layout of the dict:
 - ``groups``: the sets (or versions, or sessions) being compared, in order, with colours;
 - ``summary``: one row per (cell, group) with the repeats' statistics and the verdict against
   the baseline, and ``ladders`` for cumulative plans;
-- ``charts``: figures over all cells (TPS vs clients, ladder waterfalls);
+- ``charts``: figures over all cells (TPS vs clients, ladder waterfalls, a capacity sweep's
+  latency-throughput curves) and ``capacity``: each sweep's capacity at its latency target;
 - ``wait_changes`` and ``wait_profiles``: the wait events whose share of database time moved
   most against the baseline, and each group's database time by wait type (report/waits.py);
 - ``cells``: per (workload, scale, clients), the timeline, wait-type, disk, CPU/memory,
@@ -27,7 +28,7 @@ from pgdyno.formatting import (
     switch_cost_line,
 )
 from pgdyno.records.stored import RunOutcome, StoredRun
-from pgdyno.report import charts, flagged, ladders, timelines, tpcc, waits
+from pgdyno.report import capacity, charts, flagged, ladders, profiles, timelines, tpcc, waits
 from pgdyno.report.charts import Point
 from pgdyno.report.differences import difference_notes, differences
 from pgdyno.report.drilldown import run_entry
@@ -113,6 +114,9 @@ def summary_rows(
                 "noisy": bool(change and change.noisy),
                 "repeats_needed": change.repeats_needed if change else None,
                 "warnings": list(r.warnings),
+                # What moved beside the verdict: wait events and CPU functions, "" for none.
+                "wait_moves": "; ".join(c.text() for c in r.wait_changes),
+                "cpu_moves": "; ".join(c.text() for c in r.cpu_changes),
                 # Every finished run flagged for interference: their figures, not judged, and
                 # why (the table shows them greyed instead of "-"); None otherwise.
                 "flagged": (flagged_figures or {}).get((cell_label(r.cell), r.set_name)),
@@ -405,12 +409,19 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "summary": summary,
         "figure_label": tpcc.summary_label(summary),  # heads the summary's throughput columns
         "ladders": ladders.rows(analysis, ladder_entries),
-        "charts": _tps_by_clients(ok_runs, groups, colours)
-        + ladders.waterfalls(analysis, ladder_entries),
+        # A capacity sweep's runs ran at rates it chose: their mean TPS says nothing.
+        "charts": ([] if data.capacities else _tps_by_clients(ok_runs, groups, colours))
+        + ladders.waterfalls(analysis, ladder_entries)
+        + capacity.curve_charts(data.capacities, colours),
+        # Capacity sweeps: the capacity at the p99 target with its interval, the knee.
+        "capacity": capacity.rows(data.capacities),
         # The wait events whose share moved most against the baseline, per cell and group,
         # and each group's database time by wait type, from the runs the verdicts judge (not
         # those flagged for interference); [] for runs without a profile.
         "wait_changes": waits.change_rows(analysis),
+        # The functions whose share of the server's CPU moved most against the baseline,
+        # beyond sampling error (stats/cpu_profile.py); [] for runs without a CPU profile.
+        "cpu_changes": profiles.change_rows(analysis),
         "wait_profiles": waits.profile_rows(
             [r for r in ok_runs if not r.interfered], groups, names
         ),

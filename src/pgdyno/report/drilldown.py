@@ -8,7 +8,7 @@ from typing import Any
 from pgdyno.postgres.settings import shown_settings
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import ComparisonSet, StoredRun
-from pgdyno.report import timelines, tpcc, waits
+from pgdyno.report import profiles, timelines, tpcc, waits
 from pgdyno.report.selection import cell_key, cell_label
 from pgdyno.report.series import CPU_NOTE, DISK_NOTE, TIMELINE_NOTE, chart, run_series
 from pgdyno.results.encode import interference_json, to_json
@@ -66,6 +66,9 @@ def run_entry(
     ):
         if fig:
             figures.append(chart(f"run-{run.id}-{chart_id}", fig, note))
+    flame = profiles.flame_graph(run.profile, "Where the server's CPU went (flame graph)")
+    if flame:
+        figures.append(chart(f"run-{run.id}-flame", flame, profiles.PROFILE_NOTE))
     is_baseline_run = baseline_run is not None and baseline_run.id == run.id
     latency = {
         "avg": run.latency_avg_ms, "p50": run.latency_p50_ms, "p90": run.latency_p90_ms,
@@ -91,6 +94,7 @@ def run_entry(
         },
         "warnings": list(health.warnings),
         "waits": waits.run_waits(run),  # the top wait events; None: not sampled
+        "profile": profiles.run_functions(run.profile),  # top CPU functions; None: no profile
         # Foreign CPU and steal of a flagged run, as `runs show --json` has it; None: clean.
         "interference": None if run.interference is None else interference_json(run.interference),
         "set": None if set_info is None else to_json(set_info),

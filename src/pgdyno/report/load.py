@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from pgdyno.errors import UsageError
+from pgdyno.records.capacity import Capacity
 from pgdyno.records.stored import StoredComparison, StoredRun
 from pgdyno.results.interface import ResultsBackend
 
@@ -34,6 +35,8 @@ class ReportInput:
     comparison: StoredComparison | None = None  # with its sets
     missing: list[int] = field(default_factory=list)  # run ids asked for that do not exist
     by: str | None = None  # grouping asked for (Selection.by)
+    # Capacity sweeps among the runs: (label, sweep), for the latency-throughput curves.
+    capacities: tuple[tuple[str, Capacity], ...] = ()
 
 
 def parse_run_ids(words: tuple[str, ...]) -> tuple[int, ...]:
@@ -98,10 +101,13 @@ def _session(store: ResultsBackend, session_id: int) -> ReportInput:
             f"bench session {session_id} has no run in {store.path}; "
             "`pgdyno runs list` shows the sessions and their runs."
         )
+    found = store.capacity(session_id)
+    kind = "bench" if found is None else "capacity"
     return ReportInput(
-        title=f"bench session {session_id}",
-        source=f"bench session {session_id}",
+        title=f"{kind} session {session_id}",
+        source=f"{kind} session {session_id}",
         runs=_full_runs(store, ids),
+        capacities=() if found is None else ((f"session {session_id}", found),),
     )
 
 

@@ -13,9 +13,11 @@ from typing import Any
 
 from pgdyno.errors import StoreUnavailable
 from pgdyno.records import Event, SecondRow, StatementLatency
+from pgdyno.records.capacity import Capacity, CapacityStep, Knee
 from pgdyno.records.devices import DeviceLayout, RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
+from pgdyno.records.profile import CpuProfile, FunctionShare
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import (
     ComparisonSet,
@@ -235,6 +237,7 @@ def stored_run(
         "devices": devices(decoded["devices"]),
         "tpcc": _tpcc(run),
         "waits": waits(_object(run["waits"], f"run {run_id}'s wait profile")),
+        "profile": profile(_object(run["profile"], f"run {run_id}'s CPU profile")),
     }
     return StoredRun(
         **{**run, **decoded, **typed, "pgbench_argv": argv},
@@ -351,6 +354,43 @@ def waits(blob: Mapping[str, Json] | None) -> WaitProfile | None:
     )
 
 
+def profile(blob: Mapping[str, Json] | None) -> CpuProfile | None:
+    """An on-CPU profile as encode.py `profile_json` wrote it (None for a run without one); a
+    missing key reads as 0 or nothing.
+
+    >>> from pgdyno.results.encode import profile_json
+    >>> p = CpuProfile(99.0, 40, 0.25, (("client backend", 0.75), ("walwriter", 0.25)),
+    ...                (FunctionShare("client backend", "PortalRun", 0.5),
+    ...                 FunctionShare("walwriter", "copy_page", 0.25, True)),
+    ...                (("client backend;PortalRun", 20),), 20)
+    >>> profile(profile_json(p)) == p, profile(None)
+    (True, None)
+    """
+    if blob is None:
+        return None
+    found = blob.get("by_process")
+    by_process: Mapping[str, Json] = found if isinstance(found, dict) else {}
+    found = blob.get("folded")
+    folded: Mapping[str, Json] = found if isinstance(found, dict) else {}
+    return CpuProfile(
+        sample_hz=_float_of(blob, "sample_hz"),
+        samples=int(_number(blob, "samples") or 0),
+        kernel_share=_float_of(blob, "kernel_share"),
+        by_process=tuple((str(k), _float_of(by_process, k)) for k in by_process),
+        top=tuple(
+            FunctionShare(
+                str(e.get("process")),
+                str(e.get("function")),
+                _float_of(e, "share"),
+                e.get("kernel") is True,
+            )
+            for e in _objects(blob.get("top"))
+        ),
+        folded=tuple((str(k), int(_float_of(folded, k))) for k in folded),
+        folded_other=int(_number(blob, "folded_other") or 0),
+    )
+
+
 def run_listing(row: Row) -> RunListing:
     """A runs row joined with its session's status and host facts (`session_host`)."""
     fields = {k: v for k, v in row.items() if k != "session_host"}
@@ -368,6 +408,7 @@ def run_outcome(row: Row) -> RunOutcome:
         "interference": _interference(row),
         "tpcc": _tpcc(row),
         "waits": waits(_object(row["waits"], f"run {row['id']}'s wait profile")),
+        "profile": profile(_object(row["profile"], f"run {row['id']}'s CPU profile")),
     }
     return RunOutcome(**{**row, **typed})
 
@@ -389,3 +430,61 @@ def comparison(row: Row, sets: list[dict[str, Any]]) -> StoredComparison:
             for s in sets
         ),
     )
+
+
+def capacity(blob: Json, where: str) -> Capacity:
+    """A capacity sweep as encode.py `to_json` wrote it; a missing figure reads as None.
+
+    >>> from pgdyno.results.encode import to_json
+    >>> from pgdyno.records.capacity import Knee
+    >>> step = CapacityStep(7, "sweep", 500.0, 498.2, 0.3, 0.5, 1.2, 0.05, 1.1, 0, 30.0, 200.0,
+    ...                     "under")
+    >>> found = Capacity(2.0, (step,), 2000.0, 500.0, 560.0, 0.9375, Knee(500.0, 498.2, 1.2),
+    ...                  "bracketed", 5, ("a note",))
+    >>> capacity(to_json(found), "here") == found
+    True
+    """
+    if not isinstance(blob, dict):
+        raise StoreUnavailable(
+            f"{where} in the results database is not an object: the file was changed outside "
+            "pgdyno; restore it from a copy or pass another --results file."
+        )
+    knee = blob.get("knee")
+    return Capacity(
+        target_p99_ms=_float_of(blob, "target_p99_ms"),
+        steps=tuple(_capacity_step(s) for s in _objects(blob.get("steps"))),
+        closed_tps=_float_or_none(blob, "closed_tps"),
+        capacity_tps=_float_or_none(blob, "capacity_tps"),
+        over_tps=_float_or_none(blob, "over_tps"),
+        confidence=_float_of(blob, "confidence"),
+        knee=Knee(_float_of(knee, "asked_tps"), _float_of(knee, "achieved_tps"),
+                  _float_of(knee, "p99_ms")) if isinstance(knee, dict) else None,
+        stopped=_text(blob.get("stopped")) or "",
+        repeats=_integer(blob, "repeats") or 0,
+        notes=tuple(n for n in _json_list(blob.get("notes")) if isinstance(n, str)),
+    )  # fmt: skip
+
+
+def _capacity_step(blob: Mapping[str, Json]) -> CapacityStep:
+    run_id = _integer(blob, "run_id")
+    return CapacityStep(
+        run_id=run_id, phase=_text(blob.get("phase")) or "",
+        asked_tps=_float_or_none(blob, "asked_tps"),
+        achieved_tps=_float_of(blob, "achieved_tps"),
+        p50_ms=_float_or_none(blob, "p50_ms"), p90_ms=_float_or_none(blob, "p90_ms"),
+        p99_ms=_float_or_none(blob, "p99_ms"), lag_avg_ms=_float_or_none(blob, "lag_avg_ms"),
+        lag_max_ms=_float_or_none(blob, "lag_max_ms"), skipped=_integer(blob, "skipped") or 0,
+        client_cpu_pct=_float_or_none(blob, "client_cpu_pct"),
+        client_capacity_pct=_float_or_none(blob, "client_capacity_pct"),
+        verdict=_text(blob.get("verdict")) or "",
+        lag_growth_ms=_float_or_none(blob, "lag_growth_ms"),  # absent in the first sweeps
+    )  # fmt: skip
+
+
+def _float_or_none(blob: Mapping[str, Json], key: str) -> float | None:
+    value = _number(blob, key)
+    return None if value is None else float(value)
+
+
+def _json_list(value: Json) -> list[Json]:
+    return value if isinstance(value, list) else []

@@ -16,6 +16,7 @@ from pgdyno.errors import StoreError
 from pgdyno.records.devices import DeviceLayout, RunDevice
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
+from pgdyno.records.profile import CpuProfile
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.tpcc import TpccResult, TpccTransaction
 from pgdyno.records.waits import WaitProfile
@@ -116,6 +117,29 @@ def waits_json(found: WaitProfile) -> dict[str, object]:
     }
 
 
+def profile_json(found: CpuProfile) -> dict[str, object]:
+    """A run's on-CPU profile as the runs table keeps it and `runs show --json` prints it
+    (shares are fractions of all the samples of the server's processes).
+
+    >>> from pgdyno.records.profile import FunctionShare
+    >>> profile_json(CpuProfile(99, 10, 0.2, (("client backend", 1.0),),
+    ...              (FunctionShare("client backend", "PortalRun", 0.5),)))["top"]
+    [{'process': 'client backend', 'function': 'PortalRun', 'share': 0.5, 'kernel': False}]
+    """
+    return {
+        "sample_hz": found.sample_hz,
+        "samples": found.samples,
+        "kernel_share": found.kernel_share,
+        "by_process": dict(found.by_process),
+        "top": [
+            {"process": f.process, "function": f.function, "share": f.share, "kernel": f.kernel}
+            for f in found.top
+        ],
+        "folded": dict(found.folded),
+        "folded_other": found.folded_other,
+    }
+
+
 def devices_json(layout: DeviceLayout) -> dict[str, object]:
     """A run's devices as the runs table keeps them and the commands print them: `{}` when the
     data directory was not on the host; a device stored by an earlier pgdyno keeps its keys.
@@ -200,6 +224,8 @@ def _json(value: object) -> object:
         return tpcc_json(value)
     if isinstance(value, WaitProfile):
         return waits_json(value)
+    if isinstance(value, CpuProfile):
+        return profile_json(value)
     if is_dataclass(value) and not isinstance(value, type):
         return _fields(value)
     if isinstance(value, tuple | list):

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Protocol
 
 from pgdyno.records import RunRecord
+from pgdyno.records.capacity import Capacity
 from pgdyno.records.rounds import RoundHistory
 from pgdyno.records.stored import (
     NewComparison,
@@ -103,7 +104,12 @@ class ResultsBackend(Protocol):
     def newest_source(self) -> ReportSource | None: ...
 
     def recent_tps(
-        self, workload: str, scale: int, clients: int, pg_version: str, target: str
-    ) -> float | None: ...
+        self, workload: str, scale: int, clients: int, pg_version: str, target: str,
+        *, closed_loop: bool = False,
+    ) -> float | None: ...  # fmt: skip
+
+    def record_capacity(self, session_id: int, found: Capacity) -> None: ...
+
+    def capacity(self, session_id: int) -> Capacity | None: ...
 
     def latest_waits(self, target: str) -> tuple[int, WaitProfile] | None: ...

@@ -16,17 +16,27 @@ from typing import TYPE_CHECKING, Any
 
 from pgdyno.errors import StoreError, StoreUnavailable
 from pgdyno.records import RunRecord
+from pgdyno.records.capacity import Capacity
 from pgdyno.records.stored import ReportSource, RunListing, StoredRun
 from pgdyno.records.waits import WaitProfile
 from pgdyno.results.comparisons import Comparisons
 from pgdyno.results.database import Database
-from pgdyno.results.decode import RUN_ROW_SQL, loads, run_listing, stored_run, waits
+from pgdyno.results.decode import (
+    RUN_ROW_SQL,
+    capacity,
+    loads,
+    run_listing,
+    stored_run,
+    waits,
+)
 from pgdyno.results.encode import (
     devices_json,
     dumps,
     health_json,
     interference_json,
     now_iso,
+    profile_json,
+    to_json,
     tpcc_json,
     waits_json,
 )
@@ -126,6 +136,14 @@ class ResultsStore:
                 (now_iso(), status, session_id),
             )
 
+    def record_capacity(self, session_id: int, found: Capacity) -> None:
+        """A capacity sweep's steps and result, kept with its session (rewritten as it goes)."""
+        with self.db.transaction():
+            self.db.execute(
+                "UPDATE sessions SET capacity = ? WHERE id = ?",
+                (dumps(to_json(found), "the capacity sweep"), session_id),
+            )
+
     def add_run(self, session_id: int, run: RunRecord) -> int:
         summary = run.summary
         with self.db.transaction():
@@ -137,9 +155,9 @@ class ResultsStore:
                 " dataset_bytes, pg_version, pgbench_version, pgbench_argv, settings, summary,"
                 " error, stderr, latency_p50_ms, latency_p90_ms, latency_p99_ms,"
                 " latency_p999_ms, latency_max_ms, latency_source, health, devices,"
-                " comparison_id, set_name, interference, tpcc, waits, uid)"
+                " comparison_id, set_name, interference, tpcc, waits, profile, uid)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     session_id, run.status, run.started_at, run.finished_at, run.cell.workload,
                     run.cell.scale, run.cell.clients, run.cell.jobs, run.duration_s, run.protocol,
@@ -165,6 +183,8 @@ class ResultsStore:
                     else dumps(interference_json(run.interference), "the run's interference"),
                     None if run.tpcc is None else dumps(tpcc_json(run.tpcc), "TPC-C figures"),
                     None if run.waits is None else dumps(waits_json(run.waits), "wait profile"),
+                    None if run.profile is None
+                    else dumps(profile_json(run.profile), "CPU profile"),
                     new_uid(),
                 ),
             )  # fmt: skip
@@ -249,6 +269,14 @@ class ResultsStore:
             series.setdefault(row["metric"], {})[row["t"]] = row["value"]
         return series
 
+    def capacity(self, session_id: int) -> Capacity | None:
+        """A session's capacity sweep; None for a session of another kind (or none such)."""
+        rows = self._query("SELECT capacity FROM sessions WHERE id = ?", (session_id,))
+        if not rows or rows[0]["capacity"] is None:
+            return None
+        where = f"session {session_id}'s capacity sweep"
+        return capacity(loads(str(rows[0]["capacity"]), where), where)
+
     def session_run_ids(self, session_id: int) -> list[int]:
         """The runs of one bench session, in the order they ran."""
         rows = self._query("SELECT id FROM runs WHERE session_id = ? ORDER BY id", (session_id,))
@@ -265,13 +293,18 @@ class ResultsStore:
         return ReportSource(str(rows[0]["kind"]), int(rows[0]["id"])) if rows else None
 
     def recent_tps(
-        self, workload: str, scale: int, clients: int, pg_version: str, target: str
-    ) -> float | None:
-        """TPS of the latest successful run like this one, to size the latency log's sample."""
+        self, workload: str, scale: int, clients: int, pg_version: str, target: str,
+        *, closed_loop: bool = False,
+    ) -> float | None:  # fmt: skip
+        """TPS of the latest successful run like this one, to size the latency log's sample;
+        with `closed_loop`, of the latest run without a rate (-R): what the server carries
+        flat out, where a capacity sweep starts from."""
         rows = self._query(
             "SELECT r.tps FROM runs r JOIN sessions s ON s.id = r.session_id"
             " WHERE r.status = 'ok' AND r.workload = ? AND r.scale = ? AND r.clients = ?"
-            " AND r.pg_version = ? AND s.target = ? ORDER BY r.id DESC LIMIT 1",
+            " AND r.pg_version = ? AND s.target = ?"
+            + (" AND r.rate IS NULL" if closed_loop else "")
+            + " ORDER BY r.id DESC LIMIT 1",
             (workload, scale, clients, pg_version, target),
         )
         return float(rows[0]["tps"]) if rows and rows[0]["tps"] is not None else None

@@ -24,7 +24,8 @@ from pgdyno.textsafe import strict_loads
 JSON_SHAPES: dict[str, dict[str, type]] = {
     "sessions": {"command": list, "host": dict, "server": dict},
     "runs": {"pgbench_argv": list, "settings": dict, "summary": dict, "health": dict,
-             "devices": dict, "interference": dict, "tpcc": dict, "waits": dict},
+             "devices": dict, "interference": dict, "tpcc": dict, "waits": dict,
+             "profile": dict},
     "run_events": {"detail": dict},
     "comparisons": {"scales": list, "rounds": dict},
     "comparison_sets": {"requested": dict, "effective": dict},

@@ -17,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Final
 
+from pgdyno.records.profile import FunctionMove
 from pgdyno.records.stored import RunOutcome
+from pgdyno.stats.cpu_profile import moved
 from pgdyno.stats.dependence import clearly_dependent
 from pgdyno.stats.family import ErrorControl, family_size, p99_size
 from pgdyno.stats.ladder import Ladder, ladder
@@ -106,6 +108,9 @@ class SetResult:
     # The wait events whose share of database time moved most against the baseline: why the
     # figures differ, as far as sampling shows it (stats/waits.py); () without profiles.
     wait_changes: tuple[WaitChange, ...] = ()
+    # The functions whose share of the server's CPU moved most against the baseline, beyond
+    # sampling error (stats/cpu_profile.py); () without CPU profiles.
+    cpu_changes: tuple[FunctionMove, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -282,6 +287,15 @@ def _wait_changes(base: Sequence[RunOutcome], cand: Sequence[RunOutcome]) -> tup
     )
 
 
+def _cpu_changes(
+    base: Sequence[RunOutcome], cand: Sequence[RunOutcome]
+) -> tuple[FunctionMove, ...]:
+    return moved(
+        [r.profile for r in base if r.profile is not None],
+        [r.profile for r in cand if r.profile is not None],
+    )
+
+
 def analyse(
     runs: Sequence[RunOutcome],
     set_names: Sequence[str],
@@ -369,6 +383,7 @@ def _cell_results(
                 max_ms=describe(max_values) if max_values else None,
                 worst_ms=max(max_values, default=None),
                 wait_changes=() if name == baseline else _wait_changes(base, good),
+                cpu_changes=() if name == baseline else _cpu_changes(base, good),
             )
         )
     return results

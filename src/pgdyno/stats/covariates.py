@@ -33,8 +33,11 @@ from typing import Final
 
 import numpy as np
 
-__all__ = ["MIN_EARLIER", "SLOPE_T", "Adjusted", "adjust", "predictable_slopes"]
+__all__ = ["COVARIATES", "MIN_EARLIER", "SLOPE_T", "Adjusted", "adjust", "predictable_slopes"]
 
+# What a period's covariate is made of, as the result names it. The host probe
+# (pgdyno.host.probe) is not among them: docs/statistics.md, "A neutral probe of the host".
+COVARIATES: Final = ("foreign_cpu", "steal")
 MIN_EARLIER: Final = 4  # earlier rounds a slope is estimated from before it is used
 SLOPE_T: Final = 2.0  # ...and how clearly (its t statistic) they must show it
 

@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from pgdyno.stats.covariates import adjust
+from pgdyno.stats.covariates import COVARIATES, adjust
 from pgdyno.stats.dependence import clearly_dependent, inflation, lag1
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
 from pgdyno.stats.planning import repeats_needed
@@ -129,8 +129,8 @@ def compare_adjusted(
     >>> compare_adjusted(base, cand, ({}, {})).adjusted_rounds  # no period disturbed
     0
     >>> c = compare_adjusted(base, cand, ({}, load))
-    >>> c.adjusted_rounds, round(c.adjusted_slope, 2), round(c.narrowed_pct)
-    (2, -0.81, 41)
+    >>> c.adjusted_rounds, round(c.adjusted_slope, 2), round(c.narrowed_pct), c.covariates
+    (2, -0.81, 41, ('foreign_cpu', 'steal'))
     """
     plain = compare_rounds(
         baseline, candidate, higher_is_better=higher_is_better, sequential=True, alpha=alpha,
@@ -151,6 +151,7 @@ def compare_adjusted(
         plain, change_pct=100.0 * math.expm1(mean), sd_log=statistics.stdev(found.diffs, mean),
         verdict=SAME, stopped_early=False, naive_change_pct=None, adjusted_rounds=found.rounds,
         adjusted_slope=found.slope, narrowed_pct=_narrowed(looks, adjusted),
+        covariates=COVARIATES,
     )  # fmt: skip
     design = (alpha / 2.0, g, max(len(rounds), horizon or len(rounds)))
     return _judged(change, adjusted, higher_is_better, MIN_EFFECT_PCT, design)

@@ -25,7 +25,7 @@ has made rich form a (1 - alpha) confidence sequence, valid at every round at on
   ``sqrt(2 log(2/alpha) / (v * t log(1 + t)))``, ``v`` the mean square of the past bets, capped
   at ``LAMBDA_MAX``. Nothing is bet before ``WARM`` differences give a spread.
 * ``s_r``, ``lambda_r`` do not depend on ``mu``; the wealth of the "above" gambler falls as
-  ``mu`` rises, so each end of the interval is found by bisection.
+  ``mu`` rises, so each end of the interval is found by a search of its bracket (`crossing`).
 
 The estimate of the centre that goes with it is the median of the differences. Its price: it
 is unbounded before about 12 rounds (where the t-mixture is bounded from 5); from about 25
@@ -46,20 +46,26 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "BITS",
+    "CALL_COST",
     "CLIP",
-    "ITERATIONS",
     "LAMBDA_MAX",
     "MAD_TO_SD",
+    "SEGMENT_CHOICES",
     "WARM",
+    "crossing",
     "prefix_intervals",
     "robust_interval",
+    "segments",
 ]
 
 CLIP: Final = 1.5  # Huber's tuning constant, in robust spreads
 LAMBDA_MAX: Final = 0.8  # the largest fraction of wealth bet on one round
 WARM: Final = 3  # differences needed before the first bet (a spread to scale by)
 MAD_TO_SD: Final = 1.4826  # the MAD of a normal sample times this estimates its sd
-ITERATIONS: Final = 40  # reach / 2^40: far below any printed digit
+BITS: Final = 40  # an end is found to reach / 2^40: far below any printed digit
+SEGMENT_CHOICES: Final = (2, 4, 16)  # parts of a bracket per step of `crossing`: 1, 2, 4 bits
+CALL_COST: Final = 2000  # a call of numpy costs about as much as this many numbers computed
 
 
 def _bets(diffs: Sequence[float], alpha: float) -> list[tuple[float, float]]:
@@ -84,17 +90,6 @@ def _bets(diffs: Sequence[float], alpha: float) -> list[tuple[float, float]]:
     return bets
 
 
-def _log_wealth(
-    diffs: Sequence[float], bets: Sequence[tuple[float, float]], mu: float, side: int
-) -> float:
-    """Log wealth of the gambler betting the centre is above (side 1) or below (-1) ``mu``."""
-    total = 0.0
-    for d, (scale, fraction) in zip(diffs, bets, strict=True):
-        if fraction:
-            total += math.log1p(side * fraction * max(-1.0, min(1.0, (d - mu) / scale)))
-    return total
-
-
 def robust_interval(
     diffs: Sequence[float], *, alpha: float = COMPARE_ALPHA
 ) -> tuple[float, float, float]:
@@ -107,43 +102,54 @@ def robust_interval(
     >>> robust_interval([0.01, -0.02, 0.0])[1:]
     (-inf, inf)
     """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"need 0 < alpha < 1, got {alpha}")
     if not diffs:
         return 0.0, -math.inf, math.inf
-    if not all(math.isfinite(d) for d in diffs):
-        raise ValueError("differences must be finite numbers")
+    ends = prefix_intervals(diffs, alpha=alpha, first=len(diffs))  # checks diffs and alpha
     centre = statistics.median(diffs)
-    bets = _bets(diffs, alpha)
-    threshold = math.log(2.0 / alpha)
-    reach = max(abs(d - centre) for d in diffs) + max((s for s, _ in bets), default=1.0)
-    low = _end(diffs, bets, centre, centre - reach, 1, threshold)
-    high = _end(diffs, bets, centre, centre + reach, -1, threshold)
+    low, high = ends[0] if ends else (-math.inf, math.inf)
     return centre, low, high
 
 
-def _end(
-    diffs: Sequence[float],
-    bets: Sequence[tuple[float, float]],
-    inside: float,
-    outside: float,
-    side: int,
-    threshold: float,
-) -> float:
-    """The end of the interval between ``inside`` and ``outside`` where the gambler on
-    ``side`` reaches the threshold (bisection: its wealth is monotone in ``mu``); infinite
-    when it does not reach it even at ``outside`` (beyond it every bet is clipped alike)."""
-    if _log_wealth(diffs, bets, outside, side) < threshold:
-        return -side * math.inf
-    if _log_wealth(diffs, bets, inside, side) >= threshold:
-        return inside
-    for _ in range(ITERATIONS):
-        mid = 0.5 * (inside + outside)
-        if _log_wealth(diffs, bets, mid, side) >= threshold:
-            outside = mid
-        else:
-            inside = mid
-    return 0.5 * (inside + outside)
+def segments(rounds: int) -> int:
+    """The parts `crossing` splits each bracket into per step, for a comparison of ``rounds``
+    rounds: the fewest numbers computed for one look's two ends, a call of numpy counted as
+    CALL_COST numbers. It depends on the rounds only, so that an end is the same to the last
+    bit whether it is found alone or with the other prefixes' (the stored form and the runner
+    judge alike).
+
+    >>> segments(20), segments(300), segments(5_000)
+    (16, 4, 2)
+    """
+    return min(
+        SEGMENT_CHOICES,
+        key=lambda parts: BITS // (parts.bit_length() - 1) * (CALL_COST + 2 * rounds * (parts - 1)),
+    )
+
+
+def crossing(
+    rich: Callable[[np.ndarray], np.ndarray], inside: np.ndarray, outside: np.ndarray, parts: int
+) -> np.ndarray:
+    """Per row, where ``rich`` turns true between ``inside`` (false there) and ``outside``
+    (true there): ``rich`` maps points of shape (rows, k) to booleans of that shape and is
+    monotone along each row's segment (a gambler's wealth is monotone in ``mu``). Each step
+    looks at ``parts`` - 1 points (one of SEGMENT_CHOICES) of every row's bracket in one call
+    and keeps the part where it turns, until the bracket is 2^BITS times smaller.
+
+    >>> import numpy as np
+    >>> ends = np.array([[0.3], [7.25]])
+    >>> crossing(lambda mu: mu >= ends, np.zeros(2), np.array([1.0, 10.0]), 4).round(9).tolist()
+    [0.3, 7.25]
+    """
+    import numpy as np
+
+    low, high = inside.astype(np.float64), outside.astype(np.float64)
+    share = np.arange(1, parts)[None, :] / parts
+    for _ in range(BITS // (parts.bit_length() - 1)):
+        width = high - low
+        below = (~rich(low[:, None] + width[:, None] * share)).sum(axis=1)
+        low, high = low + width * below / parts, low + width * (below + 1) / parts
+    result: np.ndarray = 0.5 * (low + high)
+    return result
 
 
 def prefix_intervals(
@@ -152,7 +158,7 @@ def prefix_intervals(
     """`robust_interval`'s (low, high) after each prefix of ``first`` (at least 2) or more
     ``diffs``, in order: the looks of an adaptive comparison. The bets are predictable (each
     from the rounds before it), so a prefix's bets are the first ones of the whole; the ends of
-    every prefix are found by the same bisection, vectorised over the prefixes.
+    every prefix are found by one search (`crossing`), vectorised over the prefixes and both ends.
 
     >>> d = [0.01 * ((-1) ** r) + 0.05 for r in range(30)]
     >>> ends = prefix_intervals(d)
@@ -179,35 +185,20 @@ def prefix_intervals(
     spread = np.where(seen, np.abs(d[None, :] - centre[:, None]), -np.inf).max(axis=1)
     reach = spread + np.where(seen, scale[None, :], -np.inf).max(axis=1)
     threshold = math.log(2.0 / alpha)
+    # One row per (side, prefix): the gambler on "above" (side 1) then on "below" (-1).
+    side = np.repeat([1.0, -1.0], len(centre))[:, None, None]
+    fraction = np.vstack([fraction, fraction])[:, None, :]
 
-    def log_wealth(mu: np.ndarray, side: int) -> np.ndarray:
-        bet = np.clip((d[None, :] - mu[:, None]) / scale[None, :], -1.0, 1.0)
-        return np.asarray(np.log1p(side * fraction * bet).sum(axis=1), dtype=np.float64)
+    def rich(mu: np.ndarray) -> np.ndarray:
+        """Whether each row's gambler has reached the threshold at the points ``mu``."""
+        bet = np.clip((d[None, None, :] - mu[:, :, None]) / scale[None, None, :], -1.0, 1.0)
+        wealth = np.log1p(side * fraction * bet).sum(axis=2)
+        return np.asarray(wealth >= threshold)
 
-    ends = [
-        _prefix_ends(log_wealth, centre, centre - side * reach, side, threshold) for side in (1, -1)
-    ]
-    return list(zip(ends[0].tolist(), ends[1].tolist(), strict=True))
-
-
-def _prefix_ends(
-    log_wealth: Callable[[np.ndarray, int], np.ndarray],
-    inside: np.ndarray,
-    outside: np.ndarray,
-    side: int,
-    threshold: float,
-) -> np.ndarray:
-    """`_end` for every prefix at once."""
-    import numpy as np
-
-    end = np.where(log_wealth(outside, side) < threshold, -side * np.inf, np.nan)
-    end = np.where(np.isnan(end) & (log_wealth(inside, side) >= threshold), inside, end)
-    todo = np.isnan(end)
-    low, high = inside.copy(), outside.copy()
-    for _ in range(ITERATIONS):
-        mid = 0.5 * (low + high)
-        reached = log_wealth(mid, side) >= threshold
-        high = np.where(reached, mid, high)
-        low = np.where(reached, low, mid)
-    result: np.ndarray = np.where(todo, 0.5 * (low + high), end)
-    return result
+    inside = np.concatenate([centre, centre])
+    outside = np.concatenate([centre - reach, centre + reach])
+    at = rich(np.stack([inside, outside], axis=1))
+    ends = np.where(at[:, 0], inside, crossing(rich, inside, outside, segments(n)))
+    ends = np.where(at[:, 1], ends, -side[:, 0, 0] * np.inf)
+    low, high = np.split(ends, 2)
+    return list(zip(low.tolist(), high.tolist(), strict=True))

@@ -107,6 +107,8 @@ class ChangeVerdict:
     adjusted_rounds: int = 0
     adjusted_slope: float | None = None
     narrowed_pct: float | None = None
+    # The covariates the adjustment used (`pgdyno.stats.covariates.COVARIATES`); () when none
+    covariates: tuple[str, ...] = ()
 
     @property
     def verdict_interval(self) -> tuple[float | None, float | None]:

@@ -158,6 +158,21 @@ def wait_changes_text(result: SetResult) -> str:
     return "; ".join(c.text() for c in result.wait_changes)
 
 
+CPU_HEADING = "CPU share, baseline -> set"
+
+
+def cpu_changes_text(result: SetResult) -> str:
+    """The functions whose share of the server's CPU moved most against the baseline.
+
+    >>> from pgdyno.records.profile import FunctionMove
+    >>> r = SetResult(("w", 1, 1), "b", 2, 0, 0, None, None, None, None, (),
+    ...               cpu_changes=(FunctionMove("XLogInsertRecord", 0.14, 0.06),))
+    >>> cpu_changes_text(r)
+    'XLogInsertRecord 14% -> 6%'
+    """
+    return "; ".join(c.text() for c in result.cpu_changes)
+
+
 def verdict_table(
     analysis: Analysis, title: str, storage: Mapping[str, str] | None = None
 ) -> Table:
@@ -170,8 +185,10 @@ def verdict_table(
              "p99 change", "max ms", f"verdict ({figure})", "notes"]  # fmt: skip
     waits = any(r.wait_changes for r in analysis.results)
     shown += [WAITS_HEADING] if waits else []
+    cpu = any(r.cpu_changes for r in analysis.results)
+    shown += [CPU_HEADING] if cpu else []
     for name in shown:
-        left = name in ("cell", "set", "storage", "notes", WAITS_HEADING)
+        left = name in ("cell", "set", "storage", "notes", WAITS_HEADING, CPU_HEADING)
         table.add_column(name, justify="left" if left else "right")
     for r in analysis.results:
         workload, scale, clients = r.cell
@@ -186,6 +203,7 @@ def verdict_table(
             _p99_text(r.p99_change), _worst_text(r),
             _verdict(r.tps_change, is_base), "; ".join(r.warnings),
             *([wait_changes_text(r)] if waits else []),
+            *([cpu_changes_text(r)] if cpu else []),
         )  # fmt: skip
     return table
 

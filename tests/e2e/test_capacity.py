@@ -1,0 +1,114 @@
+"""`pgdyno capacity` on the real sandbox and real pgbench, and its report in a real headless
+Chromium (issue 34).
+
+One short sweep in the session's quiet work directory (its sandbox is shared with the other
+quiet modules; scale 1): steps of 2 s, one run at each end, a p99 target the server meets at
+low load and misses when the schedule outruns it. Whether the sweep brackets the capacity in
+its 20 s depends on the host, so the tests check what must hold whatever it found: the steps
+are stored runs with their timeline, the JSON is strict and names the knee and the capacity,
+the budget is kept, and the report draws the curves with the target and the knee. The
+interval's statistics are proved by tests/unit/test_capacity_sim.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from tests.browser import chromium
+from tests.conftest import ARTIFACTS
+
+from host_conditions import quiet_pgdyno
+from pgdyno.records.capacity import (
+    BRACKETED,
+    BUDGET,
+    CLIENT_LIMIT,
+    NEVER_OVER,
+    NEVER_UNDER,
+    STEP_LIMIT,
+)
+
+SWEEP = ("capacity", "--pg-version", "18", "-s", "1", "-c", "4", "-T", "2", "--repeats", "1",
+         "--p99", "20ms", "--budget", "20s", "--json")  # fmt: skip
+STOPS = {BRACKETED, BUDGET, CLIENT_LIMIT, NEVER_OVER, NEVER_UNDER, STEP_LIMIT}
+
+
+def strict(text: str) -> object:
+    def refuse(name: str) -> object:
+        raise ValueError(f"not strict JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture(scope="module")
+def sweep(quiet_workdir: Path) -> dict:
+    result = quiet_pgdyno(quiet_workdir, *SWEEP)
+    assert result.code == 0, result.stderr
+    found = strict(result.stdout)
+    assert isinstance(found, dict)
+    return found
+
+
+def test_the_sweep_names_its_knee_and_capacity_and_stores_each_step(
+    sweep: dict, quiet_workdir: Path
+):
+    for key in ("knee", "capacity_tps", "over_tps", "confidence", "target_p99_ms", "steps"):
+        assert key in sweep
+    assert sweep["target_p99_ms"] == 20.0 and sweep["confidence"] == 0.0  # 1 - 2 x 0.5^1
+    assert sweep["stopped"] in STOPS
+    steps = sweep["steps"]
+    assert len(steps) >= 2 and [s["run_id"] for s in steps] == sweep["run_ids"]
+    asked = [s["asked_tps"] for s in steps if s["phase"] != "closed"]
+    assert asked and all(a > 0 for a in asked)
+    for s in steps:
+        assert s["verdict"] in {"closed", "under", "over", "unsustained", "client-bound",
+                                "interfered", "failed"}  # fmt: skip
+    if sweep["capacity_tps"] is not None and sweep["over_tps"] is not None:
+        assert sweep["capacity_tps"] < sweep["over_tps"]
+    with sqlite3.connect(quiet_workdir / "results.sqlite") as db:
+        rows = db.execute(
+            "SELECT id, rate, (SELECT count(*) FROM run_samples WHERE run_id = runs.id),"
+            " started_at FROM runs WHERE session_id = ? ORDER BY id", (sweep["session_id"],),
+        ).fetchall()  # fmt: skip
+        kept = db.execute(
+            "SELECT capacity FROM sessions WHERE id = ?", (sweep["session_id"],)
+        ).fetchone()[0]
+    assert [r[0] for r in rows] == sweep["run_ids"]
+    assert [r[1] for r in rows if r[1] is not None] == asked  # each step ran at its rate
+    assert all(samples > 0 for _, _, samples, _ in rows)  # each step has its timeline
+    assert json.loads(kept)["steps"] == steps
+    # Every step began inside the budget (the last may end past it by one step).
+    began = [datetime.fromisoformat(r[3]).timestamp() for r in rows]
+    assert began[-1] - began[0] <= 20.0
+
+
+def test_the_report_draws_the_curves_with_target_and_knee(
+    sweep: dict, run_cli, quiet_workdir: Path, tmp_path: Path
+):
+    session = ("report", "--session", str(sweep["session_id"]))
+    made = run_cli(quiet_workdir, *session, "-o", str(tmp_path / "r.json"), "--json")
+    assert made.code == 0, made.stderr
+    report = strict((tmp_path / "r.json").read_text())
+    assert isinstance(report, dict) and report["title"].startswith("capacity session")
+    out = tmp_path / "capacity.html"
+    made = run_cli(quiet_workdir, *session, "-o", str(out))
+    assert made.code == 0, made.stderr
+    (row,) = report["capacity"]
+    assert row["capacity_tps"] == sweep["capacity_tps"] and row["steps"] == len(sweep["steps"])
+    with chromium() as browser:
+        page = browser.open(out, wait_for="window.reportReady === true")
+        names = page.evaluate(
+            "document.getElementById('capacity-0') ? "
+            "document.getElementById('capacity-0').data.map(t => t.name) : null"
+        )
+        table = page.evaluate("document.querySelector('table.capacity').innerText")
+        page.screenshot(ARTIFACTS / "capacity-report.png")
+        assert page.console_errors == []
+    assert "p99 target 20 ms" in names
+    assert any(n.endswith(" p99") for n in names) and any(n.endswith(" p50") for n in names)
+    if sweep["knee"] is not None:
+        assert any(n.endswith(" knee") for n in names)
+    assert "20.000" in table and "interval" in table
