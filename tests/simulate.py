@@ -546,9 +546,11 @@ class _Looks:
         """The mean's interval, the verdict's, the factor on the spreads and whether the rounds
         are clearly dependent (the robust half left out) after the first ``k`` pairs (folded in
         already)."""
-        d = np.where(np.arange(self.packed.diffs.shape[1]) < k[:, None], self.packed.diffs, 0.0)
+        width = int(k.max()) + 1  # the columns any trial has reached: the rest are unused
+        seen = np.arange(width - 1) < k[:, None]
+        d = np.where(seen, self.packed.diffs[:, : width - 1], 0.0)
         mean = d.sum(axis=1) / k
-        dev = np.where(np.arange(d.shape[1]) < k[:, None], d - mean[:, None], 0.0)
+        dev = np.where(seen, d - mean[:, None], 0.0)
         square = (dev**2).sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = np.where(square > 0, (dev[:, :-1] * dev[:, 1:]).sum(axis=1) / square, np.nan)
@@ -559,15 +561,15 @@ class _Looks:
         r = np.minimum(dependence.RHO_CAP, np.where(clear, np.maximum(r, rho + 1.0 / root), r))
         r = np.maximum(r, 0.0)
         factor = np.sqrt((1.0 + r) / (1.0 - r))
-        j = np.arange(self.mean.shape[1])
+        j = np.arange(width)
         upto = (j >= 2) & (j <= k[:, None])
-        half = self.factors[None, :] * self.sd * factor[:, None]
-        low, high, centre = self.robust
         f = factor[:, None]
+        means, half = self.mean[:, :width], self.factors[None, :width] * self.sd[:, :width] * f
+        low, high, centre = (table[:, :width] for table in self.robust)
         with np.errstate(invalid="ignore"):
             m = (
-                np.where(upto, self.mean - half, -np.inf).max(axis=1),
-                np.where(upto, self.mean + half, np.inf).min(axis=1),
+                np.where(upto, means - half, -np.inf).max(axis=1),
+                np.where(upto, means + half, np.inf).min(axis=1),
             )
             r_low = np.where(upto, centre + f * (low - centre), -np.inf).max(axis=1)
             r_high = np.where(upto, centre + f * (high - centre), np.inf).min(axis=1)
