@@ -45,10 +45,10 @@ from pgdyno.experiment.schedule import Design, Schedule, rotated
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.stored import RunOutcome
-from pgdyno.stats import dependence, robust
+from pgdyno.stats import dependence, robust, stop_bias
 from pgdyno.stats.levels import COMPARE_ALPHA, MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.paired import compare_rounds
-from pgdyno.stats.sequential import half_width
+from pgdyno.stats.sequential import MIXTURE_G, half_width
 from pgdyno.stats.stopping import MIN_ROUNDS, decide
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.verdict import BETTER, SAME, WORSE
@@ -292,6 +292,7 @@ class Outcome:
     pairs: int
     left_out: int
     excluded: int  # runs done but not in the comparison (flagged)
+    change_pct: float  # the change printed at the stop (bias-adjusted at a verdict)
 
 
 def run_procedure(
@@ -312,7 +313,7 @@ def run_procedure(
                 sides[s][n] = math.exp(float(log_tps[n - 1, s]))
         if n < MIN_ROUNDS:
             continue
-        change = compare_rounds(sides[0], sides[1], sequential=sequential)
+        change = compare_rounds(sides[0], sides[1], sequential=sequential, horizon=max_rounds)
         decision = decide(
             [change], precision_pct=precision_pct, rounds=n, elapsed_s=float(n), round_s=1.0,
             budget_s=float(max_rounds),
@@ -320,7 +321,10 @@ def run_procedure(
         if decision.stop:
             excluded = 2 * n - len(sides[0]) - len(sides[1])
             pairs = change.pairs or 0
-            return Outcome(change.verdict, n, decision.reason, pairs, change.left_out, excluded)
+            return Outcome(
+                change.verdict, n, decision.reason, pairs, change.left_out, excluded,
+                change.change_pct,
+            )  # fmt: skip
     raise AssertionError(f"decide did not stop within the budget of {max_rounds} rounds")
 
 
@@ -343,6 +347,8 @@ class Outcomes:
     erratic: Bools  # no verdict at some look up to the budget: the intervals disagreed
     dependent: Bools  # clearly positive autocorrelation at some look up to the budget
     missed_at_stop: Bools  # the mean's interval excluded ``truth`` at the look that stopped
+    naive: Floats  # the mean log difference at the stop
+    printed: Floats  # the change printed at the stop, log scale (bias-adjusted at a verdict)
 
     def rate(self, code: int | None = None) -> float:
         """Share of trials ending on verdict `code` (None: better or worse)."""
@@ -451,36 +457,37 @@ class _Wealth:
         return end
 
 
-def _intersect(packed: _Packed, n: Ints, t_low: Floats, t_high: Floats) -> tuple[Floats, Floats]:
-    """The t-mixture's ends intersected with the robust sequence's (empty: low > high). The
-    robust ends are only computed where they may bind: where the t-mixture is unbounded or a
-    robust gambler is already rich at a t-mixture end."""
+def _robust_ends(packed: _Packed, n: Ints, check: tuple[Floats, Floats]) -> tuple[Floats, Floats]:
+    """The robust sequence's ends after the first ``n`` pairs where they may bind, else
+    ``-inf``/``inf``: where the low end may lie above ``check[0]`` (a gambler betting up is rich
+    there) or the high end below ``check[1]``, or the checks are unbounded."""
     alpha = COMPARE_ALPHA / 2.0
-    bounded = np.isfinite(t_low) & np.isfinite(t_high)
-    safe_low, safe_high = np.where(bounded, t_low, 0.0), np.where(bounded, t_high, 0.0)
+    bounded = np.isfinite(check[0]) & np.isfinite(check[1])
+    safe_low, safe_high = np.where(bounded, check[0], 0.0), np.where(bounded, check[1], 0.0)
     binds = ~bounded | packed.reaches(n, alpha, safe_low, 1)
     binds |= packed.reaches(n, alpha, safe_high, -1)
     rows = np.flatnonzero(binds)
-    low, high = t_low.copy(), t_high.copy()
+    low, high = np.full(len(n), -np.inf), np.full(len(n), np.inf)
     if rows.size:
-        r_low, r_high = packed.bounds(n, alpha, rows)
-        low[rows], high[rows] = np.maximum(t_low[rows], r_low), np.minimum(t_high[rows], r_high)
+        low[rows], high[rows] = packed.bounds(n, alpha, rows)
     return low, high
+
+
+# The widest the intervals are ever widened for dependence (`dependence.RHO_CAP`).
+_WIDEST: Final = math.sqrt((1.0 + dependence.RHO_CAP) / (1.0 - dependence.RHO_CAP))
 
 
 @dataclass
 class _Looks:
-    """`sequential_interval` for every trial, look by look: the running intersections over the
-    looks (prefixes of the packed pairs) of the t-mixture (``m``) and of it with the robust
-    sequence (``v``), kept as state where the real function recomputes every prefix; and the
-    prefix moments, to widen every look's t-mixture at a clearly dependent look."""
+    """`sequential_interval` for every trial, look by look: the prefix moments and every
+    prefix's robust ends and centre (``-inf``/``inf`` where they can bind at no widening), so
+    that each look's intervals can be widened for dependence and intersected over the looks."""
 
     packed: _Packed
     factors: Floats  # the t-mixture's half-width per unit of spread, by pairs
     mean: Floats  # (trials, rounds + 1): the mean of the first k pairs at column k
     sd: Floats
-    m: tuple[Floats, Floats]
-    v: tuple[Floats, Floats]
+    robust: tuple[Floats, Floats, Floats]  # (trials, rounds + 1): low, high, centre by prefix
     seen: Ints  # pairs already folded in
 
     @classmethod
@@ -494,64 +501,81 @@ class _Looks:
             square = np.cumsum(d**2, axis=1) - k * mean**2
             sd = np.sqrt(np.maximum(square, 0.0) / (k - 1))
         pad = np.full((trials, 1), np.nan)
-        low, high = np.full(trials, -np.inf), np.full(trials, np.inf)
+        shape = (trials, rounds + 1)
+        robust = (np.full(shape, -np.inf), np.full(shape, np.inf), np.zeros(shape))
         return cls(
-            packed, factors, np.hstack([pad, mean]), np.hstack([pad, sd]), (low, high),
-            (low.copy(), high.copy()), np.zeros(trials, dtype=np.int64),
+            packed, factors, np.hstack([pad, mean]), np.hstack([pad, sd]), robust,
+            np.zeros(trials, dtype=np.int64),
         )  # fmt: skip
 
     def mean_at(self, k: Ints) -> Floats:
         """The mean of the first ``k`` pairs of every trial."""
         return self._at(self.mean, k)
 
+    def sd_at(self, k: Ints) -> Floats:
+        """The sample sd of the first ``k`` pairs of every trial."""
+        return self._at(self.sd, k)
+
     def _at(self, table: Floats, k: Ints) -> Floats:
         return np.asarray(np.take_along_axis(table, k[:, None], axis=1)[:, 0], dtype=np.float64)
 
     def fold(self, k: Ints) -> None:
-        """Fold in the look after the first ``k`` pairs of every trial with a new pair."""
+        """Fold in the look after the first ``k`` pairs of every trial with a new pair: the
+        robust ends wherever some widening up to
+        ``_WIDEST`` (of both about their centres) could make them bind. Widened by ``f`` the
+        robust low end ``c + f (r - c)`` exceeds the t-mixture's ``mean - f h`` iff
+        ``r > c + (mean - c) / f - h``, lowest at ``f`` = 1 or ``_WIDEST``."""
         rows = np.flatnonzero(k > self.seen)
         self.seen = np.maximum(self.seen, k)
         if not rows.size:
             return
         sub = k[rows]
-        mean, sd = self._at(self.mean[rows], sub), self._at(self.sd[rows], sub)
-        t_low, t_high = mean - self.factors[sub] * sd, mean + self.factors[sub] * sd
-        v_low, v_high = _intersect(self.packed.rows(rows), sub, t_low, t_high)
-        for (low, high), (new_low, new_high) in (
-            (self.m, (t_low, t_high)),
-            (self.v, (v_low, v_high)),
-        ):
-            low[rows] = np.maximum(low[rows], new_low)
-            high[rows] = np.minimum(high[rows], new_high)
+        mean, half = (
+            self._at(self.mean[rows], sub),
+            self.factors[sub] * self._at(self.sd[rows], sub),
+        )
+        d = self.packed.diffs[rows]
+        centre = np.nanmedian(np.where(np.arange(d.shape[1]) < sub[:, None], d, np.nan), axis=1)
+        pulled = centre + (mean - centre) / _WIDEST
+        check = (np.minimum(mean, pulled) - half, np.maximum(mean, pulled) + half)
+        r_low, r_high = _robust_ends(self.packed.rows(rows), sub, check)
+        for table, values in zip(self.robust, (r_low, r_high, centre), strict=True):
+            table[rows, sub] = values
 
-    def now(self, k: Ints) -> tuple[tuple[Floats, Floats], tuple[Floats, Floats], Floats]:
-        """The mean's interval, the verdict's and the factor on the t-mixture's spread (above 1:
-        clearly dependent) after the first ``k`` pairs (folded in already)."""
-        d = np.where(np.arange(self.packed.diffs.shape[1]) < k[:, None], self.packed.diffs, 0.0)
+    def now(self, k: Ints) -> tuple[tuple[Floats, Floats], tuple[Floats, Floats], Floats, Bools]:
+        """The mean's interval, the verdict's, the factor on the spreads and whether the rounds
+        are clearly dependent (the robust half left out) after the first ``k`` pairs (folded in
+        already)."""
+        width = int(k.max()) + 1  # the columns any trial has reached: the rest are unused
+        seen = np.arange(width - 1) < k[:, None]
+        d = np.where(seen, self.packed.diffs[:, : width - 1], 0.0)
         mean = d.sum(axis=1) / k
-        dev = np.where(np.arange(d.shape[1]) < k[:, None], d - mean[:, None], 0.0)
+        dev = np.where(seen, d - mean[:, None], 0.0)
         square = (dev**2).sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = np.where(square > 0, (dev[:, :-1] * dev[:, 1:]).sum(axis=1) / square, np.nan)
         root = np.sqrt(k)
-        clear = (k >= dependence.MIN_PAIRS) & (
-            np.nan_to_num(rho, nan=-1.0) > dependence.RHO_Z / root
-        )
-        m, v = (self.m[0].copy(), self.m[1].copy()), (self.v[0].copy(), self.v[1].copy())
-        rows = np.flatnonzero(clear)
-        factor = np.ones(len(k))
-        if rows.size:
-            r = np.minimum(dependence.RHO_CAP, rho[rows] + 1.0 / root[rows])
-            factor[rows] = np.sqrt((1.0 + r) / (1.0 - r))
-            j = np.arange(self.mean.shape[1])
-            upto = (j >= 2) & (j <= k[rows][:, None])
-            half = self.factors[None, :] * self.sd[rows] * factor[rows, None]
-            with np.errstate(invalid="ignore"):
-                lows = np.where(upto, self.mean[rows] - half, -np.inf).max(axis=1)
-                highs = np.where(upto, self.mean[rows] + half, np.inf).min(axis=1)
-            for ends in (m, v):
-                ends[0][rows], ends[1][rows] = lows, highs
-        return m, v, factor
+        rho = np.nan_to_num(rho, nan=-1.0)
+        clear = (k >= dependence.MIN_PAIRS) & (rho > dependence.RHO_Z / root)
+        r = np.where(k >= dependence.MIN_PAIRS, rho + (1.0 + 3.0 * rho) / k, -1.0)  # corrected
+        r = np.minimum(dependence.RHO_CAP, np.where(clear, np.maximum(r, rho + 1.0 / root), r))
+        r = np.maximum(r, 0.0)
+        factor = np.sqrt((1.0 + r) / (1.0 - r))
+        j = np.arange(width)
+        upto = (j >= 2) & (j <= k[:, None])
+        f = factor[:, None]
+        means, half = self.mean[:, :width], self.factors[None, :width] * self.sd[:, :width] * f
+        low, high, centre = (table[:, :width] for table in self.robust)
+        with np.errstate(invalid="ignore"):
+            m = (
+                np.where(upto, means - half, -np.inf).max(axis=1),
+                np.where(upto, means + half, np.inf).min(axis=1),
+            )
+            r_low = np.where(upto, centre + f * (low - centre), -np.inf).max(axis=1)
+            r_high = np.where(upto, centre + f * (high - centre), np.inf).min(axis=1)
+        v_low = np.where(clear, m[0], np.maximum(m[0], r_low))
+        v_high = np.where(clear, m[1], np.minimum(m[1], r_high))
+        return m, (v_low, v_high), factor, clear
 
     def last(self, k: Ints, factor: Floats) -> tuple[Floats, Floats]:
         """The t-mixture's interval of the last look alone (what an erratic comparison prints)."""
@@ -611,14 +635,15 @@ def simulate(
     marks = {name: np.zeros(trials, dtype=np.bool_) for name in ("ever", "missed", "erratic")}
     marks["dependent"] = np.zeros(trials, dtype=np.bool_)
     at_stop = np.zeros(trials, dtype=np.bool_)
+    naive, printed = np.zeros(trials), np.zeros(trials)
     for n in range(MIN_ROUNDS, max_rounds + 1):
         k = paired[:, :n].sum(axis=1)
         if (k < 2).any():
             raise ValueError("fewer than 2 pairs: the twin has no unpaired fallback")
         if looks is not None:
             looks.fold(k)
-            (m_low, m_high), (v_low, v_high), factor = looks.now(k)
-            marks["dependent"] |= factor > 1.0
+            (m_low, m_high), (v_low, v_high), factor, clear = looks.now(k)
+            marks["dependent"] |= clear
             # erratic: the two disagree, or the mean has left the interval the looks left for it
             mean = looks.mean_at(k)
             erratic = (v_low > v_high) | (mean < m_low) | (mean > m_high)
@@ -635,12 +660,32 @@ def simulate(
         now = (stopped == 0) & (done | (n == max_rounds))
         verdict[now], stopped[now], resolved[now] = codes[now], n, done[now]
         at_stop[now] = missed[now]
+        if looks is not None:
+            spread = looks.sd_at(k) * factor
+            naive[now] = looks.mean_at(k)[now]
+            printed[now] = _printed(naive, spread, codes != 0, (m_low, m_high), max_rounds)[now]
     upto = np.arange(1, rounds + 1) <= stopped[:, None]
     one_flagged = runs.flagged.sum(axis=2) == 1
     return Outcomes(
         verdict, stopped, resolved, (paired & upto).sum(axis=1), (one_flagged & upto).sum(axis=1),
-        **marks, missed_at_stop=at_stop,
+        **marks, missed_at_stop=at_stop, naive=naive, printed=printed,
     )  # fmt: skip
+
+
+def _printed(
+    mean: Floats, spread: Floats, verdict: Bools, ends: tuple[Floats, Floats], horizon: int
+) -> Floats:
+    """The change printed (log scale): at a verdict Whitehead's bias-adjusted mean
+    (`pgdyno.stats.stop_bias.adjusted_mean`, vectorised) kept inside the mean's interval, else
+    the mean."""
+    shifts, expected = stop_bias.expected_at_stop(
+        max(2, min(horizon, stop_bias.MAX_HORIZON)), COMPARE_ALPHA / 2.0, MIXTURE_G
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = mean / spread
+        adjusted = spread * (z - np.interp(z, expected, expected - shifts))
+    adjusted = np.clip(np.where(spread > 0.0, adjusted, mean), ends[0], ends[1])
+    return np.where(verdict, adjusted, mean)
 
 
 def upper_bound(hits: int, n: int) -> float:

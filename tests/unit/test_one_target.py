@@ -3,9 +3,11 @@
 The change printed is exp(mean difference) - 1 and the interval beside it is the mean's; the
 robust centre is its own named figure with its own interval; the verdict rests on the two
 intersected, and when they disagree the comparison says its runs are erratic instead of a
-verdict. Clearly autocorrelated rounds widen the mean's interval and say so; intervals are
-intersected across looks; a verdict at an adaptive stop is labelled; "rounds left" does not use
-the change seen; the plan's error is split between TPS and p99 on purpose, and said.
+verdict. Clearly autocorrelated rounds widen the mean's interval and say so, and rounds alike
+widen both intervals from 6 rounds on, before that is measurable; intervals are intersected
+across looks; a verdict at an adaptive stop prints the estimate adjusted for the stop, the plain
+mean kept beside it; "rounds left" does not use the change seen; the plan's error is split
+between TPS and p99 on purpose, and said.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import pytest
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.analysis import Analysis, Judging, analyse
+from pgdyno.stats.dependence import clearly_dependent, inflation, lag1
 from pgdyno.stats.family import ErrorControl
 from pgdyno.stats.paired import compare_rounds, sequential_interval
+from pgdyno.stats.stop_bias import adjusted_mean, expected_at_stop
 from pgdyno.stats.stopping import is_resolved, rounds_left
 from pgdyno.stats.verdict import BETTER, SAME, WORSE
 
@@ -85,9 +89,11 @@ def test_disagreeing_intervals_are_erratic_not_a_verdict() -> None:
 
 
 def test_intervals_are_intersected_across_looks() -> None:
-    # Each look's intervals lie inside the ones before (the running intersection).
+    # Each look's intervals lie inside the ones before (the running intersection), while the
+    # spread is not widened for dependence: alternating differences, autocorrelation negative.
+    # (A widening that grows from one look to the next widens every look's interval: issue 33.)
     rng = np.random.default_rng(7)
-    diffs = list(rng.normal(0.01, 0.04, 40))
+    diffs = [0.01 + (-1) ** r * abs(x) for r, x in enumerate(rng.normal(0.0, 0.04, 40))]
     before = [(-math.inf, math.inf)] * 3
     for n in range(2, 41):
         looks = sequential_interval(diffs[:n], 0.025)
@@ -145,9 +151,7 @@ def test_a_verdict_at_an_adaptive_stop_is_labelled() -> None:
     result = analysed([-0.10 + 0.005 * (-1) ** r for r in range(10)]).results[1]
     change = result.tps_change
     assert change is not None and change.verdict == WORSE and change.stopped_early
-    assert any(
-        n.startswith("stopped early: the change shown may be overstated") for n in result.warnings
-    )
+    assert any(n.startswith("stopped early: the change shown is adjusted") for n in result.warnings)
     assert result.as_dict()["tps_change"]["stopped_early"] is True
     fixed = compare_rounds(*rounds_of([-0.10 + 0.005 * (-1) ** r for r in range(10)]))
     assert fixed.verdict == WORSE and not fixed.stopped_early  # one look: nothing to label
@@ -182,3 +186,65 @@ def test_the_error_budget_is_split_between_tps_and_p99_and_said() -> None:
     # The union bound still holds: the shares add up to the plan-wide 5%.
     plan = ErrorControl(24, p99=8)
     assert plan.alpha * plan.tps + plan.p99_alpha * plan.p99 == pytest.approx(0.05)
+
+
+# --- Dependence before it is clear, and the estimate at a stop -----------------------------------
+
+# Ten rounds whose differences drift together (lag-1 0.23): not "clearly" dependent (the
+# null band at 10 rounds is 0.63), but an AR(1) estimate this short falls short by about
+# (1 + 3 rho) / n, so the widening already applies.
+DRIFTING = [0.02, 0.03, 0.01, 0.02, -0.01, -0.02, 0.0, -0.01, 0.03, 0.01]
+
+
+def test_positive_autocorrelation_widens_before_it_is_clearly_measurable() -> None:
+    rho = lag1(DRIFTING)
+    assert rho is not None and 0.2 < rho < 0.25 and not clearly_dependent(rho, 10)
+    corrected = rho + (1 + 3 * rho) / 10
+    assert inflation(rho, 10) == pytest.approx(math.sqrt((1 + corrected) / (1 - corrected)))
+    assert inflation(rho, 5) == 1.0  # below 6 rounds the estimate is noise: not used
+    assert inflation(-0.3, 10) == 1.0  # never narrower than independent rounds
+    widened = sequential_interval(DRIFTING, 0.025)
+    # The same values alternating low and high (lag-1 -0.79): not widened.
+    alternating = [-0.02, 0.03, -0.01, 0.03, -0.01, 0.02, 0.0, 0.02, 0.01, 0.01]
+    assert sorted(alternating) == sorted(DRIFTING)
+    plain = sequential_interval(alternating, 0.025)
+    width = widened.high - widened.low
+    assert width == pytest.approx(inflation(rho, 10) * (plain.high - plain.low))
+    assert not widened.dependent  # said only when clearly positive; the widening is silent
+
+
+def test_a_verdict_at_a_stop_prints_the_adjusted_estimate_and_keeps_the_plain_mean() -> None:
+    diffs = list(np.random.default_rng(1).normal(0.04, 0.03, 12))
+    change = compare_rounds(*rounds_of(diffs), sequential=True, horizon=40)
+    plain = 100 * math.expm1(sum(diffs) / len(diffs))
+    assert change.verdict == BETTER and change.stopped_early
+    assert change.naive_change_pct == pytest.approx(plain)
+    assert change.ci_low_pct is not None and change.ci_high_pct is not None
+    assert change.ci_low_pct < change.change_pct < plain  # pulled towards zero, inside
+    # The forecast of rounds left reads the spread only, never either estimate.
+    assert rounds_left(change, 1.0) == rounds_left(replace(change, change_pct=plain), 1.0)
+    fixed = compare_rounds(*rounds_of(diffs))  # one look: no stop to adjust for
+    assert fixed.naive_change_pct is None and fixed.change_pct == pytest.approx(plain)
+
+
+def test_the_plain_mean_is_in_the_json_and_the_note_says_the_estimate_is_adjusted() -> None:
+    result = analysed(list(np.random.default_rng(1).normal(0.04, 0.03, 12))).results[1]
+    change = result.tps_change
+    assert change is not None and change.naive_change_pct is not None
+    out = json.loads(json.dumps(result.as_dict(), allow_nan=False))["tps_change"]
+    assert out["naive_change_pct"] == change.naive_change_pct
+    assert out["change_pct"] == change.change_pct != change.naive_change_pct
+    note = f"(the plain mean of the rounds: {change.naive_change_pct:+.1f}%)"
+    assert any(n.startswith("stopped early: the change shown is adjusted") and note in n
+               for n in result.warnings)  # fmt: skip
+
+
+def test_the_adjustment_is_odd_and_shrinks_towards_zero() -> None:
+    shifts, expected = expected_at_stop(40, 0.0125, 2.0)
+    assert np.all(np.diff(expected) >= 0.0)  # the expected estimate grows with the true mean
+    assert np.allclose(expected, -expected[::-1], atol=1e-9)  # a symmetric design
+    assert np.all(np.abs(expected) >= np.abs(shifts) - 1e-9)  # the stop exaggerates
+    for mean in (0.01, 0.03, 0.06):
+        up = adjusted_mean(mean, 0.04, horizon=40, alpha=0.0125)
+        assert 0.0 < up < mean
+        assert adjusted_mean(-mean, 0.04, horizon=40, alpha=0.0125) == pytest.approx(-up)

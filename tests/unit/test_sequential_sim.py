@@ -118,6 +118,9 @@ def test_twin_is_the_real_procedure(name: str, sequential: bool) -> None:
             assert got == (twin.verdict[i], twin.rounds[i], twin.resolved[i]), (name, i, real)
             assert (real.pairs, real.left_out) == (twin.pairs[i], twin.left_out[i])
             assert real.reason in {"resolved", "budget"}
+            if sequential:  # the change printed: bias-adjusted at a verdict (issue 33)
+                printed = 100.0 * math.expm1(float(twin.printed[i]))
+                assert real.change_pct == pytest.approx(printed, rel=1e-6, abs=1e-9), (name, i)
 
 
 # --- A/A: false alarms ---------------------------------------------------------------------------
@@ -145,9 +148,14 @@ def test_peeking_at_a_fixed_t_interval_inflates_false_alarms() -> None:
 
 @pytest.mark.parametrize("name", ["quiet", "random walk", "drift -20%"])
 def test_three_percent_found_within_the_rounds_the_method_asks_for(name: str) -> None:
+    """A true +3% (4000 comparisons; MC standard error 0.7 points): found in 77.3% (quiet),
+    76.1% (random walk), 77.3% (drift -20%) within the 43-45 rounds `rounds_to_detect` asks
+    for, after 29.3-30.9 rounds on average. Before the widening for dependence from the first
+    looks (issue 33): 82.2%, 81.2%, 82.4% after 27.6 rounds; the assertion was 80%: the
+    widening costs about 5 points within that budget, under 2 rounds on average."""
     outcomes = power(name)
     assert 30 <= power_rounds(name) <= 60  # 3% against about 4.3% per round
-    assert outcomes.rate(VERDICT_CODE[BETTER]) >= 0.80
+    assert outcomes.rate(VERDICT_CODE[BETTER]) >= 0.74
     assert outcomes.rate(VERDICT_CODE["worse"]) == 0.0
     # It stops as soon as it knows: on average well before the budget.
     assert float(np.mean(outcomes.rounds)) < 0.75 * power_rounds(name)
@@ -170,9 +178,10 @@ def heavy_power() -> Outcomes:
 
 def test_slow_runs_nobody_flagged_no_longer_need_hundreds_of_rounds() -> None:
     # 5-10% of runs 15-40% slower: the robust sequence clips them, so 3% is found in at most
-    # 120 rounds 80% of the time (81.5% measured, 62 rounds on average), where the t-mixture's
-    # spread asked for 450. Before issue 33, 85.1%: a slow run that moves the mean out of the
-    # interval the earlier looks left for it now makes the comparison erratic (about 5%).
+    # 120 rounds 80% of the time (80.3% measured, 66 rounds on average; 81.5% at verdict method
+    # 4), where the t-mixture's spread asked for 450. Before issue 33, 85.1%: a slow run that
+    # moves the mean out of the interval the earlier looks left for it now makes the comparison
+    # erratic (about 3.5%).
     sd = MODELS["heavy-tailed slow runs"].sd_diff(AA_ROUNDS)
     assert power_rounds("quiet") < HEAVY_ROUNDS < rounds_to_detect(0.13, POWER_EFFECT_PCT) / 3
     assert sd < 0.05  # the iid part alone; the slow runs bring the differences' sd to about 13%
@@ -206,10 +215,11 @@ def slow_b(effect_pct: float) -> Outcomes:
 def test_one_sets_slow_runs_are_said_not_called() -> None:
     """10% of B's runs 15-40% slower: the mean change is -3.2% while the typical round shows
     none. Up to 40 rounds (1000 comparisons, MC standard error about 1 point): the mean's
-    interval as printed misses the mean at some look in 14.2%, at the look that stopped in 9.1%
+    interval as printed misses the mean at some look in 13.5%, at the look that stopped in 8.1%
     (NOT the nominal 1.25% of its half: the t-mixture's normal model cannot know of slow runs it
     has not seen yet; issue 33 measured 29% for the interval printed then); a look says the
-    runs are erratic in 10.6%; "worse" in 1.2%, the wrong way ("better") in 0.1%."""
+    runs are erratic in 7.8%; "worse" in 0.9%, the wrong way ("better") in 0.1% (verdict
+    method 4: 14.2%, 9.1%, 10.6%, 1.2%, 0.1%)."""
     assert SLOW_B.true_change() == pytest.approx(math.log(1 - 0.032), abs=0.001)
     outcomes = slow_b(0.0)
     assert float(np.mean(outcomes.missed)) <= 0.16
@@ -219,10 +229,10 @@ def test_one_sets_slow_runs_are_said_not_called() -> None:
 
 def test_one_sets_slow_runs_keep_the_power_for_a_real_change() -> None:
     """The same slow runs with a real +3% on top (the typical round +3%, the mean about -0.3%),
-    up to 120 rounds: "better" in 47.1% of 1000 comparisons (MC standard error 1.6 points),
-    "worse" in none; erratic at some look in 21.7%; the mean's interval as printed missed the
-    mean at the stop in 9.7%. Where both sets have the slow runs (symmetric differences) the
-    same +3% is found in 81.5% (the heavy-tailed power test above)."""
+    up to 120 rounds: "better" in 46.2% of 1000 comparisons (MC standard error 1.6 points),
+    "worse" in none; erratic at some look in 18.9%; the mean's interval as printed missed the
+    mean at the stop in 9.3%. Where both sets have the slow runs (symmetric differences) the
+    same +3% is found in 80.3% (the heavy-tailed power test above)."""
     outcomes = slow_b(3.0)
     assert outcomes.rate(VERDICT_CODE[BETTER]) >= 0.40
     assert outcomes.rate(VERDICT_CODE["worse"]) == 0.0
@@ -231,18 +241,49 @@ def test_one_sets_slow_runs_keep_the_power_for_a_real_change() -> None:
 # --- Dependence between rounds -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "at_most"), [("AR(1) rho 0.3", 0.055), ("AR(1) rho 0.5", 0.15)])
-def test_autocorrelated_rounds_miss_less(name: str, at_most: float) -> None:
-    """AR(1) per-round differences (4000 A/A comparisons of 40 rounds; MC standard error 0.35
-    and 0.55 points): the mean's interval excludes the true change (0) at some look in 4.3% at
-    rho 0.3 and 13.4% at rho 0.5, where the same procedure without the widening misses 4.4%
-    and 15.4% (issue 33: 7.3% and 18.5%, before the running intersection and the erratic
-    rule). A/A "better" or "worse": 5.1% and 14.7% (without: 5.3% and 16.8%). Still far above
-    nominal: most misses come at looks before the autocorrelation is measurable (below about 15
-    rounds), and the running intersection keeps what they said."""
+@pytest.mark.parametrize(
+    ("name", "calls", "misses"), [("AR(1) rho 0.3", 0.045, 0.035), ("AR(1) rho 0.5", 0.095, 0.085)]
+)
+def test_autocorrelated_rounds_are_handled_from_the_first_looks(
+    name: str, calls: float, misses: float
+) -> None:
+    """AR(1) per-round differences (4000 A/A comparisons of 40 rounds; MC standard error 0.3
+    and 0.45 points): "better" or "worse" in 3.6% at rho 0.3 and 8.5% at rho 0.5, the mean's
+    interval excluding the true change (0) at some look in 2.8% and 7.5%. Before (issue 33's
+    widening only where the autocorrelation is clearly positive): 5.1% and 14.7%, missed 4.3%
+    and 13.4% (the issue: 7.3% and 18.5%). Both intervals are now widened at every look from
+    6 rounds by the long-run factor of the bias-corrected autocorrelation (stats/dependence.py).
+    Nominal (2.5%) is out of reach at rho 0.5 without losing much more power: most of the
+    remaining false verdicts come at 6-15 rounds, where an autocorrelation of 0.5 cannot be
+    told from noise (docs/statistics.md has the trade-off measured)."""
     outcomes = aa(name)
-    assert float(np.mean(outcomes.missed)) <= at_most
+    assert outcomes.rate() <= calls
+    assert float(np.mean(outcomes.missed)) <= misses
     assert float(np.mean(outcomes.dependent)) >= 0.3  # it is seen, and said
+
+
+# --- The estimate at an adaptive stop ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["quiet", "drift -20%"])
+def test_the_estimate_at_a_stop_is_adjusted_for_the_stop(name: str) -> None:
+    """A true +3% stopped by a verdict (about 3090 of 4000 comparisons; MC standard error of the
+    mean change 0.016 points, 0.046 for the 520 stops within 15 rounds): the plain mean reads
+    +3.62% (quiet; +4.80% for stops within 15 rounds; the issue: +3.6% and +4.7%), the change
+    printed, Whitehead's bias-adjusted estimate (stats/stop_bias.py), +3.36% (+4.58%). Over
+    all comparisons, stopped or not, +3.12% where the plain mean reads +3.32%. Early stops keep
+    most of their bias: being early selects large means, which no estimate from the stop alone
+    undoes."""
+    outcomes = power(name)
+    stopped = outcomes.verdict == VERDICT_CODE[BETTER]
+    early = stopped & (outcomes.rounds <= 15)
+    naive, printed = 100 * np.expm1(outcomes.naive), 100 * np.expm1(outcomes.printed)
+    assert 3.45 <= float(np.mean(naive[stopped])) <= 3.8  # the bias the issue measured
+    assert 3.2 <= float(np.mean(printed[stopped])) <= 3.5
+    assert float(np.mean(naive[stopped] - printed[stopped])) >= 0.2
+    assert float(np.mean(naive[early] - printed[early])) >= 0.15
+    assert abs(float(np.mean(printed)) - POWER_EFFECT_PCT) < 0.2
+    assert np.array_equal(naive[~stopped], printed[~stopped])  # no verdict: the plain mean
 
 
 # --- Flagged runs --------------------------------------------------------------------------------
@@ -330,6 +371,20 @@ def table() -> None:
         found = power(name)
         print(f"power {name}: {100 * found.rate(1):.1f}% within {power_rounds(name)} rounds, "
               f"mean {float(np.mean(found.rounds)):.1f}")  # fmt: skip
+        for label, rows in (
+            ("stops", found.verdict == 1),
+            ("stops within 15", (found.verdict == 1) & (found.rounds <= 15)),
+        ):
+            naive, printed = (100 * np.expm1(x[rows]) for x in (found.naive, found.printed))
+            se = float(np.std(printed)) / math.sqrt(max(1, int(rows.sum())))
+            print(f"  {label} ({int(rows.sum())}): plain mean {float(np.mean(naive)):+.2f}%, "
+                  f"printed {float(np.mean(printed)):+.2f}% (MC se {se:.3f})")  # fmt: skip
+    large = simulate(
+        NoiseModel().draw(np.random.default_rng(77), 2_000, 20, 10.0), max_rounds=20,
+        precision_pct=TIGHT,
+    )  # fmt: skip
+    print(f"a +10% change (quiet): found {100 * large.rate(1):.1f}% within 20 rounds, after "
+          f"{float(np.mean(large.rounds)):.2f} on average")  # fmt: skip
     heavy = heavy_power()
     print(f"power heavy-tailed: {100 * heavy.rate(1):.1f}% within {HEAVY_ROUNDS} rounds, "
           f"mean {float(np.mean(heavy.rounds)):.1f}")  # fmt: skip

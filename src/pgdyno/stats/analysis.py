@@ -43,7 +43,8 @@ class Judging:
     sequential: bool = False
     alpha: float = COMPARE_ALPHA  # this comparison's share of the plan-wide error
     # The rounds the budget holds, fixed before the data (experiment/rounds.py's RoundLog):
-    # the t-mixture is tuned to them; None keeps MIXTURE_G.
+    # the t-mixture is tuned to them (None keeps MIXTURE_G), and the estimate at an adaptive
+    # stop is adjusted for a design of that many rounds (None: the rounds so far).
     mixture_rounds: int | None = None
     # The sets took turns inside one run (the "switching" design): disturbed periods are kept
     # and, with adaptive rounds, adjusted for (pgdyno.stats.covariates).
@@ -74,12 +75,12 @@ class Judging:
         if self.paired and self.keeps_disturbed and covariates is not None:
             return compare_adjusted(
                 base, cand, covariates, higher_is_better=higher_is_better, alpha=self.alpha,
-                g=self.g,
+                g=self.g, horizon=self.mixture_rounds,
             )  # fmt: skip
         if self.paired:
             return compare_rounds(
                 base, cand, higher_is_better=higher_is_better, sequential=self.sequential,
-                alpha=self.alpha, g=self.g,
+                alpha=self.alpha, g=self.g, horizon=self.mixture_rounds,
             )  # fmt: skip
         return compare(
             list(base.values()), list(cand.values()), higher_is_better=higher_is_better,
@@ -236,9 +237,12 @@ def _sequential_notes(change: ChangeVerdict, name: str) -> list[str]:
         low, high = change.ci_low_pct, change.ci_high_pct
         if low is None or high is None or low <= 0.0 <= high:
             notes.append("the verdict rests on the robust centre: outlying rounds spread the mean")
+        naive = "" if change.naive_change_pct is None else (
+            f" (the plain mean of the rounds: {change.naive_change_pct:+.1f}%)"
+        )  # fmt: skip
         notes.append(
-            "stopped early: the change shown may be overstated (the rounds stop when it is far "
-            "from zero); the interval is valid"
+            "stopped early: the change shown is adjusted for the bias of stopping when it is far "
+            f"from zero{naive}; the interval is valid"
         )
     return notes
 

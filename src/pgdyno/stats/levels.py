@@ -44,7 +44,9 @@ MAX_REPEATS = 1000
 # betting sequence, the 1% floor judged on the interval (issue 20); 4: one target (the mean's
 # interval beside the change, the robust centre its own figure, the verdict on the two, none
 # when they disagree), intervals intersected over the looks, clearly dependent rounds widened,
-# the plan's error split 4% TPS / 1% p99 (issue 33).
+# the plan's error split 4% TPS / 1% p99 (issue 33); 5: rounds alike widen both intervals
+# from 6 rounds on (the bias-corrected lag-1 autocorrelation), the change at an adaptive stop
+# bias-adjusted (Whitehead 1986), the plain mean kept beside it (issue 33).
 # pgdyno's own figures cited as evidence (data/evidence.toml) must be measured with this
 # method: bump it when the method changes, and tests/unit/test_evidence.py lists what to re-run.
-VERDICT_METHOD = 4
+VERDICT_METHOD = 5

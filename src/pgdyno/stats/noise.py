@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from pgdyno.stats.dependence import MIN_PAIRS, RHO_CAP, RHO_Z
 from pgdyno.stats.family import PLAN_ALPHA, ErrorControl
 from pgdyno.stats.levels import MAX_REPEATS, MIN_EFFECT_PCT
 from pgdyno.stats.sequential import (
@@ -177,7 +178,7 @@ def noise_report(
     >>> [(x.target, x.rounds) for x in r.resolve]
     [('10%', 7), ('5%', 13), ('2%', 64)]
     >>> print(r.conclusion)  # doctest: +NORMALIZE_WHITESPACE
-    this host resolves 10% in about 2 min (80 s to 15 min), 5% in about 3 min (80 s to 59 min);
+    this host resolves 10% in about 2 min (80 s to 18 min), 5% in about 3 min (80 s to 67 min);
     2% needs about 17 min (80 s to more than 4.4 h)
     """
     if not (math.isfinite(run_seconds) and run_seconds > 0):
@@ -332,8 +333,10 @@ def resolving_rounds(
     g: float = MIXTURE_G,
 ) -> np.ndarray:
     """Per row of per-round differences, the first round (from 2) whose always-valid interval
-    (the t-mixture at ``alpha``) resolves: a verdict on a change of ``pct`` (kind "change"), or
-    within +-``pct`` (kind "precision"); the number of columns + 1 when none does."""
+    (the t-mixture at ``alpha``, every look widened for rounds alike as
+    `pgdyno.stats.dependence.inflation` says, intersected over the looks) resolves: a verdict
+    on a change of ``pct`` (kind "change"), or the last look within +-``pct`` (kind
+    "precision"); the number of columns + 1 when none does."""
     import numpy as np
 
     horizon = diffs.shape[1]
@@ -343,16 +346,58 @@ def resolving_rounds(
     var = np.maximum(squares - n * (mean - mean[:, :1]) ** 2, 0.0) / np.maximum(n - 1.0, 1.0)
     with np.errstate(invalid="ignore"):  # inf x 0 while unbounded: no verdict there
         half = half_width_factors(horizon, alpha, g) * np.sqrt(var)
-    low, high = mean - half, mean + half
+    half = np.where(np.isnan(half), np.inf, half)
+    factor = _widening(diffs - diffs[:, :1], n)
     if kind == "precision":
-        done = 50.0 * (np.exp(high) - np.exp(low)) <= pct
-    elif pct > 0:  # pgdyno.stats.verdict.decide: beyond 0, and reaching the floor
-        done = (low > 0) & (high >= math.log1p(MIN_EFFECT_PCT / 100.0))
+        h = half * factor
+        done = 50.0 * (np.exp(mean + h) - np.exp(mean - h)) <= pct
     else:
-        done = (high < 0) & (low <= math.log1p(-MIN_EFFECT_PCT / 100.0))
+        done = _decided(mean, half, factor, pct)
     done &= n >= 2
     stops: np.ndarray = np.where(done.any(axis=1), done.argmax(axis=1) + 1, horizon + 1)
     return stops
+
+
+def _decided(mean: np.ndarray, half: np.ndarray, factor: np.ndarray, pct: float) -> np.ndarray:
+    """Whether the intersection over the looks so far of ``mean -+ factor * half`` (every look
+    widened by the last look's factor) gives the verdict on a change of sign ``pct``
+    (`pgdyno.stats.verdict.decide`: beyond 0, and reaching the floor), per row and look. For
+    a better: some look's low end above 0, ``f < max_j mean_j / h_j``, and every look's high
+    end at the floor or above, ``f >= max_j (floor - mean_j) / h_j``: running maxima."""
+    import numpy as np
+
+    sign = 1.0 if pct > 0 else -1.0
+    floor = math.log1p(MIN_EFFECT_PCT / 100.0) if pct > 0 else -math.log1p(-MIN_EFFECT_PCT / 100.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        beyond = np.maximum.accumulate(np.nan_to_num(sign * mean / half, nan=0.0), axis=1)
+        reach = np.maximum.accumulate(np.nan_to_num((floor - sign * mean) / half, nan=0.0), axis=1)
+    decided: np.ndarray = (factor < beyond) & (factor >= reach)
+    return decided
+
+
+def _widening(diffs: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """`pgdyno.stats.dependence.inflation` of every prefix of every row of ``diffs`` (centred:
+    the lag-1 autocorrelation does not depend on the level)."""
+    import numpy as np
+
+    total = np.cumsum(diffs, axis=1)
+    mean = total / n
+    square = np.cumsum(diffs**2, axis=1) - n * mean**2
+    pairs = np.zeros_like(diffs)
+    pairs[:, 1:] = np.cumsum(diffs[:, 1:] * diffs[:, :-1], axis=1)
+    before = np.zeros_like(diffs)  # the sum of the first k - 1 values
+    before[:, 1:] = total[:, :-1]
+    lagged = pairs - mean * ((total - diffs[:, :1]) + before) + (n - 1.0) * mean**2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.where(square > 1e-300, lagged / square, np.nan)
+    rho = np.nan_to_num(rho, nan=-1.0)
+    r = rho + (1.0 + 3.0 * rho) / n  # dependence.corrected
+    clear = rho > RHO_Z / np.sqrt(n)
+    r = np.minimum(RHO_CAP, np.where(clear, np.maximum(r, rho + 1.0 / np.sqrt(n)), r))
+    r = np.where((n >= MIN_PAIRS) & (rho > -1.0), r, 0.0)
+    r = np.maximum(r, 0.0)
+    widening: np.ndarray = np.sqrt((1.0 + r) / (1.0 - r))
+    return widening
 
 
 def spread_interval(

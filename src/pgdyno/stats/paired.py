@@ -20,17 +20,19 @@ unresolved, since Welch's interval is not valid under repeated looks.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pgdyno.stats.covariates import COVARIATES, adjust
-from pgdyno.stats.dependence import inflation, lag1
+from pgdyno.stats.dependence import clearly_dependent, inflation, lag1
 from pgdyno.stats.levels import COMPARE_ALPHA, MIN_EFFECT_PCT, NOISY_CV_PCT
 from pgdyno.stats.planning import repeats_needed
 from pgdyno.stats.robust import prefix_intervals
 from pgdyno.stats.sequential import MIXTURE_G, half_width, rounds_to_detect
+from pgdyno.stats.stop_bias import adjusted_mean
 from pgdyno.stats.student_t import t_quantile
 from pgdyno.stats.summary import require_positive
 from pgdyno.stats.verdict import SAME, ChangeVerdict, Verdict, compare, decide
@@ -46,14 +48,16 @@ def compare_rounds(
     *,
     higher_is_better: bool = True,
     sequential: bool = False,
-    min_effect_pct: float = MIN_EFFECT_PCT,
     alpha: float = COMPARE_ALPHA,
     g: float = MIXTURE_G,
+    horizon: int | None = None,
 ) -> ChangeVerdict:
     """The candidate's runs against the baseline's, paired by round (positive values); the
     interval at level ``1 - alpha`` (the plan-wide error split over its comparisons:
-    `pgdyno.stats.family`); ``g`` is the t-mixture's variance when ``sequential``
-    (`pgdyno.stats.sequential.mixture_for_rounds`).
+    `pgdyno.stats.family`), the floor ``MIN_EFFECT_PCT``; ``g`` is the t-mixture's variance
+    when ``sequential`` (`pgdyno.stats.sequential.mixture_for_rounds`), ``horizon`` the rounds
+    the budget holds (None: the rounds so far), which the estimate at an adaptive stop is
+    adjusted for (`pgdyno.stats.stop_bias`).
 
     >>> c = compare_rounds({1: 100.0, 2: 90.0, 3: 80.0}, {1: 110.0, 2: 99.5, 3: 87.5})
     >>> round(c.change_pct, 1), c.verdict, c.method, c.pairs
@@ -71,7 +75,7 @@ def compare_rounds(
     if len(rounds) < 2:
         unpaired = compare(
             list(baseline.values()), list(candidate.values()),
-            higher_is_better=higher_is_better, min_effect_pct=min_effect_pct, alpha=alpha,
+            higher_is_better=higher_is_better, min_effect_pct=MIN_EFFECT_PCT, alpha=alpha,
         )  # fmt: skip
         if sequential:  # Welch's interval is not valid under a look after every round
             unpaired = replace(unpaired, verdict=SAME, ci_low_pct=None, ci_high_pct=None)
@@ -83,19 +87,20 @@ def compare_rounds(
     change_pct = 100.0 * math.expm1(mean)
     fixed = ChangeVerdict(
         change_pct, None, None, SAME, noisy_pairs(sd),
-        _needed(sd, change_pct, sequential=sequential, min_effect_pct=min_effect_pct,
+        _needed(sd, change_pct, sequential=sequential, min_effect_pct=MIN_EFFECT_PCT,
                 alpha=alpha),
         method="sequential" if sequential else "paired", pairs=n, left_out=left_out, sd_log=sd,
         alpha=alpha,
     )  # fmt: skip
     if sequential:
         looks = sequential_interval(diffs, alpha, g=g)
-        return _judged(fixed, looks, higher_is_better, min_effect_pct)
+        design = (alpha / 2.0, g, max(n, horizon or n))
+        return _judged(fixed, looks, higher_is_better, MIN_EFFECT_PCT, design)
     half = t_quantile(1.0 - alpha / 2.0, n - 1) * sd / math.sqrt(n)
     low, high = _pct(mean - half), _pct(mean + half)
     verdict: Verdict = SAME
     if low is not None and high is not None:
-        verdict = decide(change_pct, low, high, higher_is_better, min_effect_pct)
+        verdict = decide(change_pct, low, high, higher_is_better, MIN_EFFECT_PCT)
     # One look: the autocorrelation is reported (and noted when clearly positive), not handled.
     return replace(
         fixed, ci_low_pct=low, ci_high_pct=high, verdict=verdict, autocorrelation=lag1(diffs)
@@ -110,6 +115,7 @@ def compare_adjusted(
     higher_is_better: bool = True,
     alpha: float = COMPARE_ALPHA,
     g: float = MIXTURE_G,
+    horizon: int | None = None,
 ) -> ChangeVerdict:
     """`compare_rounds` with looks after every round, on the per-round differences adjusted for
     ``covariates`` (the baseline's and the candidate's period's interference per round, as a
@@ -124,11 +130,12 @@ def compare_adjusted(
     0
     >>> c = compare_adjusted(base, cand, ({}, load))
     >>> c.adjusted_rounds, round(c.adjusted_slope, 2), round(c.narrowed_pct), c.covariates
-    (2, -0.81, 40, ('foreign_cpu', 'steal'))
+    (2, -0.81, 41, ('foreign_cpu', 'steal'))
     """
     plain = compare_rounds(
-        baseline, candidate, higher_is_better=higher_is_better, sequential=True, alpha=alpha, g=g
-    )
+        baseline, candidate, higher_is_better=higher_is_better, sequential=True, alpha=alpha,
+        g=g, horizon=horizon,
+    )  # fmt: skip
     rounds = sorted(baseline.keys() & candidate.keys())
     if len(rounds) < 2:
         return plain
@@ -142,11 +149,12 @@ def compare_adjusted(
     mean = statistics.fmean(found.diffs)
     change = replace(
         plain, change_pct=100.0 * math.expm1(mean), sd_log=statistics.stdev(found.diffs, mean),
-        verdict=SAME, stopped_early=False, adjusted_rounds=found.rounds,
+        verdict=SAME, stopped_early=False, naive_change_pct=None, adjusted_rounds=found.rounds,
         adjusted_slope=found.slope, narrowed_pct=_narrowed(looks, adjusted),
         covariates=COVARIATES,
     )  # fmt: skip
-    return _judged(change, adjusted, higher_is_better, MIN_EFFECT_PCT)
+    design = (alpha / 2.0, g, max(len(rounds), horizon or len(rounds)))
+    return _judged(change, adjusted, higher_is_better, MIN_EFFECT_PCT, design)
 
 
 def _narrowed(before: Looks, after: Looks) -> float | None:
@@ -163,10 +171,16 @@ def _pct(end_log: float) -> float | None:
 
 
 def _judged(
-    fixed: ChangeVerdict, looks: Looks, higher_is_better: bool, floor_pct: float
+    fixed: ChangeVerdict,
+    looks: Looks,
+    higher_is_better: bool,
+    floor_pct: float,
+    design: tuple[float, float, int],
 ) -> ChangeVerdict:
     """The sequential comparison: the mean's and the robust centre's intervals, and the verdict
-    on the two intersected (none when they disagree)."""
+    on the two intersected (none when they disagree); at a verdict (an adaptive stop) the
+    change is the estimate adjusted for the stop (`_stop_adjusted`), with ``design`` the
+    t-mixture's alpha, g and horizon."""
     change = replace(
         fixed, ci_low_pct=_pct(looks.low), ci_high_pct=_pct(looks.high),
         robust_pct=100.0 * math.expm1(looks.robust), robust_low_pct=_pct(looks.robust_low),
@@ -177,7 +191,32 @@ def _judged(
     if looks.erratic or low is None or high is None:
         return change
     verdict = decide(change.change_pct, low, high, higher_is_better, floor_pct)
-    return replace(change, verdict=verdict, stopped_early=verdict != SAME)
+    if verdict == SAME:
+        return replace(change, verdict=verdict)
+    return replace(
+        change, verdict=verdict, stopped_early=True, naive_change_pct=change.change_pct,
+        change_pct=_stop_adjusted(looks, change, design),
+    )  # fmt: skip
+
+
+def _stop_adjusted(looks: Looks, change: ChangeVerdict, design: tuple[float, float, int]) -> float:
+    """The change at an adaptive stop, in %: Whitehead's bias-adjusted mean
+    (`pgdyno.stats.stop_bias`) at the spread the interval used (widened for dependence), kept
+    inside the mean's interval.
+
+    >>> diffs = [0.05, 0.06, 0.04, 0.05, 0.055, 0.045]
+    >>> looks = sequential_interval(diffs, 0.025)
+    >>> c = ChangeVerdict(5.1, None, None, SAME, False, None, pairs=6, sd_log=0.05)
+    >>> naive = 100 * math.expm1(looks.mean)
+    >>> round(_stop_adjusted(looks, c, (0.0125, 2.0, 40)), 2), round(naive, 2)
+    (4.74, 5.13)
+    """
+    alpha, g, horizon = design
+    mean = looks.mean
+    if change.sd_log is not None:
+        sd = change.sd_log * inflation(change.autocorrelation, change.pairs or 0)
+        mean = adjusted_mean(mean, sd, horizon=horizon, alpha=alpha, g=g)
+    return 100.0 * math.expm1(min(max(mean, looks.low), looks.high))
 
 
 def noisy_pairs(sd_diff: float) -> bool:
@@ -206,7 +245,7 @@ class Looks:
     verdict_high: float
     erratic: bool  # the looks or the two sequences disagree: an assumption is broken
     autocorrelation: float | None  # lag-1, of the differences so far
-    dependent: bool  # clearly positive: the t-mixture widened, the robust half left out
+    dependent: bool  # clearly positive: the robust half left out (both widened from 6 rounds)
 
 
 def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXTURE_G) -> Looks:
@@ -228,9 +267,13 @@ def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXT
       interval the earlier looks left for it, the differences are not one steady, symmetric
       distribution (a set with slow runs of its own, a change of level in the middle):
       ``erratic``, and no verdict; the last look's intervals are reported.
-    * Rounds whose lag-1 autocorrelation is clearly positive (`pgdyno.stats.dependence`): the
-      t-mixture's spread is widened by the AR(1) factor at every look, the robust half, which
-      has no such factor, is left out of the verdict's interval.
+    * Rounds that are alike (`pgdyno.stats.dependence.inflation`, from 6 rounds on): every
+      look's t-mixture spread, and every look's robust interval about its centre (the median
+      of that look's differences), are widened by the AR(1) long-run factor of the
+      bias-corrected lag-1 autocorrelation of all the differences so far; so a look's
+      intervals can be wider than the last look's when the rounds turn out more alike. Where
+      the autocorrelation is clearly positive, the robust half is left out of the verdict's
+      interval (its widening is a plug-in, the t-mixture's is the long-run variance).
 
     >>> looks = sequential_interval([0.05, 0.06, 0.04, 0.05, 0.055, 0.045], 0.025)
     >>> round(looks.mean, 3), round(looks.low, 3), round(looks.high, 3), looks.erratic
@@ -240,15 +283,15 @@ def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXT
     """
     n = len(diffs)
     rho = lag1(diffs)
-    factor = inflation(rho, n)
+    factor, dependent = inflation(rho, n), clearly_dependent(rho, n)
     t_ends = []
     for k, mean_k, sd_k in _prefix_moments(diffs):
         half = half_width(k, sd_k * factor, alpha=alpha / 2.0, g=g)
         t_ends.append((mean_k - half, mean_k + half))
-    r_ends = _robust_looks(tuple(diffs), alpha / 2.0)
+    r_ends = _widened(_robust_looks(tuple(diffs), alpha / 2.0), diffs, factor)
     low, high = _meet(t_ends)
     robust_low, robust_high = _meet(r_ends)
-    verdict_low, verdict_high = (low, high) if factor > 1.0 else _meet(t_ends + r_ends)
+    verdict_low, verdict_high = (low, high) if dependent else _meet(t_ends + r_ends)
     mean = statistics.fmean(diffs)
     erratic = verdict_low > verdict_high or not low <= mean <= high
     if erratic:  # no verdict: the last look's intervals, as they are
@@ -259,7 +302,7 @@ def sequential_interval(diffs: Sequence[float], alpha: float, *, g: float = MIXT
         centre = min(max(centre, robust_low), robust_high)
     return Looks(
         mean, low, high, centre, robust_low, robust_high,
-        verdict_low, verdict_high, erratic, rho, factor > 1.0,
+        verdict_low, verdict_high, erratic, rho, dependent,
     )  # fmt: skip
 
 
@@ -273,6 +316,29 @@ def _prefix_moments(diffs: Sequence[float]) -> list[tuple[int, float, float]]:
         if k >= 2:
             out.append((k, mean, math.sqrt(max(square, 0.0) / (k - 1))))
     return out
+
+
+def _widened(
+    ends: list[tuple[float, float]], diffs: Sequence[float], factor: float
+) -> list[tuple[float, float]]:
+    """The robust ends of every look (a prefix of two or more ``diffs``) widened by ``factor``
+    about that look's centre (the median of its differences), as the t-mixture's spread is.
+
+    >>> _widened([(-1.0, 3.0)], [0.0, 2.0], 2.0), _widened([(-1.0, 3.0)], [0.0, 2.0], 1.0)
+    ([(-3.0, 5.0)], [(-1.0, 3.0)])
+    """
+    if factor == 1.0:
+        return ends
+    centres: list[float] = []
+    seen: list[float] = []
+    for k, d in enumerate(diffs, start=1):
+        bisect.insort(seen, d)  # the medians of the prefixes, as statistics.median gives them
+        if k >= 2:
+            centres.append((seen[(k - 1) // 2] + seen[k // 2]) / 2.0)
+    return [
+        (c + factor * (low - c), c + factor * (high - c))
+        for c, (low, high) in zip(centres, ends, strict=True)
+    ]
 
 
 def _meet(ends: Sequence[tuple[float, float]]) -> tuple[float, float]:

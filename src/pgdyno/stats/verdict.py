@@ -97,7 +97,10 @@ class ChangeVerdict:
     erratic: bool = False  # the two intervals (or the looks) disagree: no verdict
     autocorrelation: float | None = None  # lag-1, of the per-round differences (3 pairs or more)
     dependent: bool = False  # clearly positive: the mean's interval widened for it
-    stopped_early: bool = False  # a verdict at an adaptive look: the change may be overstated
+    stopped_early: bool = False  # a verdict at an adaptive look: change_pct is bias-adjusted
+    # At an adaptive stop: the plain exp(mean) - 1, in %, where change_pct is the estimate
+    # adjusted for the stop's bias (pgdyno.stats.stop_bias); None elsewhere.
+    naive_change_pct: float | None = None
     # Switched rounds adjusted for their periods' interference (pgdyno.stats.covariates): the
     # rounds moved, the slope (log figure per fraction of the machine) and how much narrower
     # the verdict's interval is than the unadjusted one, in % of its width (negative: wider).
