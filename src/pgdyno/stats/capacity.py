@@ -463,6 +463,24 @@ def compare_capacity(
                           confidence, verdict)  # fmt: skip
 
 
+def against_baseline(sweeps: Sequence[tuple[str, Capacity]], baseline: str) -> list[CapacityChange]:
+    """Every set's sweep judged against the baseline set's (a plan's sets compared on
+    capacity), in the sets' order.
+
+    >>> a = Capacity(5.0, (), None, 1000.0, 1050.0, 0.9375, None, "bracketed", 5)
+    >>> b = Capacity(5.0, (), None, 1200.0, 1250.0, 0.9375, None, "bracketed", 5)
+    >>> [(c.candidate, c.verdict) for c in against_baseline([("a", a), ("b", b), ("c", a)], "a")]
+    [('b', 'more'), ('c', 'no detectable difference')]
+    >>> against_baseline([("b", b)], "a")
+    []
+    """
+    found = dict(sweeps)
+    if baseline not in found:
+        return []
+    return [compare_capacity((baseline, found[baseline]), (name, sweep))
+            for name, sweep in sweeps if name != baseline]  # fmt: skip
+
+
 def change_line(change: CapacityChange) -> str:
     """
     >>> change_line(CapacityChange("A", "B", 5.0, 18.0, 9.0, 27.0, 0.875, "more"))
@@ -522,6 +540,7 @@ __all__ = [
     "CurvePoint",
     "NextStep",
     "SweepPolicy",
+    "against_baseline",
     "capacity_of",
     "change_line",
     "compare_capacity",
