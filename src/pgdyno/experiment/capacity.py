@@ -26,7 +26,14 @@ from pgdyno.experiment.target import Target
 from pgdyno.host.machine import HostFacts
 from pgdyno.records import RunCell, RunRecord
 from pgdyno.records.capacity import BUDGET, CLOSED, FAILED, Capacity, CapacityStep
-from pgdyno.stats.capacity import NextStep, SweepPolicy, capacity_of, next_step, step_of
+from pgdyno.stats.capacity import (
+    NextStep,
+    SweepPolicy,
+    capacity_of,
+    fits_budget,
+    next_step,
+    step_of,
+)
 
 MIN_STEPS: Final = 2  # a budget that cannot hold two steps cannot bracket anything
 
@@ -123,7 +130,7 @@ class Sweep:
         """The planner's next step, or why the sweep stops (the planner's reason, or the
         budget: a step starts only when the mean step so far still fits in it)."""
         plan = next_step(self.steps, closed, self.plan.policy)
-        fits = not self.records or spent_s + spent_s / len(self.records) <= budget_s
+        fits = fits_budget(spent_s, len(self.records), budget_s)
         return plan if fits or not isinstance(plan, NextStep) else BUDGET
 
     def step(self, plan: NextStep, closed: float) -> None:

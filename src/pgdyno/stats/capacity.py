@@ -253,6 +253,16 @@ def _bracket(runs: dict[float, list[bool]]) -> _Bracket:
     return _Bracket(under, other, min(bad, default=None))
 
 
+def fits_budget(spent_s: float, steps_made: int, budget_s: float) -> bool:
+    """Whether another step starts: the mean step so far still fits in what is left of the
+    budget (the first step always starts).
+
+    >>> fits_budget(0.0, 0, 10.0), fits_budget(8.0, 2, 12.0), fits_budget(9.0, 2, 12.0)
+    (True, True, False)
+    """
+    return steps_made == 0 or spent_s + spent_s / steps_made <= budget_s
+
+
 def next_step(
     steps: Sequence[CapacityStep], closed_tps: float, policy: SweepPolicy
 ) -> NextStep | str:
@@ -545,6 +555,7 @@ __all__ = [
     "change_line",
     "compare_capacity",
     "curve_of",
+    "fits_budget",
     "judge_step",
     "kneedle",
     "lag_growth",
