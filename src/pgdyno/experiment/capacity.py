@@ -97,6 +97,7 @@ class Sweep:
     ctx: RunContext
     cell: RunCell
     session_id: int
+    set_name: str | None = None  # a plan's set swept: stored with each step's run
 
     def __post_init__(self) -> None:
         self.records: list[tuple[int, RunRecord]] = []
@@ -158,8 +159,9 @@ class Sweep:
         cell = replace(self.cell, index=n, repeat=n + 1)
         self.ctx.progress.phase(f"{phase} at {rate:,.0f} tx/s" if rate else "closed loop")
         ((run_id, record),) = run_cells(
-            self.ready, [cell], self.ctx, session_id=self.session_id, rate=rate
-        )
+            self.ready, [cell], self.ctx, session_id=self.session_id, rate=rate,
+            set_name=self.set_name,
+        )  # fmt: skip
         self.records.append((run_id, record))
         self.steps.append(step_of(run_id, record, phase, self.plan.policy))
         return record

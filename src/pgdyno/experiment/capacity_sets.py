@@ -227,6 +227,6 @@ class _Turns:
     def _sweep_of(self, state: _SetState, ready: Connected) -> Sweep:
         if state.sweep is None:
             state.sweep = Sweep(ready, self.spec, self.plan, self.ctx, self.cell,
-                                state.session_id)  # fmt: skip
+                                state.session_id, state.checked.name)  # fmt: skip
         state.sweep.ready = ready
         return state.sweep
