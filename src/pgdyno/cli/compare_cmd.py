@@ -123,7 +123,10 @@ def compare(
     When a set changes a setting that needs a restart and the servers fit in memory side by
     side ("auto", or "twins"), each set runs on a sandbox of its own started once (twin
     servers), and the idle twins' CPU during each set's runs is reported. `pgdyno plan check`
-    says which design runs and why.
+    says which design runs and why. With capacity_p99 in the plan's [matrix] (like "5ms"),
+    every set is then also swept on capacity (pgbench -R at rising rates, the sets' steps
+    interleaved, capacity_budget shared) and judged against the baseline beside TPS: "b
+    carries +18% [+9, +27] more load than a at p99 <= 5 ms" (docs/capacity.md).
 
     \b
     With --dsn the sets run on an existing server: each set's PostgreSQL settings are applied
