@@ -464,7 +464,8 @@ def compare_capacity(
     if confidence <= 0:
         return CapacityChange(name_a, name_b, a.target_p99_ms, None, None, None, confidence,
                               UNKNOWN, "too few runs at the ends of the intervals for a "
-                              "stated confidence: sweep with --repeats 3 or more")  # fmt: skip
+                              "stated confidence: sweep with --repeats (in a plan, "
+                              "capacity_repeats) 3 or more")  # fmt: skip
     low_a, high_a, low_b, high_b = (float(e) for e in ends)  # type: ignore[arg-type]
     low, high = low_b / high_a - 1.0, high_b / low_a - 1.0
     change = (low_b + high_b) / (low_a + high_a) - 1.0
