@@ -30,6 +30,7 @@ from pgdyno.records.capacity import (
     NEVER_UNDER,
     STEP_LIMIT,
 )
+from plans import tiny_plan
 
 SWEEP = ("capacity", "--pg-version", "18", "-s", "1", "-c", "4", "-T", "2", "--repeats", "1",
          "--p99", "20ms", "--budget", "20s", "--json")  # fmt: skip
@@ -112,3 +113,60 @@ def test_the_report_draws_the_curves_with_target_and_knee(
     if sweep["knee"] is not None:
         assert any(n.endswith(" knee") for n in names)
     assert "20.000" in table and "interval" in table
+
+
+def test_a_plans_sets_are_compared_on_capacity_beside_tps(
+    quiet_workdir: Path, run_cli, tmp_path: Path
+):
+    """`[matrix] capacity_p99` (issue 34 §1): `compare` runs its TPS round, then sweeps both
+    sets (jit off and on: a reload-only setting select-only does not feel) with their steps
+    interleaved, each within its half of the budget; `compare --json` (strict) gives each
+    set's sweep (a session of its own, its runs outside the comparison) and the candidate
+    judged against the baseline on capacity; the comparison's report draws one curve a set.
+    Structure only: what the sweeps find depends on the host (tests/unit/test_capacity_sim.py
+    proves the verdicts)."""
+    plan = tmp_path / "capacity.toml"
+    plan.write_text(tiny_plan("capacity", (("a", {"jit": "off"}), ("b", {"jit": "on"})),
+                              clients=[2], design="runs", capacity_p99="20ms",
+                              capacity_step=1, capacity_repeats=1,
+                              capacity_budget="16s"))  # fmt: skip
+    done = quiet_pgdyno(quiet_workdir, "compare", str(plan), "--json")
+    assert done.code == 0, done.stderr
+    found = strict(done.stdout)
+    assert isinstance(found, dict)
+    capacity = found["capacity"]
+    assert capacity["target_p99_ms"] == 20.0
+    sweeps = capacity["sweeps"]
+    assert [s["set"] for s in sweeps] == ["a", "b"]
+    comparison_runs = {r["id"] for r in found["runs"]}
+    for s in sweeps:
+        assert s["stopped"] in STOPS | {"failed"} and s["steps"]
+        assert [step["run_id"] for step in s["steps"]] == s["run_ids"]
+        assert not comparison_runs & set(s["run_ids"])  # the TPS verdicts see no open-loop run
+        assert s["closed_tps"] is not None  # from the comparison's own runs: no closed step
+        assert all(step["phase"] != "closed" for step in s["steps"])
+    (change,) = capacity["changes"]
+    assert (change["baseline"], change["candidate"]) == ("a", "b")
+    assert change["verdict"] == "unknown"  # one run at each end states no confidence
+    assert change["line"].startswith("b against a at p99 <= 20 ms: unknown")
+    with sqlite3.connect(quiet_workdir / "results.sqlite") as db:
+        rows = db.execute(
+            "SELECT session_id, set_name, comparison_id, started_at FROM runs WHERE id IN"
+            f" ({','.join(str(i) for s in sweeps for i in s['run_ids'])}) ORDER BY id"
+        ).fetchall()
+    by_session = {s["session_id"]: s["set"] for s in sweeps}
+    assert all(by_session[sid] == name and cid is None for sid, name, cid, _ in rows)
+    order = [name for _, name, _, _ in rows]
+    assert order[:2] in (["a", "b"], ["b", "a"])  # interleaved: each set's first step first
+    began = [datetime.fromisoformat(r[3]).timestamp() for r in rows]
+    assert began[-1] - began[0] <= 16.0  # every step began inside the budget
+    report = tmp_path / "r.json"
+    made = run_cli(quiet_workdir, "report", "--comparison", str(found["comparison"]["id"]),
+                   "-o", str(report), "--json")  # fmt: skip
+    assert made.code == 0, made.stderr
+    shown = strict(report.read_text())
+    assert isinstance(shown, dict)
+    assert [row["group"] for row in shown["capacity"]] == ["a", "b"]
+    (curves,) = [c for c in shown["charts"] if c["id"] == "capacity-0"]
+    names = [trace.get("name", "") for trace in curves["figure"]["data"]]
+    assert any(n.startswith("a ") for n in names) and any(n.startswith("b ") for n in names)

@@ -84,3 +84,31 @@ def test_plan_check_says_what_drops_the_seconds_after_each_switch(tmp_path: Path
     plan.write_text(tiny_plan("preview", clients=[1, 2], repeats=3, warmup=7))
     shown = " ".join(run_cli(workdir, "plan", "check", str(plan)).stdout.split())
     assert "Burn-in: every run started with 7 s of unmeasured load after its set was put" in shown
+
+
+def test_plan_check_says_the_sets_are_compared_on_capacity(tmp_path: Path, run_cli) -> None:
+    """`[matrix] capacity_p99` (issue 34 §1): `plan check` says every set is swept on capacity
+    and how (target, steps, confidence, each set's share of the budget); a plan that cannot be
+    swept is refused in one sentence at its line, exit 2, no traceback."""
+    workdir = tmp_path / "work"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(tiny_plan("cap", capacity_p99="5ms", capacity_budget="2m",
+                              capacity_step=5, capacity_repeats=3))  # fmt: skip
+    shown = run_cli(workdir, "plan", "check", str(plan))
+    assert shown.code == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "capacity: after the TPS rounds every set is swept at p99 <= 5 ms (5 s steps" in text
+    assert ">= 75% confidence), 60 s of steps a set (capacity_budget 2 min in all)" in text
+    plan.write_text(PLAN)
+    assert "capacity:" not in run_cli(workdir, "plan", "check", str(plan)).stdout
+    refusals = {
+        "sweeps one cell and this matrix has 2": tiny_plan("cap", clients=[1, 2],
+                                                             capacity_p99="5ms"),
+        "'fast' is not a latency": tiny_plan("cap", capacity_p99="fast"),
+        "holds fewer than 2 steps": tiny_plan("cap", capacity_p99="5ms", capacity_budget="20s"),
+    }  # fmt: skip
+    for said, text in refusals.items():
+        plan.write_text(text)
+        refused = run_cli(workdir, "plan", "check", str(plan))
+        assert refused.code == 2 and said in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) <= 2

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pgdyno.experiment.rounds import Adaptive, RoundLog
 from pgdyno.records import RunCell, RunRecord
+from pgdyno.records.capacity import Capacity
 from pgdyno.records.health import RunHealth
 from pgdyno.records.interference import Interference
 from pgdyno.records.rounds import RoundHistory
@@ -141,3 +142,27 @@ def test_what_earlier_versions_stored_still_reads(tmp_path: Path) -> None:
     assert comparison is not None
     assert comparison.rounds == RoundHistory("fixed", 2, (("a", "b"), ("b", "a")), 0.0, None)
     assert decode.rounds(None) is None and decode.interference(None) is None
+
+
+def test_a_comparisons_capacity_sweeps_are_its_sets_newest(tmp_path: Path) -> None:
+    """A plan's sets swept on capacity (issue 34 §1) are sessions whose server names the
+    comparison and the set: `comparison_capacities` gives the newest sweep of each set of that
+    comparison (a --resume sweeps again), never another comparison's nor a plain `pgdyno
+    capacity` session (its server names no comparison, as every session stored before)."""
+
+    def sweep(capacity_tps: float) -> Capacity:
+        return Capacity(5.0, (), 900.0, capacity_tps, None, 0.9375, None, "budget", 5)
+
+    with ResultsStore(tmp_path / "r.sqlite") as store:
+        plain = store.begin_session(["pgdyno", "capacity"], "sandbox pg18", {}, {"version": 18})
+        store.record_capacity(plain, sweep(1.0))
+        made = [
+            (store.begin_session(["pgdyno", "compare"], "compare p", {},
+                                 {"plan": "p", "comparison_id": cid, "set": name}), tps)
+            for cid, name, tps in ((1, "a", 10.0), (1, "b", 20.0), (2, "a", 30.0), (1, "a", 40.0))
+        ]  # fmt: skip
+        for session, tps in made:
+            store.record_capacity(session, sweep(tps))
+        found = store.comparison_capacities(1)
+        assert store.comparison_capacities(3) == []
+    assert [(name, c.capacity_tps) for name, c in found] == [("b", 20.0), ("a", 40.0)]

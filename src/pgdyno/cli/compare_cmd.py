@@ -30,12 +30,14 @@ from pgdyno.experiment.compare import cell_count, unresolved_failures
 from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.experiment.storage_sets import describe_storage
 from pgdyno.formatting import burn_in_line
-from pgdyno.lab.compare import CompareRequest, execute_compare
+from pgdyno.lab.compare import CompareRequest, Executed, execute_compare
 from pgdyno.plan.load import Plan, load_plan
 from pgdyno.plan.model import applied_sets
 from pgdyno.plan.policy import Allowed
 from pgdyno.results.encode import rounds_json, to_json
 from pgdyno.stats.analysis import Analysis
+from pgdyno.stats.capacity import change_line
+from pgdyno.terminal.capacity import sets_lines
 from pgdyno.terminal.verdict_tables import (
     carryover_lines,
     design_line,
@@ -121,7 +123,10 @@ def compare(
     When a set changes a setting that needs a restart and the servers fit in memory side by
     side ("auto", or "twins"), each set runs on a sandbox of its own started once (twin
     servers), and the idle twins' CPU during each set's runs is reported. `pgdyno plan check`
-    says which design runs and why.
+    says which design runs and why. With capacity_p99 in the plan's [matrix] (like "5ms"),
+    every set is then also swept on capacity (pgbench -R at rising rates, the sets' steps
+    interleaved, capacity_budget shared) and judged against the baseline beside TPS: "b
+    carries +18% [+9, +27] more load than a at p99 <= 5 ms" (docs/capacity.md).
 
     \b
     With --dsn the sets run on an existing server: each set's PostgreSQL settings are applied
@@ -173,10 +178,14 @@ def compare(
                 "carryover": [fit.as_dict() for fit in done.carryover],
                 "runs": [to_json(r) for r in runs],
                 "idle_twins": [share.as_dict() for share in outcome.idle],
+                "capacity": _capacity_json(done),
             },
         )
     else:
         _print_analysis(env, analysis, plan, outcome.comparison_id)
+        sweeps = [(s.set_name, s.session_id, s.result) for s in outcome.sweeps]
+        for line in sets_lines(sweeps, done.capacity):
+            out(env).print(line)
         history = outcome.rounds.history()
         out(env).print(rounds_summary(history))
         out(env).print(design_line(history))
@@ -200,6 +209,19 @@ def compare(
             f"{len(failed)} of {cell_count(runs)} runs failed; see `pgdyno runs show ID` for "
             f"pgbench's error output (runs {', '.join(str(r.id) for r in failed[:10])})."
         )
+
+
+def _capacity_json(done: Executed) -> dict[str, Any] | None:
+    """The sets compared on capacity (`[matrix] capacity_p99`), None without a sweep."""
+    sweeps = done.outcome.sweeps
+    if not sweeps:
+        return None
+    return {
+        "target_p99_ms": sweeps[0].result.target_p99_ms,
+        "sweeps": [{"set": s.set_name, "session_id": s.session_id, "run_ids": list(s.run_ids),
+                    **to_json(s.result)} for s in sweeps],
+        "changes": [{"line": change_line(c), **to_json(c)} for c in done.capacity],
+    }  # fmt: skip
 
 
 def _check_ssh(ssh: str | None, server: ServerOptions | None) -> None:

@@ -69,6 +69,8 @@ def _show(console: Console, preview: PlanPreview) -> None:
         if preview.switching
         else burn_in_line(preview.warmup_s)
     )
+    if preview.capacity:
+        console.print(preview.capacity)
     if preview.seed is not None:
         console.print(
             f"seed: {preview.seed} (the plan's [matrix] seed): every compare of this plan, on "

@@ -25,8 +25,15 @@ from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
 from pgdyno.host.machine import HostFacts
 from pgdyno.records import RunCell, RunRecord
-from pgdyno.records.capacity import BUDGET, CLOSED, Capacity, CapacityStep
-from pgdyno.stats.capacity import NextStep, SweepPolicy, capacity_of, next_step, step_of
+from pgdyno.records.capacity import BUDGET, CLOSED, FAILED, Capacity, CapacityStep
+from pgdyno.stats.capacity import (
+    NextStep,
+    SweepPolicy,
+    capacity_of,
+    fits_budget,
+    next_step,
+    step_of,
+)
 
 MIN_STEPS: Final = 2  # a budget that cannot hold two steps cannot bracket anything
 
@@ -74,26 +81,29 @@ def run_capacity(
         ctx.progress.planned([replace(cell, index=i, repeat=i + 1) for i in range(most)], per_step)
         with recorded_session(ctx, command, target.label, host, ready.server) as session_id:
             ready.dataset(cell.scale, ready.runner.workloads[cell.workload].dataset, ctx.progress)
-            sweep = _Sweep(ready, spec, plan, ctx, cell, session_id)
+            sweep = Sweep(ready, spec, plan, ctx, cell, session_id)
             result = sweep.run(clock)
     return CapacityOutcome(session_id, sweep.records, choice.scale, result)
 
 
 @dataclass
-class _Sweep:
+class Sweep:
+    """One sweep in progress: its steps so far, run on `ready` (which a comparison of sets
+    replaces before each step, the step's set put in effect: experiment/capacity_sets.py)."""
+
     ready: Connected
     spec: BenchSpec
     plan: CapacityPlan
     ctx: RunContext
     cell: RunCell
     session_id: int
+    set_name: str | None = None  # a plan's set swept: stored with each step's run
 
     def __post_init__(self) -> None:
         self.records: list[tuple[int, RunRecord]] = []
         self.steps: list[CapacityStep] = []
 
     def run(self, clock: Callable[[], float]) -> Capacity:
-        policy = self.plan.policy
         started = clock()
         closed = self.ctx.store.recent_tps(
             self.cell.workload, self.cell.scale, self.cell.clients, self.ready.info.version,
@@ -101,29 +111,41 @@ class _Sweep:
         )  # fmt: skip
         if closed is None:
             self.ctx.progress.phase("measuring the closed-loop rate")
-            record = self._step(None, CLOSED)
-            closed = record.summary.tps if record.summary and record.status == "ok" else None
+            closed = self.closed_step()
         if closed is None or closed <= 0:
-            result = capacity_of(self.steps, None, policy, "failed")
-            self.ctx.store.record_capacity(self.session_id, result)
-            return result
+            return self.result(None, FAILED)
         self.ctx.log(f"closed-loop rate {closed:,.0f} tx/s: the sweep starts at a quarter of it")
         while True:
-            plan = next_step(self.steps, closed, policy)
-            if not isinstance(plan, NextStep):
-                stopped = plan
+            stopped = self.next_or_stop(closed, clock() - started, self.plan.budget_s)
+            if not isinstance(stopped, NextStep):
                 break
-            spent = clock() - started
-            if self.records and spent + spent / len(self.records) > self.plan.budget_s:
-                stopped = BUDGET
-                break
-            self._step(plan.rate, plan.phase)
-            self.ctx.store.record_capacity(
-                self.session_id, capacity_of(self.steps, closed, policy, "running")
-            )
-        result = capacity_of(self.steps, closed, policy, stopped)
-        self.ctx.store.record_capacity(self.session_id, result)
-        return result
+            self.step(stopped, closed)
+        return self.result(closed, stopped)
+
+    def closed_step(self) -> float | None:
+        """One closed-loop run, kept as a step of phase `closed`: its TPS, or None."""
+        record = self._step(None, CLOSED)
+        return record.summary.tps if record.summary and record.status == "ok" else None
+
+    def next_or_stop(self, closed: float, spent_s: float, budget_s: float) -> NextStep | str:
+        """The planner's next step, or why the sweep stops (the planner's reason, or the
+        budget: a step starts only when the mean step so far still fits in it)."""
+        plan = next_step(self.steps, closed, self.plan.policy)
+        fits = fits_budget(spent_s, len(self.records), budget_s)
+        return plan if fits or not isinstance(plan, NextStep) else BUDGET
+
+    def step(self, plan: NextStep, closed: float) -> None:
+        """One step of the plan, stored, and the sweep so far kept with the session."""
+        self._step(plan.rate, plan.phase)
+        self.ctx.store.record_capacity(
+            self.session_id, capacity_of(self.steps, closed, self.plan.policy, "running")
+        )
+
+    def result(self, closed: float | None, stopped: str) -> Capacity:
+        """What the sweep found, kept with its session."""
+        found = capacity_of(self.steps, closed, self.plan.policy, stopped)
+        self.ctx.store.record_capacity(self.session_id, found)
+        return found
 
     def _step(self, rate: float | None, phase: str) -> RunRecord:
         """One run at `rate` (None: closed loop), stored, judged and kept as a step."""
@@ -137,8 +159,9 @@ class _Sweep:
         cell = replace(self.cell, index=n, repeat=n + 1)
         self.ctx.progress.phase(f"{phase} at {rate:,.0f} tx/s" if rate else "closed loop")
         ((run_id, record),) = run_cells(
-            self.ready, [cell], self.ctx, session_id=self.session_id, rate=rate
-        )
+            self.ready, [cell], self.ctx, session_id=self.session_id, rate=rate,
+            set_name=self.set_name,
+        )  # fmt: skip
         self.records.append((run_id, record))
         self.steps.append(step_of(run_id, record, phase, self.plan.policy))
         return record

@@ -34,6 +34,14 @@ from pgdyno.experiment.bench import (
     resolve_scales,
     run_cells,
 )
+from pgdyno.experiment.capacity import CapacityPlan
+from pgdyno.experiment.capacity_sets import (
+    SetSweep,
+    SweepsJob,
+    closed_rates,
+    step_spec,
+    sweep_sets,
+)
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, RoundLoop, RoundPlan, judge_round
@@ -89,6 +97,8 @@ class CompareOutcome:
     outcomes: tuple[RunOutcome, ...] = ()
     # Twin servers: what the idle twins did during each set's runs (pgdyno.experiment.twin_sets)
     idle: tuple[IdleShare, ...] = ()
+    # `[matrix] capacity_p99`: each set's capacity sweep (pgdyno.experiment.capacity_sets)
+    sweeps: tuple[SetSweep, ...] = ()
 
 
 def _key(cell: RunCell) -> tuple[str, int, int, int]:
@@ -188,6 +198,8 @@ class CompareJob:
     resume: bool
     command: list[str]
     seed: int | None = None  # --seed: the orders' seed (None: drawn, or the resumed one's)
+    # `[matrix] capacity_p99`: every set swept on capacity after the TPS rounds
+    capacity: CapacityPlan | None = None
 
 
 # Connects to a set's target for its runs (experiment/bench.py `connected`, its spec bound).
@@ -345,8 +357,30 @@ def run_compare(
         else:
             run.plan_progress()
             RoundLoop(schedule, run.rounds, run.run_set, after, lambda c: c.name).run()
+        sweeps = () if job.capacity is None else _sweeps(run, job, job.capacity, design)
     return CompareOutcome(comparison_id, session_id, run.made, run.skipped, run.rounds,
-                          tuple(run.outcomes), idle_shares(run.idle_events))  # fmt: skip
+                          tuple(run.outcomes), idle_shares(run.idle_events),
+                          sweeps)  # fmt: skip
+
+
+def _sweeps(
+    run: _CompareRun, job: CompareJob, plan: CapacityPlan, design: Design
+) -> tuple[SetSweep, ...]:
+    """Every set swept on capacity, their steps interleaved in the comparison's design, each
+    step's set put in effect as for a run."""
+    spec = step_spec(run.spec, plan)
+    connect = partial(connected, spec, host=run.host, ctx=run.ctx)
+
+    @contextmanager
+    def apply(checked_set: CheckedSet) -> Iterator[Connected]:
+        with run.sets.applied(checked_set, connect) as now:
+            yield now.ready
+
+    sweeps = SweepsJob(
+        tuple(run.checked), run.spec, run.scales, plan, closed_rates(run.outcomes), design,
+        job.command, (run.plan.name, run.comparison_id),
+    )  # fmt: skip
+    return sweep_sets(sweeps, apply, run.host, run.ctx)
 
 
 # -- Switching inside one run (pgdyno.experiment.switched_run) -------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from pgdyno.environment import Environment
 from pgdyno.errors import StoreError
+from pgdyno.experiment.capacity_sets import capacity_plan
 from pgdyno.experiment.compare import busy_host_check, checked_sets
 from pgdyno.experiment.context import RemoteTarget
 from pgdyno.experiment.matrix import bench_spec, with_adaptive
@@ -30,10 +31,12 @@ from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
 from pgdyno.plan.policy import Allowed
 from pgdyno.postgres.server_lock import ServerLock, server_lock
+from pgdyno.records.capacity import CapacityChange
 from pgdyno.records.stored import RunOutcome, StoredComparison
 from pgdyno.remote.host import remote_host
 from pgdyno.results.open import open_results
 from pgdyno.stats.analysis import SWITCHED, Analysis, Judging, analyse
+from pgdyno.stats.capacity import against_baseline
 from pgdyno.stats.carryover import CarryOverFit, estimates
 from pgdyno.textsafe import scrub_argv
 
@@ -49,6 +52,8 @@ class Executed:
     analysis: Analysis
     # the effect of the set that ran right before, and each set's switch cost
     carryover: tuple[CarryOverFit, ...] = ()
+    # `[matrix] capacity_p99`: each set against the baseline on capacity
+    capacity: tuple[CapacityChange, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ def execute_compare(
         ))  # fmt: skip
         seed = request.seed if request.seed is not None else plan.spec.matrix.seed
         job = CompareJob(plan, checked, spec, request.resume, scrub_argv(["pgdyno", *env.argv]),
-                         seed)  # fmt: skip
+                         seed, capacity_plan(plan, len(checked)))  # fmt: skip
         outcome = run_compare(
             job, host, run_ctx, sandboxes=env, meta_for=meta_for, switcher=switcher
         )
@@ -116,7 +121,10 @@ def execute_compare(
     runs, info = _stored(env, outcome.comparison_id)
     names = [c.name for c in checked]
     carryover = estimates(outcome.outcomes, names, plan.spec.baseline_name)
-    return Executed(plan, outcome, runs, info, analysis, carryover)
+    capacity = against_baseline(
+        [(s.set_name, s.result) for s in outcome.sweeps], plan.spec.baseline_name
+    )
+    return Executed(plan, outcome, runs, info, analysis, carryover, tuple(capacity))
 
 
 def _stored(env: Environment, comparison_id: int) -> tuple[list[RunOutcome], StoredComparison]:

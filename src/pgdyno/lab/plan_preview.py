@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgdyno.environment import Environment
+from pgdyno.experiment.capacity import CapacityPlan
+from pgdyno.experiment.capacity_sets import capacity_plan
 from pgdyno.experiment.compare import sandbox_host
 from pgdyno.experiment.matrix import BenchSpec, bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.schedule import orders_note
@@ -86,6 +88,7 @@ class PlanPreview:
     design: str = ""
     switching: bool = False  # the sets take turns inside one run: burn_in, not warmup, applies
     burn_in_s: int = 0  # [matrix] burn_in: seconds dropped after each switch inside the run
+    capacity: str = ""  # [matrix] capacity_p99: every set swept on capacity after the rounds
 
     @property
     def has_storage(self) -> bool:
@@ -118,6 +121,26 @@ def preview_plan(env: Environment, plan_file: Path, allowed: Allowed) -> PlanPre
         design=choice.note(),
         switching=choice.inside,
         burn_in_s=plan.spec.matrix.burn_in,
+        capacity=_capacity(capacity_plan(plan, len(checked)), len(checked)),
+    )
+
+
+def _capacity(plan: CapacityPlan | None, sets: int) -> str:
+    """What `plan check` says of the capacity sweeps.
+
+    >>> from pgdyno.stats.capacity import SweepPolicy
+    >>> print(_capacity(CapacityPlan(SweepPolicy(5.0, 10, repeats=3), 600.0), 2))
+    capacity: after the TPS rounds every set is swept at p99 <= 5 ms (10 s steps, their turns interleaved, 3 runs at each end: >= 75% confidence), 300 s of steps a set (capacity_budget 10 min in all); each set judged against the baseline
+    """  # noqa: E501
+    if plan is None:
+        return ""
+    policy = plan.policy
+    return (
+        f"capacity: after the TPS rounds every set is swept at p99 <= "
+        f"{policy.target_p99_ms:g} ms ({policy.step_s:g} s steps, their turns interleaved, "
+        f"{policy.repeats} runs at each end: >= {100 * policy.confidence:.4g}% confidence), "
+        f"{plan.budget_s / max(1, sets):.0f} s of steps a set (capacity_budget "
+        f"{plan.budget_s / 60:.4g} min in all); each set judged against the baseline"
     )
 
 

@@ -299,6 +299,23 @@ class MatrixSpec(BaseModel):
     design: Literal["auto", "inside", "runs", "twins"] = "auto"
     period: Annotated[int, Field(ge=2, le=3600)] = DEFAULT_PERIOD_S
     burn_in: Annotated[int, Field(ge=0, le=600)] = DEFAULT_BURN_IN_S
+    # A capacity sweep of every set beside TPS (docs/capacity.md): the p99 target ("5ms"; none:
+    # no sweep), the machine time all sets' sweeps share ("10m", split evenly), the seconds of
+    # each step (one pgbench -R run) and the runs at each end of a capacity's interval.
+    capacity_p99: Text | None = None
+    capacity_budget: Text = "10m"
+    capacity_step: Annotated[int, Field(ge=1, le=3600)] = 10
+    capacity_repeats: Annotated[int, Field(ge=1, le=20)] = 5
+
+    @model_validator(mode="after")
+    def _capacity_sweeps_one_cell(self) -> MatrixSpec:
+        cells = len(self.workloads) * len(self.scales) * len(self.clients)
+        if self.capacity_p99 is not None and cells != 1:
+            raise ValueError(
+                f"capacity_p99 sweeps one cell and this matrix has {cells}: give one workload, "
+                "one scale and one clients count"
+            )
+        return self
 
     @model_validator(mode="after")
     def _period_measures(self) -> MatrixSpec:

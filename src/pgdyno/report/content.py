@@ -409,8 +409,13 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         "summary": summary,
         "figure_label": tpcc.summary_label(summary),  # heads the summary's throughput columns
         "ladders": ladders.rows(analysis, ladder_entries),
-        # A capacity sweep's runs ran at rates it chose: their mean TPS says nothing.
-        "charts": ([] if data.capacities else _tps_by_clients(ok_runs, groups, colours))
+        # A capacity sweep's runs ran at rates it chose: their mean TPS says nothing (a
+        # comparison's runs are closed-loop; its sets' sweeps are sessions of their own).
+        "charts": (
+            []
+            if data.capacities and data.comparison is None
+            else _tps_by_clients(ok_runs, groups, colours)
+        )
         + ladders.waterfalls(analysis, ladder_entries)
         + capacity.curve_charts(data.capacities, colours),
         # Capacity sweeps: the capacity at the p99 target with its interval, the knee.

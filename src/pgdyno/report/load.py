@@ -91,6 +91,7 @@ def _comparison(store: ResultsBackend, comparison_id: int) -> ReportInput:
         source=f"comparison {info.id} (plan {info.plan_path}, {info.status})",
         runs=_full_runs(store, store.comparisons.run_ids(comparison_id)),
         comparison=info,
+        capacities=tuple(store.comparison_capacities(comparison_id)),
     )
 
 

@@ -277,6 +277,23 @@ class ResultsStore:
         where = f"session {session_id}'s capacity sweep"
         return capacity(loads(str(rows[0]["capacity"]), where), where)
 
+    def comparison_capacities(self, comparison_id: int) -> list[tuple[str, Capacity]]:
+        """The capacity sweeps of a comparison's sets (`[matrix] capacity_p99`: each a session
+        whose server names the comparison and the set), the newest per set, in the order they
+        were made."""
+        rows = self._query(
+            "SELECT id, server, capacity FROM sessions WHERE capacity IS NOT NULL ORDER BY id"
+        )
+        found: dict[str, Capacity] = {}
+        for row in rows:
+            server = loads(str(row["server"]), f"session {row['id']}'s server")
+            if not isinstance(server, dict) or server.get("comparison_id") != comparison_id:
+                continue
+            where = f"session {row['id']}'s capacity sweep"
+            found.pop(str(server.get("set")), None)
+            found[str(server.get("set"))] = capacity(loads(str(row["capacity"]), where), where)
+        return list(found.items())
+
     def session_run_ids(self, session_id: int) -> list[int]:
         """The runs of one bench session, in the order they ran."""
         rows = self._query("SELECT id FROM runs WHERE session_id = ? ORDER BY id", (session_id,))

@@ -253,6 +253,16 @@ def _bracket(runs: dict[float, list[bool]]) -> _Bracket:
     return _Bracket(under, other, min(bad, default=None))
 
 
+def fits_budget(spent_s: float, steps_made: int, budget_s: float) -> bool:
+    """Whether another step starts: the mean step so far still fits in what is left of the
+    budget (the first step always starts).
+
+    >>> fits_budget(0.0, 0, 10.0), fits_budget(8.0, 2, 12.0), fits_budget(9.0, 2, 12.0)
+    (True, True, False)
+    """
+    return steps_made == 0 or spent_s + spent_s / steps_made <= budget_s
+
+
 def next_step(
     steps: Sequence[CapacityStep], closed_tps: float, policy: SweepPolicy
 ) -> NextStep | str:
@@ -454,13 +464,32 @@ def compare_capacity(
     if confidence <= 0:
         return CapacityChange(name_a, name_b, a.target_p99_ms, None, None, None, confidence,
                               UNKNOWN, "too few runs at the ends of the intervals for a "
-                              "stated confidence: sweep with --repeats 3 or more")  # fmt: skip
+                              "stated confidence: sweep with --repeats (in a plan, "
+                              "capacity_repeats) 3 or more")  # fmt: skip
     low_a, high_a, low_b, high_b = (float(e) for e in ends)  # type: ignore[arg-type]
     low, high = low_b / high_a - 1.0, high_b / low_a - 1.0
     change = (low_b + high_b) / (low_a + high_a) - 1.0
     verdict = MORE if low > 0 else LESS if high < 0 else SAME
     return CapacityChange(name_a, name_b, a.target_p99_ms, 100 * change, 100 * low, 100 * high,
                           confidence, verdict)  # fmt: skip
+
+
+def against_baseline(sweeps: Sequence[tuple[str, Capacity]], baseline: str) -> list[CapacityChange]:
+    """Every set's sweep judged against the baseline set's (a plan's sets compared on
+    capacity), in the sets' order.
+
+    >>> a = Capacity(5.0, (), None, 1000.0, 1050.0, 0.9375, None, "bracketed", 5)
+    >>> b = Capacity(5.0, (), None, 1200.0, 1250.0, 0.9375, None, "bracketed", 5)
+    >>> [(c.candidate, c.verdict) for c in against_baseline([("a", a), ("b", b), ("c", a)], "a")]
+    [('b', 'more'), ('c', 'no detectable difference')]
+    >>> against_baseline([("b", b)], "a")
+    []
+    """
+    found = dict(sweeps)
+    if baseline not in found:
+        return []
+    return [compare_capacity((baseline, found[baseline]), (name, sweep))
+            for name, sweep in sweeps if name != baseline]  # fmt: skip
 
 
 def change_line(change: CapacityChange) -> str:
@@ -522,10 +551,12 @@ __all__ = [
     "CurvePoint",
     "NextStep",
     "SweepPolicy",
+    "against_baseline",
     "capacity_of",
     "change_line",
     "compare_capacity",
     "curve_of",
+    "fits_budget",
     "judge_step",
     "kneedle",
     "lag_growth",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from pgdyno.formatting import fmt
-from pgdyno.records.capacity import OVER, UNDER, Capacity, CapacityStep
+from pgdyno.records.capacity import OVER, UNDER, Capacity, CapacityChange, CapacityStep
+from pgdyno.stats.capacity import change_line
 
 _STYLE = {UNDER: "green", OVER: "red"}
 
@@ -80,3 +83,20 @@ def capacity_screen(found: Capacity) -> RenderableType:
                                    Text(capacity_line(found), style="bold")]  # fmt: skip
     lines += [Text(f"note: {note}") for note in found.notes]
     return Group(*lines)
+
+
+def sets_lines(
+    sweeps: Sequence[tuple[str, int, Capacity]], changes: Sequence[CapacityChange]
+) -> list[str]:
+    """A plan's sets compared on capacity (`[matrix] capacity_p99`): each set's capacity, then
+    each set against the baseline.
+
+    >>> a = Capacity(5.0, (), 9000.0, 800.0, 860.0, 0.9375, None, "bracketed", 5)
+    >>> change = CapacityChange("a", "b", 5.0, 18.0, 9.0, 27.0, 0.875, "more")
+    >>> for line in sets_lines([("a", 4, a)], [change]):
+    ...     print(line)
+    set a (session 4): capacity at p99 <= 5 ms: 800 tx/s, interval [800, 860] (>= 93.8% confidence, 5 runs at each end)
+    b carries +18% [+9, +27] more load than a at p99 <= 5 ms (>= 87.5% confidence)
+    """  # noqa: E501
+    found = [f"set {name} (session {session}): {capacity_line(c)}" for name, session, c in sweeps]
+    return found + [change_line(change) for change in changes]
