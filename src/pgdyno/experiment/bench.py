@@ -82,6 +82,18 @@ def resolve_scales(
     ]
 
 
+def one_cell(
+    spec: BenchSpec, host: HostFacts, ready: Connected, log: Callable[[str], None]
+) -> RunCell:
+    """The one cell of a spec that measures a single cell (`noise`, `capacity`): its scale
+    resolved against this server and host (a note said when it was changed)."""
+    (choice,) = resolve_scales(spec, host, ready.info.shared_buffers_bytes, ready.data_path)
+    if choice.note:
+        log(choice.note)
+    (cell,) = expand(spec, [choice.scale], host.cpu_count)
+    return cell
+
+
 # Parallel sessions of the TPC-C-like loader: one per CPU (the server generates the rows), at
 # most one per warehouse.
 def loader_sessions(warehouses: int) -> int:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from pgdyno.collect.timeline import sampling_rate
-from pgdyno.experiment.bench import Connected, connected, resolve_scales, run_cells
+from pgdyno.experiment.bench import Connected, connected, one_cell, run_cells
 from pgdyno.experiment.context import RunContext
-from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
+from pgdyno.experiment.matrix import BenchSpec, seconds_per_run
 from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
 from pgdyno.host.machine import HostFacts
@@ -71,11 +71,7 @@ def run_capacity(
     """Sweep `spec`'s one cell until the capacity is bracketed, the budget is spent or the load
     generator is the limit."""
     with connected(spec, target, host, ctx) as ready:
-        info = ready.info
-        (choice,) = resolve_scales(spec, host, info.shared_buffers_bytes, ready.data_path)
-        if choice.note:
-            ctx.log(choice.note)
-        (cell,) = expand(spec, [choice.scale], host.cpu_count)
+        cell = one_cell(spec, host, ready, ctx.log)
         per_step = seconds_per_run(spec)
         most = max(MIN_STEPS, int(plan.budget_s // per_step))
         ctx.progress.planned([replace(cell, index=i, repeat=i + 1) for i in range(most)], per_step)
@@ -83,7 +79,7 @@ def run_capacity(
             ready.dataset(cell.scale, ready.runner.workloads[cell.workload].dataset, ctx.progress)
             sweep = Sweep(ready, spec, plan, ctx, cell, session_id)
             result = sweep.run(clock)
-    return CapacityOutcome(session_id, sweep.records, choice.scale, result)
+    return CapacityOutcome(session_id, sweep.records, cell.scale, result)
 
 
 @dataclass

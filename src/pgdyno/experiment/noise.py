@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
-from pgdyno.experiment.bench import Connected, connected, resolve_scales, run_cells
+from pgdyno.experiment.bench import Connected, connected, one_cell, run_cells
 from pgdyno.experiment.context import RunContext
-from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
+from pgdyno.experiment.matrix import BenchSpec, seconds_per_run
 from pgdyno.experiment.rounds import RoundLog, RoundLoop
 from pgdyno.experiment.schedule import InOrder, Schedule
 from pgdyno.experiment.session import recorded_session
@@ -65,11 +65,7 @@ def run_noise(
     """Run `spec`'s one cell in pairs until the budget is spent (at least MIN_RUNS runs)."""
     budget_s = plan.budget_s
     with connected(spec, target, host, ctx) as ready:
-        info = ready.info
-        (choice,) = resolve_scales(spec, host, info.shared_buffers_bytes, ready.data_path)
-        if choice.note:
-            ctx.log(choice.note)
-        (cell,) = expand(spec, [choice.scale], host.cpu_count)
+        cell = one_cell(spec, host, ready, ctx.log)
         per_run = seconds_per_run(spec)
         ctx.progress.planned(_cells(cell, planned_runs(budget_s, per_run)), per_run)
         with recorded_session(ctx, command, target.label, host, ready.server) as session_id:
@@ -80,7 +76,7 @@ def run_noise(
         sum(walls) / len(walls),
         comparisons=plan.comparisons,
     )
-    return NoiseOutcome(session_id, records, choice.scale, walls, report)
+    return NoiseOutcome(session_id, records, cell.scale, walls, report)
 
 
 def planned_runs(budget_s: float, per_run_s: float) -> int:
