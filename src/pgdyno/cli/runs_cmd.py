@@ -170,13 +170,7 @@ def _no_cpu_profile(run_id: int, status: str) -> str:
     >>> _no_cpu_profile(7, "ok")[:58]
     'run 7 has no CPU profile: it ran without --cpu-profile, or'
     """
-    ended = {"failed": "failed", "interrupted": "was interrupted"}.get(status)
-    if ended is not None:
-        return (
-            f"run {run_id} has no CPU profile because it {ended} before one was kept: "
-            f"`pgdyno runs show {run_id}` says why."
-        )
-    return (
+    return _missing(run_id, status, "CPU profile") or (
         f"run {run_id} has no CPU profile: it ran without --cpu-profile, or perf could not "
         "sample the server (the bench's log said why); bench again with --cpu-profile."
     )
@@ -188,15 +182,20 @@ def _no_wait_profile(run_id: int, status: str) -> str:
     >>> _no_wait_profile(7, "interrupted")[:62]
     'run 7 has no wait profile because it was interrupted before on'
     """
-    ended = {"failed": "failed", "interrupted": "was interrupted"}.get(status)
-    if ended is not None:
-        return (
-            f"run {run_id} has no wait profile because it {ended} before one was kept: "
-            f"`pgdyno runs show {run_id}` says why."
-        )
-    return (
+    return _missing(run_id, status, "wait profile") or (
         f"run {run_id} has no wait profile: it ran with --wait-sample-hz 0, without PostgreSQL "
         "statistics, or before pgdyno sampled wait events; bench again."
+    )
+
+
+def _missing(run_id: int, status: str, what: str) -> str:
+    """Why a run that did not end well has no `what` ("" for one that did)."""
+    ended = {"failed": "failed", "interrupted": "was interrupted"}.get(status)
+    if ended is None:
+        return ""
+    return (
+        f"run {run_id} has no {what} because it {ended} before one was kept: "
+        f"`pgdyno runs show {run_id}` says why."
     )
 
 
