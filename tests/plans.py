@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pgdyno.postgres.binaries import Binaries
+from pgdyno.postgres.settings_catalog import recorded_settings
 
 # The smallest matrix that runs for real: select-only at scale 1, one client, one 2 s round,
 # no warm-up.
@@ -76,3 +80,10 @@ def bare_plan(
     <BLANKLINE>
     """
     return tiny_plan(name, sets, **{"duration": None, "repeats": None, "warmup": None, **matrix})
+
+
+# Binaries that are never run (a plan check asks only their version) and PostgreSQL 18's
+# recorded settings: what the unit tests of the sets' designs check plans against.
+PG18 = Binaries(Path("/nonexistent/18/bin"), "18.1", "test")
+PG17 = Binaries(Path("/nonexistent/17/bin"), "17.6", "test")
+META = recorded_settings(18)

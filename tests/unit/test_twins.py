@@ -25,13 +25,9 @@ from pgdyno.plan.check import CheckedSet
 from pgdyno.plan.load import load_plan
 from pgdyno.plan.model import SetSpec, StorageSpec
 from pgdyno.postgres.binaries import Binaries
-from pgdyno.postgres.settings_catalog import recorded_settings
 from pgdyno.records import Event
-from plans import bare_plan
+from plans import META, PG17, PG18, bare_plan
 
-PG18 = Binaries(Path("/nonexistent/18/bin"), "18.1", "test")
-PG17 = Binaries(Path("/nonexistent/17/bin"), "17.6", "test")
-META = recorded_settings(18)
 GIB = 1024**3
 MIB = 1024**2
 RAM = 8 * GIB  # memory of the host in these tests
