@@ -23,7 +23,7 @@ def test_a_switched_aa_beside_a_cpu_hog_keeps_and_adjusts_its_periods(
 ):
     path = tmp_path / "aa-busy.toml"
     # test_switching's reload-only A/A, with a budget for the rounds the hog leaves
-    path.write_text(bare_plan("aa-busy", AA, **{**AA_MATRIX, "budget": "90s"}))
+    path.write_text(bare_plan("aa-busy", AA, **{**AA_MATRIX, "budget": "60s"}))
     args = ("compare", str(path), "--json", "--seed", "7", "--workdir", str(shared_workdir))
     with cpu_hog(), pgdyno_process(*args) as proc:
         stdout, stderr = proc.communicate(timeout=600)

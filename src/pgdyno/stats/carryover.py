@@ -29,9 +29,9 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import t as student_t
 
 from pgdyno.records.stored import RunOutcome
+from pgdyno.stats.student_t import t_cdf
 
 _Matrix = npt.NDArray[np.float64]
 
@@ -189,6 +189,6 @@ def _fitted(
         k = start + j
         se = math.sqrt(max(float(cov[k, k]), 0.0))
         t_value = float(coef[k]) / se if se > 0 else 0.0
-        p_value = float(2 * student_t.sf(abs(t_value), dof)) if se > 0 else 1.0
+        p_value = 2 * t_cdf(-abs(t_value), dof) if se > 0 else 1.0  # the t's two tails
         effects.append(CarryOver(name, math.expm1(float(coef[k])), se, p_value, hits.count(name)))
     return CarryOverFit(reference, tuple(effects), dof, kind)
