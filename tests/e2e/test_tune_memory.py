@@ -18,15 +18,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import IS_ROOT
+from conftest import IS_ROOT, make_env, new_workdir, remove_workdir
 from host_conditions import huge_pages
 from pgdyno.errors import ClusterError
+from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
@@ -164,6 +167,49 @@ def test_a_sandbox_leaves_reserved_huge_pages_to_the_server_they_are_for(
             box.stop()
 
 
+@needs_root
+def test_a_new_sandbox_maps_no_reserved_huge_page(binaries: Binaries, cache_dir: Path) -> None:
+    """initdb's processes ran under huge_pages = try and mapped reserved pages for a second or
+    two, long enough to make another server's start with huge_pages = on fail. A mapping of
+    huge pages shows in /proc/PID/maps from the mmap on, before any page is touched."""
+    if binaries.major < 16:
+        pytest.skip(f"initdb {binaries.major} cannot be given huge_pages (initdb -c is from 16)")
+    workdir = new_workdir()
+    held: set[str] = set()
+    done = threading.Event()
+
+    def watch() -> None:  # the sandbox's own processes only: their working directory is in it
+        elsewhere: set[str] = set()  # pids seen working outside it: not looked at again
+        while not done.is_set():
+            for proc in Path("/proc").iterdir():
+                pid = proc.name
+                if not pid.isdigit() or pid in elsewhere:
+                    continue
+                try:
+                    if not (proc / "cwd").readlink().is_relative_to(workdir):
+                        elsewhere.add(pid)
+                    elif "anon_hugepage" in (proc / "maps").read_text():
+                        held.add(command_of(int(pid)))
+                except OSError:  # gone meanwhile
+                    continue
+            time.sleep(0)  # a few of initdb's processes live for milliseconds: look again
+
+    watcher = threading.Thread(target=watch)
+    try:
+        with huge_pages(64):
+            watcher.start()
+            try:
+                box = open_sandbox(make_env(workdir, cache_dir), binaries, lambda _m: None)
+                box.start({}, owner_pid=None)
+                box.stop()
+            finally:
+                done.set()
+                watcher.join()
+    finally:
+        remove_workdir(workdir)
+    assert held == set(), f"the sandbox's processes mapped reserved huge pages: {held}"
+
+
 def start_or_why(box: Sandbox) -> str | None:
     try:
         box.start({}, owner_pid=None)
@@ -177,19 +223,48 @@ def meminfo() -> dict[str, int]:
     return {name: int(value.split()[0]) for name, value in rows}
 
 
-def taken_by_others(box: Sandbox) -> int:
-    """Huge pages in use (or promised) by processes other than the sandbox's server: another
-    tenant's PostgreSQL with huge_pages = try maps free pages whenever it starts."""
+def taken_by_others(box: Sandbox) -> str:
+    """Who holds huge pages (in use or promised) besides the sandbox's server, as "N (pid P
+    COMMAND: M, ...)", or "" when nobody: another tenant's PostgreSQL with huge_pages = try maps
+    free pages whenever it starts."""
     info = meminfo()
     used = info["HugePages_Total"] - info["HugePages_Free"] + info["HugePages_Rsvd"]
-    ours = 0
-    pid = box.postmaster_pid()
-    if pid is not None:
-        smaps = Path(f"/proc/{pid}/smaps_rollup")
-        for line in smaps.read_text().splitlines() if smaps.exists() else []:
-            if line.startswith(("Shared_Hugetlb:", "Private_Hugetlb:")):
-                ours += int(line.split()[1]) // 2048
-    return max(0, used - ours)
+    held = {int(p.parent.name): n for p in Path("/proc").glob("[0-9]*/smaps_rollup")
+            if (n := hugetlb_pages(p))}  # fmt: skip
+    parents = {pid: parent_of(pid) for pid in held}
+    # A server's children map its shared memory too: each server is named once, by its root.
+    roots = [pid for pid in held if parents[pid] not in held]
+    mine = box.postmaster_pid()
+    ours = held.get(mine, 0) if mine is not None else 0
+    holders = [f"pid {pid} {command_of(pid)}: {held[pid]}" for pid in roots if pid != mine]
+    taken = max(0, used - ours)
+    return f"{taken} ({', '.join(holders) or 'no process maps them: promised'})" if taken else ""
+
+
+def hugetlb_pages(smaps: Path) -> int:
+    """The 2 MB pages a process maps, from its smaps_rollup (0 when it is gone)."""
+    try:
+        lines = smaps.read_text().splitlines()
+    except OSError:
+        return 0
+    return sum(int(line.split()[1]) // 2048 for line in lines
+               if line.startswith(("Shared_Hugetlb:", "Private_Hugetlb:")))  # fmt: skip
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def command_of(pid: int) -> str:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return cmdline.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
 
 
 def test_out_without_a_binary_of_the_version_reserves_nothing_and_says_how(
@@ -351,7 +426,7 @@ def test_apply_reserves_the_servers_count_then_sets_on(
             pytest.skip(
                 "the reserved huge pages were gone at the restart: on this shared host another "
                 "tenant's PostgreSQL (huge_pages = try) maps free pages when it starts: "
-                + applied.stderr
+                + f"{applied.stderr.strip()}; taken: {taken_by_others(box) or 'none now'}"
             )
         assert applied.code == 0, applied.stderr
         report = strict_loads(applied.stdout)

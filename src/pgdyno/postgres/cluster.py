@@ -158,11 +158,15 @@ class Sandbox:
         require_reachable(self.root, self.run_as, "work directory")
         require_reachable(binaries.bin_dir, self.run_as, "PostgreSQL binaries")
         os_user = self.run_as.name if self.run_as else _current_user()
+        # initdb's own server processes map their shared memory under the default
+        # huge_pages = try too: for a second or two they held free pages reserved for another
+        # server, which then could not start with huge_pages = on. initdb -c exists from 16.
+        quiet = ["-c", "huge_pages=off"] if binaries.major >= 16 else []
         try:
             process.run(
                 [binaries.tool("initdb"), "-D", self.data_dir, "-U", SUPERUSER, "-E", "UTF8",
                  "--locale=C", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync",
-                 "--no-instructions"],
+                 "--no-instructions", *quiet],
                 what="initdb", run_as=self.run_as, cwd=self.root, timeout=300,
             )  # fmt: skip
         except ProcessError as exc:
