@@ -4,7 +4,8 @@ Storage engines test recovery this way: the process is killed at each point wher
 record and the world can disagree. pgdyno's points are its journal writes (pgdyno.undo.journal): a
 record comes before its change, so a SIGKILL right *after* write N falls between record N and
 its change, and one right *before* write N between change N-1 and record N.
-`PGDYNO_CRASH_AT=after:N` makes the journal module send itself SIGKILL there.
+`PGDYNO_CRASH_AT=after:N` makes the journal module send itself SIGKILL there. Each pgdyno
+is a process of its own, forked from a server that imported pgdyno once (tests/forked.py).
 
 Swept here, as root (host settings are changed): `tune --sandbox --apply --yes` (host, THP,
 block device, huge pages and PostgreSQL, with restarts), and a `compare --dsn` set switch
@@ -29,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -37,15 +37,15 @@ from typing import Any
 
 import pytest
 
-from conftest import IS_ROOT, make_env
+import forked
+from conftest import IS_ROOT, make_env, wait_for
 from e2e.test_tune import advised_huge_pages, host_state, pg_state, seeded_host
 from host_conditions import huge_pages
+from leftovers import watchdogs_of
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.undo.journal import CRASH_ENV
-
-PGDYNO = Path(sys.executable).parent / "pgdyno"
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="host settings are changed as root only")
 
@@ -53,14 +53,12 @@ pytestmark = pytest.mark.skipif(not IS_ROOT, reason="host settings are changed a
 def pgdyno(
     workdir: Path, *args: str, crash_at: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """A pgdyno process (tests/forked.py: forked from a server that imported pgdyno once)."""
     env = dict(os.environ)
     env.pop(CRASH_ENV, None)
     if crash_at is not None:
         env[CRASH_ENV] = crash_at
-    return subprocess.run(
-        [str(PGDYNO), *args, "--workdir", str(workdir)], env=env, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    return forked.pgdyno([*args, "--workdir", str(workdir)], env, timeout=600)
 
 
 def running_state(box: Sandbox) -> dict[str, Any]:
@@ -141,6 +139,9 @@ def killed_at(
     that ended otherwise than by the SIGKILL or a success fails the test."""
     run = pgdyno(workdir, *command, crash_at=point)
     assert run.returncode in (0, -9), (point, run.returncode, run.stderr)
+    # The killed command's sandbox watchdog stops the server it left; rollback comes after, as
+    # a user's would (a fork is faster than the watchdog's look at /proc).
+    assert wait_for(lambda: not watchdogs_of(workdir), timeout=60), "a watchdog never ended"
     if not keep:
         back = pgdyno(workdir, "rollback", "--yes")
         assert back.returncode == 0, (point, back.stdout, back.stderr)

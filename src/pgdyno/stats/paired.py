@@ -34,7 +34,7 @@ from pgdyno.stats.robust import prefix_intervals
 from pgdyno.stats.sequential import MIXTURE_G, half_width, rounds_to_detect
 from pgdyno.stats.stop_bias import adjusted_mean
 from pgdyno.stats.student_t import t_quantile
-from pgdyno.stats.summary import require_positive
+from pgdyno.stats.summary import require_positive, sample_sd
 from pgdyno.stats.verdict import SAME, ChangeVerdict, Verdict, compare, decide
 
 __all__ = ["Looks", "compare_adjusted", "compare_rounds", "noisy_pairs", "sequential_interval"]
@@ -83,7 +83,7 @@ def compare_rounds(
     diffs = [math.log(candidate[r]) - math.log(baseline[r]) for r in rounds]
     n = len(diffs)
     mean = statistics.fmean(diffs)
-    sd = statistics.stdev(diffs, mean)
+    sd = sample_sd(diffs, mean)
     change_pct = 100.0 * math.expm1(mean)
     fixed = ChangeVerdict(
         change_pct, None, None, SAME, noisy_pairs(sd),
@@ -148,7 +148,7 @@ def compare_adjusted(
     adjusted = sequential_interval(found.diffs, alpha, g=g)
     mean = statistics.fmean(found.diffs)
     change = replace(
-        plain, change_pct=100.0 * math.expm1(mean), sd_log=statistics.stdev(found.diffs, mean),
+        plain, change_pct=100.0 * math.expm1(mean), sd_log=sample_sd(found.diffs, mean),
         verdict=SAME, stopped_early=False, naive_change_pct=None, adjusted_rounds=found.rounds,
         adjusted_slope=found.slope, narrowed_pct=_narrowed(looks, adjusted),
         covariates=COVARIATES,

@@ -69,25 +69,40 @@ CALL_COST: Final = 2000  # a call of numpy costs about as much as this many numb
 
 
 def _bets(diffs: Sequence[float], alpha: float) -> list[tuple[float, float]]:
-    """Per round: (scale, fraction bet), both from the rounds before it only."""
-    bets: list[tuple[float, float]] = []
-    target = 2.0 * math.log(2.0 / alpha)
-    for t in range(len(diffs)):
-        past = diffs[:t]
-        if t < WARM:
-            bets.append((1.0, 0.0))
-            continue
-        centre = statistics.median(past)
-        spread = MAD_TO_SD * statistics.median(abs(x - centre) for x in past)
-        if spread <= 0.0:  # identical past differences: no scale yet, no bet
-            bets.append((1.0, 0.0))
-            continue
-        scale = CLIP * spread
-        square = sum(min(1.0, abs(x - centre) / scale) ** 2 for x in past)
-        mean_square = (0.25 + square) / (t + 1)  # a prior mean square of 1/4, as WSR
-        fraction = math.sqrt(target / (mean_square * (t + 1) * math.log(t + 2)))
-        bets.append((scale, min(LAMBDA_MAX, fraction)))
+    """Per round: (scale, fraction bet), both from the rounds before it only; the bets of the
+    comparison's previous look (one round fewer) are reused when known."""
+    seen = tuple(diffs)
+    known = _BETS_SEEN.get((seen[:-1], alpha)) if seen else None
+    if known is not None:
+        bets = [*known, _bet(seen[:-1], alpha)]
+    else:
+        bets = [_bet(seen[:t], alpha) for t in range(len(seen))]
+    if len(_BETS_SEEN) >= _BETS_KEPT:
+        _BETS_SEEN.clear()
+    _BETS_SEEN[(seen, alpha)] = bets
     return bets
+
+
+# The bets of the looks judged lately: an adaptive comparison looks after every round, and a
+# look's bets are its previous look's and one more. Bounded, as paired.py's memo of the ends.
+_BETS_SEEN: dict[tuple[tuple[float, ...], float], list[tuple[float, float]]] = {}
+_BETS_KEPT = 512
+
+
+def _bet(past: Sequence[float], alpha: float) -> tuple[float, float]:
+    """(scale, fraction bet) on the round after the differences ``past``."""
+    t = len(past)
+    if t < WARM:
+        return 1.0, 0.0
+    centre = statistics.median(past)
+    spread = MAD_TO_SD * statistics.median(abs(x - centre) for x in past)
+    if spread <= 0.0:  # identical past differences: no scale yet, no bet
+        return 1.0, 0.0
+    scale = CLIP * spread
+    square = sum(min(1.0, abs(x - centre) / scale) ** 2 for x in past)
+    mean_square = (0.25 + square) / (t + 1)  # a prior mean square of 1/4, as WSR
+    fraction = math.sqrt(2.0 * math.log(2.0 / alpha) / (mean_square * (t + 1) * math.log(t + 2)))
+    return scale, min(LAMBDA_MAX, fraction)
 
 
 def robust_interval(

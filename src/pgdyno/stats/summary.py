@@ -46,6 +46,18 @@ def require_positive(values: Sequence[float], what: str) -> None:
             )
 
 
+def sample_sd(values: Sequence[float], mean: float) -> float:
+    """The sample standard deviation of two or more ``values`` about ``mean``, their mean, in
+    floating point (the squares summed by math.fsum). statistics.stdev sums in exact fractions:
+    the same figure to the last digit or two, at a fifth of the analysis's time in the
+    simulations that look after every round.
+
+    >>> sample_sd([10.0, 12.0, 14.0], 12.0)
+    2.0
+    """
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
 def describe(values: Sequence[float]) -> CellStats:
     """Median, mean, spread and the 95% interval of the mean of one cell's repeats.
 
@@ -61,7 +73,7 @@ def describe(values: Sequence[float]) -> CellStats:
     median = float(statistics.median(values))
     if n < 2:
         return CellStats(n, median, mean, None, None, None, None)
-    sd = statistics.stdev(values, mean)
+    sd = sample_sd(values, mean)
     cv = 100.0 * sd / mean if mean > 0 else None
     half = t_quantile(1.0 - ALPHA / 2.0, n - 1) * sd / math.sqrt(n)
     return CellStats(n, median, mean, sd, cv, mean - half, mean + half)
