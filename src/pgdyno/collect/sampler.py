@@ -221,6 +221,10 @@ class TimelineSampler:
         prev_tick: float | None = None
         step = self.interval_s / (self.waits.tick_hz if self.waits is not None else 1)
         last: int | None = None  # the interval whose once-an-interval work was done last
+        # The interval a snapshot was taken for names its sample, not the clock at the look: a
+        # look half a second late (a slow wait look caught up after it) rounded to the next
+        # second, the one the next look names, and the two samples collided in the store.
+        prev_due: int | None = None
         while True:
             now = time.time()
             next_tick = (math.floor(now / step + 1e-9) + 1) * step
@@ -242,12 +246,13 @@ class TimelineSampler:
             pid = self._pid
             stat = client.read(f"{pid}/stat") if pid else None
             ticks = cpu_ticks(stat) if stat else None
-            if prev_tick is not None:
-                self._record(prev_tick, tick, (prev_os, cur_os), (prev_pg, cur_pg))
+            if prev_tick is not None and prev_due is not None:
+                span = (prev_tick, tick, round(prev_due * self.interval_s))
+                self._record(span, (prev_os, cur_os), (prev_pg, cur_pg))
                 if prev_cpu is not None and ticks is not None and prev_cpu[0] == pid:
                     used = ticks - prev_cpu[1]
                     self._guard("pgbench CPU", partial(self._client_cpu, (prev_tick, tick), used))
-            prev_os, prev_pg, prev_tick = cur_os, cur_pg, tick
+            prev_os, prev_pg, prev_tick, prev_due = cur_os, cur_pg, tick, last
             prev_cpu = (pid, ticks) if pid and ticks is not None else None
             if stopping:
                 return
@@ -266,11 +271,13 @@ class TimelineSampler:
 
     def _record(
         self,
-        prev_tick: float,
-        tick: float,
+        span: tuple[float, float, int],
         os_pair: tuple[ProcSnapshot | None, ProcSnapshot | None],
         pg_pair: tuple[dict[str, float] | None, dict[str, float] | None],
     ) -> None:
+        """The sample of the interval between two looks, `span` (the looks' times and the
+        second that names it)."""
+        prev_tick, tick, t = span
         values: dict[str, float] = {}
         prev_os, cur_os = os_pair
         if prev_os is not None and cur_os is not None:
@@ -283,5 +290,4 @@ class TimelineSampler:
             values.update(
                 self._guard("PostgreSQL", lambda: pg_sample(prev_pg, cur_pg, seconds)) or {}
             )
-        t = round(prev_tick)
         self.timeline.samples.extend((t, name, float(v)) for name, v in values.items())
