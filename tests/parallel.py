@@ -74,12 +74,18 @@ EXCLUSIVE_MODULES = {
 }
 
 
-# Modules that look at state shared by every SSH test (the agents' directories in /tmp, which
-# `remote_checks.agent_dirs` lists: one test's live agent is another's "left behind") run in
-# one xdist group, one after the other on one worker. No lock: nothing outside them looks.
+# Modules whose tests share something no fixture holds run as one xdist group, one test after
+# another on one worker. No lock: nothing outside them looks. The SSH modules look at state
+# every SSH test shares (the agents' directories in /tmp, which `remote_checks.agent_dirs`
+# lists: one test's live agent is another's "left behind").
 SHARED_MODULES = {
     "tests/e2e/test_fleet.py": "ssh-agents",
     "tests/e2e/test_remote_host.py": "ssh-agents",
+    # Simulations that several tests read (functools.cache): on one worker each is run once,
+    # where spread over four workers each worker ran it again.
+    "tests/unit/test_sequential_sim.py": "sequential-sim",
+    "tests/unit/test_capacity_sim.py": "capacity-sim",
+    "tests/unit/test_noise_forecast.py": "noise-forecast",
 }
 
 
