@@ -81,11 +81,6 @@ EXCLUSIVE_MODULES = {
 SHARED_MODULES = {
     "tests/e2e/test_fleet.py": "ssh-agents",
     "tests/e2e/test_remote_host.py": "ssh-agents",
-    # Simulations that several tests read (functools.cache): on one worker each is run once,
-    # where spread over four workers each worker ran it again.
-    "tests/unit/test_sequential_sim.py": "sequential-sim",
-    "tests/unit/test_capacity_sim.py": "capacity-sim",
-    "tests/unit/test_noise_forecast.py": "noise-forecast",
 }
 
 
