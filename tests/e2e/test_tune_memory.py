@@ -28,12 +28,13 @@ import pytest
 
 from conftest import IS_ROOT, make_env, new_workdir, remove_workdir
 from host_conditions import huge_pages
-from pgdyno.errors import ClusterError
+from pgdyno.collect.interference import parse_pid_stat
+from pgdyno.errors import ClusterError, ParseError
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
-from pgdyno.process import run
+from pgdyno.process import pid_cmdline, run
 from pgdyno.textsafe import strict_loads
 from pgdyno.tune.files import PG_CONF, README, SYSCTL
 from tune_files import conf_values
@@ -253,18 +254,13 @@ def hugetlb_pages(smaps: Path) -> int:
 
 def parent_of(pid: int) -> int | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return parse_pid_stat(Path(f"/proc/{pid}/stat").read_bytes()).ppid
+    except (OSError, ParseError):
         return None
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
 def command_of(pid: int) -> str:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return "?"
-    return cmdline.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    return " ".join(pid_cmdline(pid))[:200] or "?"
 
 
 def test_out_without_a_binary_of_the_version_reserves_nothing_and_says_how(
