@@ -8,10 +8,13 @@ every host (a busy shared runner included) or skipped with the reason; never lef
   machine still slows the runs, so no test asserts a noise level; only steal, which the
   namespace cannot hide, still flags a run, and `no_steal` skips then with the figure.
 - `huge_pages`: huge pages reserved (after compaction) and the previous count put back exactly.
+- `huge_page_pool`: the machine's pool of huge pages to this test alone, for a test that
+  reserves pages for a server or starts one that may map free pages of the pool.
 """
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 import shutil
@@ -30,6 +33,7 @@ import pytest
 PGDYNO = Path(sys.executable).parent / "pgdyno"
 NR_HUGEPAGES = Path("/proc/sys/vm/nr_hugepages")
 COMPACT_MEMORY = Path("/proc/sys/vm/compact_memory")
+POOL_LOCK = Path("/tmp/pgdyno-tests-hugepages.lock")
 # What pgdyno flags (collect/interference.py): a share of the machine, in %.
 FLAG_PCT = 5.0
 
@@ -245,15 +249,39 @@ def _set_pages(count: int) -> None:
 
 
 @contextmanager
+def huge_page_pool() -> Iterator[None]:
+    """The machine's pool of huge pages to this test alone for the block (an inter-process
+    lock): held by a test that reserves pages for a server of its own, and by a test outside
+    the host group whose server may map free reserved pages at a start (huge_pages = try:
+    `tune --apply --layers postgresql` restarting a server with the advice, initdb before 16).
+    Such a server started while another test's pages are reserved and free (its server
+    restarting) takes them all when it fits, and that server's start with huge_pages = on fails
+    (seen in CI: a Debian cluster tuned to the same shared_buffers took the 3,107 pages of the
+    crash-point sweep)."""
+    with POOL_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextmanager
 def huge_pages(count: int) -> Iterator[int]:
     """At least `count` huge pages reserved (vm.nr_hugepages raised to it, memory compacted
     first so the kernel finds contiguous 2 MB blocks) for the block; yields the count reserved.
     The previous vm.nr_hugepages is written back after, exactly, and checked. Skips (visibly)
-    without root or when the kernel cannot reserve them (memory too small or fragmented)."""
+    without root or when the kernel cannot reserve them (memory too small or fragmented).
+    The pool is this test's meanwhile (huge_page_pool)."""
     if os.geteuid() != 0:
         pytest.skip("reserving huge pages (vm.nr_hugepages) needs root")
     if not NR_HUGEPAGES.exists():
         pytest.skip("this kernel has no huge pages (no /proc/sys/vm/nr_hugepages)")
+    with huge_page_pool():
+        yield from _reserved(count)
+
+
+def _reserved(count: int) -> Iterator[int]:
     before = _pages()
     try:
         if before < count:

