@@ -6,6 +6,7 @@ its on-CPU profile (--cpu-profile: perf at 99 Hz on the server's processes) agai
 
     python benchmarks/harness_overhead.py [--pairs 12] [--seconds 10] [--waits-only]
     python benchmarks/harness_overhead.py --profile-only [--pairs 12] [--seconds 10]
+    python benchmarks/harness_overhead.py --default-only [--pairs 36] [--seconds 10]
 
 Select-only at the small scale with clients = CPUs, on one sandbox. Each round runs three
 arms: bare pgbench; the exact pgbench command pgdyno ran last (its -l --sampling-rate options,
@@ -146,6 +147,10 @@ def main() -> None:
         "--profile-only", action="store_true",
         help="only the CPU-profile arm (--cpu-profile against without)",
     )  # fmt: skip
+    parser.add_argument(
+        "--default-only", action="store_true",
+        help="only default collection against bare pgbench (more rounds in the same time)",
+    )  # fmt: skip
     args = parser.parse_args()
     with throwaway_sandbox("pgdyno-overhead-") as (workdir, binaries, box):
         bare = [str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(args.clients),
@@ -156,6 +161,12 @@ def main() -> None:
         log_dir.chmod(0o777)
         print(f"select-only, small scale, {args.clients} clients, {args.seconds} s runs")
         pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset, and the log's sample size
+        if args.default_only:
+            tool, command = rounds(args, workdir, bare, "auto", log_dir)
+            print(f"harness_overhead: pgdyno/bare pgbench TPS ratio {summarise(tool)} with default "
+                  f"collection (target >= 0.99, interval above 0.98; {args.pairs} rounds); "
+                  f"pgdyno's command run bare / bare {summarise(command)}")  # fmt: skip
+            return
         if not args.waits_only:
             print("CPU profile (perf at 99 Hz) against without (pgdyno bench both):")
             profiled = profile_rounds(args, workdir)

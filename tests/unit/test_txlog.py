@@ -25,7 +25,7 @@ from pgdyno.pgbench.txlog import LatencySummary, iter_summaries, parse_line, sum
 DATA = Path(__file__).parent.parent / "data" / "pgbench"
 VERSIONS = (14, 15, 16, 17, 18)
 versions = pytest.mark.parametrize("version", VERSIONS)
-QS = {"p50_ms": 0.5, "p90_ms": 0.9, "p99_ms": 0.99, "p999_ms": 0.999}
+QS = {"p50_ms": 0.5, "p90_ms": 0.9, "p95_ms": 0.95, "p99_ms": 0.99, "p999_ms": 0.999}
 
 # The shape of a real line (pg14/txlog.log, line 1: "1 1 2178 0 1795265183 806013"); the
 # optional fields and the words follow the pgbench documentation of 14 to 18.

@@ -69,7 +69,9 @@ def second_rows(
 
 
 def run_percentiles(total: LatencySummary) -> Percentiles:
-    return Percentiles(total.p50_ms, total.p90_ms, total.p99_ms, total.p999_ms, total.max_ms)
+    return Percentiles(
+        total.p50_ms, total.p90_ms, total.p99_ms, total.p999_ms, total.max_ms, total.p95_ms
+    )
 
 
 def latency_source(sampling_rate: float) -> str:

@@ -55,7 +55,7 @@ __all__ = [
     "summarize",
 ]
 
-_QUANTILES = (0.5, 0.9, 0.99, 0.999)
+_QUANTILES = (0.5, 0.9, 0.95, 0.99, 0.999)
 _CHUNK_CHARS = 1 << 17  # read size; a chunk's tokens take about 6x this in memory
 _MAX_LINE_CHARS = 1 << 16
 _MAX_GAP_S = 7 * 86400  # a longer silence between two lines is taken as a corrupt time stamp
@@ -89,6 +89,7 @@ class LatencySummary:
     stddev_ms: float | None = None  # whole run only (within the histogram's resolution)
     script_counts: tuple[int, ...] = ()  # index: script number
     by_script: tuple[ScriptLatency, ...] = ()  # whole run only; index: script number
+    p95_ms: float | None = None  # capacity curves' middle percentile (not stored per second)
 
 
 def _read_parts(path: Path, reader: FileReader) -> Iterator[tuple[int, Part]]:
@@ -147,7 +148,7 @@ class _Script:
 
     def record(self, script: int, rate: float, with_retries: bool) -> ScriptLatency:
         h, f = self.histogram, self.failures
-        p50, p90, p99, p999 = h.quantiles(_QUANTILES)
+        p50, p90, _p95, p99, p999 = h.quantiles(_QUANTILES)
         return ScriptLatency(
             script=script,
             transactions=_estimate(h.count, rate),
@@ -184,7 +185,7 @@ def _summary(
     script_counts: tuple[int, ...] = (),
     by_script: tuple[ScriptLatency, ...] = (),
 ) -> LatencySummary:
-    p50, p90, p99, p999 = histogram.quantiles(_QUANTILES)
+    p50, p90, p95, p99, p999 = histogram.quantiles(_QUANTILES)
     return LatencySummary(
         t=t,
         transactions=_estimate(histogram.count, sampling_rate),
@@ -198,6 +199,7 @@ def _summary(
         skipped=_estimate(tally.skipped, sampling_rate),
         lag_avg_ms=tally.lag_sum / tally.lag_n / 1000.0 if tally.lag_n else None,
         lag_max_ms=_ms(tally.lag_max),
+        p95_ms=_ms(p95),
         avg_ms=_ms(histogram.mean),
         min_ms=_ms(histogram.min),
         stddev_ms=_ms(histogram.stddev) if t is None else None,

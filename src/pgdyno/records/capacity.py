@@ -45,6 +45,7 @@ class CapacityStep:
     # How much the schedule lag grew over the step (least-squares line through its per-second
     # means, end minus start); None with fewer than 3 seconds.
     lag_growth_ms: float | None = None
+    p95_ms: float | None = None  # absent in the sweeps stored before it was measured
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ class Percentiles:
     p99_ms: float | None
     p999_ms: float | None
     max_ms: float | None
+    p95_ms: float | None = None  # kept in memory for capacity steps; runs store p50/p90/p99
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pgdyno.report.series import chart
 from pgdyno.stats.capacity import curve_of
 
 CURVES_NOTE = (
-    "pgbench -R at each asked rate: p99 (solid), p90 (dashed) and p50 (dotted) latency, "
+    "pgbench -R at each asked rate: p99 (solid), p95 (dashed) and p50 (dotted) latency, "
     "measured from each transaction's scheduled start, against the achieved rate; medians of "
     "the runs at a rate, sustained ones only. The dashed red line is the p99 target, the cross "
     "the knee (Kneedle: where the p99 curve bends most)."
@@ -27,7 +27,7 @@ def curve_charts(
         knee = found.knee
         by_target.setdefault(found.target_p99_ms, []).append(charts.Curve(
             label, colours.get(label, charts.colour(i)),
-            [(c.achieved_tps, c.p50_ms, c.p90_ms, c.p99_ms) for c in curve_of(found.steps)],
+            [(c.achieved_tps, c.p50_ms, c.p95_ms, c.p99_ms) for c in curve_of(found.steps)],
             None if knee is None else (knee.achieved_tps, knee.p99_ms),
         ))  # fmt: skip
     figures = []

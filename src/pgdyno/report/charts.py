@@ -406,27 +406,28 @@ def waterfall(
 
 @dataclass(frozen=True)
 class Curve:
-    """One group's latency-throughput curve: (achieved rate, p50, p90, p99) points in rate
-    order, and its knee (achieved rate, p99) when one was found."""
+    """One group's latency-throughput curve: (achieved rate, p50, p95, p99) points in rate
+    order (p95 None where it was not measured: a gap in its line), and its knee (achieved
+    rate, p99) when one was found."""
 
     group: str
     colour: str
-    points: Sequence[tuple[float, float, float, float]]
+    points: Sequence[tuple[float, float, float | None, float]]
     knee: tuple[float, float] | None = None
 
 
 # The percentile lines of a curve: (index in a point, label, dash, width).
-_PERCENTILES = ((3, "p99", "solid", 2.4), (2, "p90", "dash", 1.6), (1, "p50", "dot", 1.6))
+_PERCENTILES = ((3, "p99", "solid", 2.4), (2, "p95", "dash", 1.6), (1, "p50", "dot", 1.6))
 
 
 def latency_throughput(curves: Sequence[Curve], target_ms: float, title: str) -> Figure | None:
-    """p50/p90/p99 against the achieved rate, one colour per group (the dash tells the
+    """p50/p95/p99 against the achieved rate, one colour per group (the dash tells the
     percentile), the latency target as a horizontal line and each group's knee marked.
 
     >>> fig = latency_throughput([Curve("a", "#000", [(100, .1, .2, .3), (200, .1, .3, .9)],
     ...                                 (100, .3))], 0.5, "t")
     >>> [t["name"] for t in fig["data"]], fig["data"][-1]["y"]
-    (['a p99', 'a p90', 'a p50', 'a knee', 'p99 target 0.5 ms'], [0.5, 0.5])
+    (['a p99', 'a p95', 'a p50', 'a knee', 'p99 target 0.5 ms'], [0.5, 0.5])
     >>> latency_throughput([], 1.0, "t") is None
     True
     """

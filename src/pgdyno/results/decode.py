@@ -478,6 +478,7 @@ def _capacity_step(blob: Mapping[str, Json]) -> CapacityStep:
         client_capacity_pct=_float_or_none(blob, "client_capacity_pct"),
         verdict=_text(blob.get("verdict")) or "",
         lag_growth_ms=_float_or_none(blob, "lag_growth_ms"),  # absent in the first sweeps
+        p95_ms=_float_or_none(blob, "p95_ms"),  # absent in the sweeps before it was kept
     )  # fmt: skip
 
 

@@ -184,6 +184,7 @@ def step_of(run_id: int, record: RunRecord, phase: str, policy: SweepPolicy) -> 
         achieved_tps=summary.tps if summary is not None else 0.0,
         p50_ms=latency.p50_ms if ok and latency else None,
         p90_ms=latency.p90_ms if ok and latency else None,
+        p95_ms=latency.p95_ms if ok and latency else None,
         p99_ms=latency.p99_ms if ok and latency else None,
         lag_avg_ms=summary.rate_lag_avg_ms if summary else None,
         lag_max_ms=summary.rate_lag_max_ms if summary else None,
@@ -366,12 +367,13 @@ def kneedle(x: Sequence[float], y: Sequence[float]) -> int | None:
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """One asked rate of the latency-throughput curve: medians over its sustained runs."""
+    """One asked rate of the latency-throughput curve: medians over its sustained runs (p95
+    None when a run of a sweep stored before p95 was kept has none)."""
 
     asked_tps: float
     achieved_tps: float
     p50_ms: float
-    p90_ms: float
+    p95_ms: float | None
     p99_ms: float
 
 
@@ -380,20 +382,32 @@ def curve_of(steps: Sequence[CapacityStep]) -> list[CurvePoint]:
     and percentiles of its sustained runs (judged under or over: a step not sustained or
     client-bound measured the load generator's queue, not the server's latency).
 
-    >>> s = [CapacityStep(1, "", 100, 99, 0.2, 0.3, 0.5, 0, 0, 0, None, None, "under"),
-    ...      CapacityStep(2, "", 100, 101, 0.5, 0.5, 0.9, 0, 0, 0, None, None, "under")]
+    >>> s = [CapacityStep(1, "", 100, 99, 0.2, 0.3, 0.5, 0, 0, 0, None, None, "under",
+    ...                   p95_ms=0.4),
+    ...      CapacityStep(2, "", 100, 101, 0.5, 0.5, 0.9, 0, 0, 0, None, None, "under",
+    ...                   p95_ms=0.6)]
     >>> curve_of(s)
-    [CurvePoint(asked_tps=100, achieved_tps=100.0, p50_ms=0.35, p90_ms=0.4, p99_ms=0.7)]
+    [CurvePoint(asked_tps=100, achieved_tps=100.0, p50_ms=0.35, p95_ms=0.5, p99_ms=0.7)]
     """
     per: dict[float, list[CapacityStep]] = {}
     for s in steps:
         if s.asked_tps is not None and s.p99_ms is not None and s.verdict in (UNDER, OVER):
             per.setdefault(s.asked_tps, []).append(s)
-    return [
-        CurvePoint(rate, *(float(np.median([getattr(s, name) or 0.0 for s in per[rate]]))
-                           for name in ("achieved_tps", "p50_ms", "p90_ms", "p99_ms")))
-        for rate in sorted(per)
-    ]  # fmt: skip
+    points = []
+    for rate in sorted(per):
+        runs = per[rate]
+        p95 = [s.p95_ms for s in runs if s.p95_ms is not None]
+        points.append(CurvePoint(
+            rate, _median([s.achieved_tps for s in runs]),
+            _median([s.p50_ms or 0.0 for s in runs]),
+            _median(p95) if len(p95) == len(runs) else None,
+            _median([s.p99_ms or 0.0 for s in runs]),
+        ))  # fmt: skip
+    return points
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(np.median(values))
 
 
 def knee_of(steps: Sequence[CapacityStep]) -> Knee | None:

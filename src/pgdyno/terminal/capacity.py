@@ -33,13 +33,13 @@ def steps_table(found: Capacity) -> Table:
     """One line a step: the rate asked and achieved, the percentiles, the lag, pgbench's CPU
     and the verdict."""
     table = Table(title=f"capacity sweep, p99 target {found.target_p99_ms:g} ms")
-    for name in ("#", "run", "phase", "asked tx/s", "achieved tx/s", "p50 ms", "p90 ms",
+    for name in ("#", "run", "phase", "asked tx/s", "achieved tx/s", "p50 ms", "p95 ms",
                  "p99 ms", "lag avg ms", "pgbench CPU", "verdict"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("phase", "verdict") else "right")
     for n, s in enumerate(found.steps, 1):
         table.add_row(
             str(n), "-" if s.run_id is None else str(s.run_id), s.phase, _rate(s.asked_tps),
-            f"{s.achieved_tps:,.0f}", fmt(s.p50_ms, 2), fmt(s.p90_ms, 2), fmt(s.p99_ms, 2),
+            f"{s.achieved_tps:,.0f}", fmt(s.p50_ms, 2), fmt(s.p95_ms, 2), fmt(s.p99_ms, 2),
             fmt(s.lag_avg_ms, 2), _cpu(s), Text(s.verdict, style=_STYLE.get(s.verdict, "")),
         )  # fmt: skip
     return table
