@@ -6,7 +6,7 @@ its on-CPU profile (--cpu-profile: perf at 99 Hz on the server's processes) agai
 
     python benchmarks/harness_overhead.py [--pairs 12] [--seconds 10] [--waits-only]
     python benchmarks/harness_overhead.py --profile-only [--pairs 12] [--seconds 10]
-    python benchmarks/harness_overhead.py --default-only [--pairs 36] [--seconds 10]
+    python benchmarks/harness_overhead.py --wait-rates 10,4,0 [--pairs 12] [--seconds 10]
 
 Select-only at the small scale with clients = CPUs, on one sandbox. Each round runs three
 arms: bare pgbench; the exact pgbench command pgdyno ran last (its -l --sampling-rate options,
@@ -133,6 +133,29 @@ def profile_rounds(args: argparse.Namespace, workdir: Path) -> list[float]:
     return ratios
 
 
+def rate_rounds(
+    args: argparse.Namespace, workdir: Path, bare: list[str], rates: list[int]
+) -> dict[int, list[float]]:
+    """Per round: pgdyno bench at each wait-sampling rate / bare pgbench, the arms in every
+    order in turn (each in each position, and after each other, alike over the cycle)."""
+    arms: list[int | None] = [None, *rates]  # None: bare pgbench
+    orders = list(itertools.permutations(arms))
+    ratios: dict[int, list[float]] = {hz: [] for hz in rates}
+    for i in range(args.pairs):
+        tps = {}
+        for arm in orders[i % len(orders)]:
+            tps[arm] = (
+                bare_tps(bare)
+                if arm is None
+                else float(pgdyno_run(workdir, args.clients, args.seconds, "auto", arm)["tps"])
+            )
+        for hz in rates:
+            ratios[hz].append(tps[hz] / tps[None])
+        print(f"  round {i + 1}: bare {tps[None]:,.0f}, "
+              + ", ".join(f"{hz} Hz {tps[hz]:,.0f}" for hz in rates) + " TPS")  # fmt: skip
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -148,8 +171,9 @@ def main() -> None:
         help="only the CPU-profile arm (--cpu-profile against without)",
     )  # fmt: skip
     parser.add_argument(
-        "--default-only", action="store_true",
-        help="only default collection against bare pgbench (more rounds in the same time)",
+        "--wait-rates", metavar="HZ,HZ,...",
+        help="only bare pgbench against pgdyno bench at each of these wait-sampling rates "
+        "(default collection otherwise), the arms in every order in turn",
     )  # fmt: skip
     args = parser.parse_args()
     with throwaway_sandbox("pgdyno-overhead-") as (workdir, binaries, box):
@@ -161,11 +185,12 @@ def main() -> None:
         log_dir.chmod(0o777)
         print(f"select-only, small scale, {args.clients} clients, {args.seconds} s runs")
         pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset, and the log's sample size
-        if args.default_only:
-            tool, command = rounds(args, workdir, bare, "auto", log_dir)
-            print(f"harness_overhead: pgdyno/bare pgbench TPS ratio {summarise(tool)} with default "
-                  f"collection (target >= 0.99, interval above 0.98; {args.pairs} rounds); "
-                  f"pgdyno's command run bare / bare {summarise(command)}")  # fmt: skip
+        if args.wait_rates:
+            rates = [int(hz) for hz in args.wait_rates.split(",")]
+            found = rate_rounds(args, workdir, bare, rates)
+            for hz in rates:
+                print(f"harness_overhead: pgdyno (waits at {hz} Hz) / bare pgbench TPS ratio "
+                      f"{summarise(found[hz])} ({args.pairs} rounds)")  # fmt: skip
             return
         if not args.waits_only:
             print("CPU profile (perf at 99 Hz) against without (pgdyno bench both):")
