@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -29,8 +30,10 @@ from pgdyno.records.capacity import (
     CLIENT_LIMIT,
     NEVER_OVER,
     NEVER_UNDER,
+    RUNNING,
     STEP_LIMIT,
 )
+from pgdyno.results.store import ResultsStore
 from plans import tiny_plan
 
 SWEEP = ("capacity", "--pg-version", "18", "-s", "1", "-c", "4", "-T", "3", "--repeats", "1",
@@ -171,3 +174,24 @@ def test_a_plans_sets_are_compared_on_capacity_beside_tps(
     (curves,) = [c for c in shown["charts"] if c["id"] == "capacity-0"]
     names = [trace.get("name", "") for trace in curves["figure"]["data"]]
     assert any(n.startswith("a ") for n in names) and any(n.startswith("b ") for n in names)
+
+    # --resume after set a's sweep was cut off after its first step (as a SIGKILL leaves it:
+    # kept as running): b's ended sweep is kept as it is, a's goes on from that step.
+    a, b = sweeps
+    with ResultsStore(quiet_workdir / "results.sqlite") as store:
+        kept = store.capacity(a["session_id"])
+        assert kept is not None and len(kept.steps) >= 2
+        store.record_capacity(a["session_id"], replace(kept, steps=kept.steps[:1],
+                                                       stopped=RUNNING))  # fmt: skip
+    again = quiet_pgdyno(quiet_workdir, "compare", str(plan), "--resume", "--json")
+    assert again.code == 0, again.stderr
+    assert "set b: its sweep ended before" in again.stderr
+    assert "set a: its sweep goes on after step 1 (session" in again.stderr
+    resumed = strict(again.stdout)
+    assert isinstance(resumed, dict)
+    assert {r["id"] for r in resumed["runs"]} == comparison_runs  # no TPS run made again
+    a2, b2 = resumed["capacity"]["sweeps"]
+    assert (b2["session_id"], b2["run_ids"]) == (b["session_id"], b["run_ids"])
+    assert a2["session_id"] != a["session_id"] and a2["run_ids"][0] == a["run_ids"][0]
+    assert len(a2["run_ids"]) >= 2 and not set(a2["run_ids"][1:]) & set(a["run_ids"])
+    assert a2["stopped"] in STOPS | {"failed"}

@@ -32,7 +32,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheels = list(work.glob("pgdyno-*.whl"))
     assert len(wheels) == 1, wheels
     run([sys.executable, "-m", "venv", str(work / "venv")], cwd=work)
-    pip = [str(work / "venv/bin/python"), "-m", "pip", "install", "--quiet",
+    # --no-compile: byte-compiling the dependencies took two thirds of the install (13.5 s
+    # against 4.9 s alone); Python compiles what the tests import when they import it.
+    pip = [str(work / "venv/bin/python"), "-m", "pip", "install", "--quiet", "--no-compile",
            "--disable-pip-version-check"]  # fmt: skip
     run([*pip, "-c", str(ROOT / "requirements/run.txt"), str(wheels[0])], cwd=work)
     return work / "venv/bin"

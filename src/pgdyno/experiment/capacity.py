@@ -13,7 +13,7 @@ for the steps; preparing the dataset comes before it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -25,7 +25,7 @@ from pgdyno.experiment.session import recorded_session
 from pgdyno.experiment.target import Target
 from pgdyno.host.machine import HostFacts
 from pgdyno.records import RunCell, RunRecord
-from pgdyno.records.capacity import BUDGET, CLOSED, FAILED, Capacity, CapacityStep
+from pgdyno.records.capacity import BUDGET, CLOSED, FAILED, RUNNING, Capacity, CapacityStep
 from pgdyno.stats.capacity import (
     NextStep,
     SweepPolicy,
@@ -124,17 +124,14 @@ class Sweep:
         return record.summary.tps if record.summary and record.status == "ok" else None
 
     def next_or_stop(self, closed: float, spent_s: float, budget_s: float) -> NextStep | str:
-        """The planner's next step, or why the sweep stops (the planner's reason, or the
-        budget: a step starts only when the mean step so far still fits in it)."""
-        plan = next_step(self.steps, closed, self.plan.policy)
-        fits = fits_budget(spent_s, len(self.records), budget_s)
-        return plan if fits or not isinstance(plan, NextStep) else BUDGET
+        """The planner's next step, or why the sweep stops (`plan_or_stop`)."""
+        return plan_or_stop(self.steps, closed, self.plan.policy, spent_s, budget_s)
 
     def step(self, plan: NextStep, closed: float) -> None:
         """One step of the plan, stored, and the sweep so far kept with the session."""
         self._step(plan.rate, plan.phase)
         self.ctx.store.record_capacity(
-            self.session_id, capacity_of(self.steps, closed, self.plan.policy, "running")
+            self.session_id, capacity_of(self.steps, closed, self.plan.policy, RUNNING)
         )
 
     def result(self, closed: float | None, stopped: str) -> Capacity:
@@ -145,7 +142,7 @@ class Sweep:
 
     def _step(self, rate: float | None, phase: str) -> RunRecord:
         """One run at `rate` (None: closed loop), stored, judged and kept as a step."""
-        n = len(self.records)
+        n = len(self.steps)  # a resumed sweep's steps (capacity_sets.py) are counted too
         runner = self.ready.runner
         log_rate = sampling_rate(rate) if self.spec.latency_log == "auto" else None
         runner.spec = self.spec.model_copy(update={
@@ -161,3 +158,17 @@ class Sweep:
         self.records.append((run_id, record))
         self.steps.append(step_of(run_id, record, phase, self.plan.policy))
         return record
+
+
+def plan_or_stop(
+    steps: Sequence[CapacityStep],
+    closed: float,
+    policy: SweepPolicy,
+    spent_s: float,
+    budget_s: float,
+) -> NextStep | str:
+    """The planner's next step after `steps`, or why the sweep stops: the planner's reason, or
+    the budget (a step starts only when the mean step so far still fits in it)."""
+    plan = next_step(steps, closed, policy)
+    fits = fits_budget(spent_s, len(steps), budget_s)
+    return plan if fits or not isinstance(plan, NextStep) else BUDGET

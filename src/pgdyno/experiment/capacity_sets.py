@@ -14,6 +14,11 @@ step made first. The budget is split evenly: each set's sweep stops when its nex
 longer fits in its share. Every sweep is a session of its own (`sessions.capacity`, as
 `pgdyno capacity` stores one; its runs carry the set's name and no comparison, so the TPS
 verdicts never see an open-loop run), rewritten after each step.
+
+On `compare --resume` a set whose sweep ended is not swept again, and a sweep that was cut off
+(kept as `running`) goes on from its steps and closed-loop rate in a new session, which holds
+the earlier steps too; the earlier steps count against the set's budget share at the planned
+time a step takes.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 
 from pgdyno.errors import PgdynoError, UsageError
 from pgdyno.experiment.bench import Connected
-from pgdyno.experiment.capacity import MIN_STEPS, CapacityPlan, Sweep
+from pgdyno.experiment.capacity import MIN_STEPS, CapacityPlan, Sweep, plan_or_stop
 from pgdyno.experiment.context import RunContext
 from pgdyno.experiment.matrix import BenchSpec, expand, seconds_per_run
 from pgdyno.experiment.rounds import parse_budget
@@ -36,13 +41,12 @@ from pgdyno.host.machine import HostFacts
 from pgdyno.plan.check import CheckedSet
 from pgdyno.plan.load import Plan
 from pgdyno.records import RunCell
-from pgdyno.records.capacity import FAILED, Capacity
+from pgdyno.records.capacity import FAILED, RUNNING, Capacity, CapacityStep
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.capacity import (
     NextStep,
     SweepPolicy,
     capacity_of,
-    next_step,
     parse_latency_ms,
 )
 
@@ -129,6 +133,9 @@ class SweepsJob:
     design: Design
     command: list[str]
     comparison: tuple[str, int]  # the plan's name and the comparison's id
+    # The comparison's sweeps stored so far, newest per set (store `comparison_sweeps`): on
+    # --resume, set name -> (session, sweep).
+    earlier: Mapping[str, tuple[int, Capacity]] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,6 +149,11 @@ class _SetState:
     sweep: Sweep | None = None
     spent_s: float = 0.0
     stopped: str | None = field(default=None)
+    before: tuple[CapacityStep, ...] = ()  # a cut-off sweep's steps, gone on with
+
+    @property
+    def steps(self) -> Sequence[CapacityStep]:
+        return self.before if self.sweep is None else self.sweep.steps
 
 
 def sweep_sets(
@@ -157,13 +169,18 @@ def sweep_sets(
         f"capacity at p99 <= {job.plan.policy.target_p99_ms:g} ms: every set swept, their "
         f"steps interleaved, {share:.0f} s of steps a set"
     )
+    ended = {s.name: _ended(s.name, *job.earlier[s.name]) for s in job.sets
+             if s.name in job.earlier and job.earlier[s.name][1].stopped != RUNNING}  # fmt: skip
+    for done in ended.values():
+        ctx.log(f"set {done.set_name}: its sweep ended before ({done.result.stopped}, session "
+                f"{done.session_id}); not swept again")  # fmt: skip
     with ExitStack() as stack:
         states = [
-            _SetState(s, stack.enter_context(recorded_session(
+            _resumed(_SetState(s, stack.enter_context(recorded_session(
                 ctx, job.command, f"compare {name}: capacity of set {s.name}", host,
                 {"plan": name, "comparison_id": comparison_id, "set": s.name},
-            )), job.closed.get(s.name))
-            for s in job.sets
+            )), job.closed.get(s.name)), job.earlier.get(s.name), seconds_per_run(spec), ctx)
+            for s in job.sets if s.name not in ended
         ]  # fmt: skip
         turn = _Turns(spec, job.plan, ctx, cell, apply, clock, share)
         round_no = 0
@@ -172,7 +189,29 @@ def sweep_sets(
             for state in job.design.order(states, round_no):
                 if state.stopped is None:
                     state.stopped = turn.take(state)
-        return tuple(turn.finished(state) for state in states)
+        swept = {state.checked.name: turn.finished(state) for state in states}
+    return tuple(ended.get(s.name) or swept[s.name] for s in job.sets)
+
+
+def _ended(set_name: str, session_id: int, found: Capacity) -> SetSweep:
+    run_ids = tuple(s.run_id for s in found.steps if s.run_id is not None)
+    return SetSweep(set_name, session_id, run_ids, found)
+
+
+def _resumed(
+    state: _SetState, earlier: tuple[int, Capacity] | None, per_step_s: float, ctx: RunContext
+) -> _SetState:
+    """A set's state going on from its cut-off sweep (kept as running), if it has one: its
+    steps, its closed-loop rate, and their planned time spent."""
+    if earlier is None or not earlier[1].steps:
+        return state
+    session_id, found = earlier
+    ctx.log(f"set {state.checked.name}: its sweep goes on after step {len(found.steps)} "
+            f"(session {session_id}, cut off)")  # fmt: skip
+    state.before = found.steps
+    state.closed = found.closed_tps if found.closed_tps is not None else state.closed
+    state.spent_s = len(found.steps) * per_step_s
+    return state
 
 
 @dataclass(frozen=True)
@@ -189,13 +228,12 @@ class _Turns:
 
     def take(self, state: _SetState) -> str | None:
         closed, plan = state.closed, None
-        if closed is None and state.sweep is not None:
+        if closed is None and state.steps:
             return FAILED  # its closed-loop step failed: nothing to start from
         if closed is not None:
-            planned = (
-                next_step((), closed, self.plan.policy) if state.sweep is None
-                else state.sweep.next_or_stop(closed, state.spent_s, self.share_s)
-            )  # fmt: skip
+            planned = plan_or_stop(
+                state.steps, closed, self.plan.policy, state.spent_s, self.share_s
+            )
             if not isinstance(planned, NextStep):
                 return planned
             plan = planned
@@ -203,7 +241,7 @@ class _Turns:
         with self.apply(state.checked) as ready:
             sweep = self._sweep_of(state, ready)
             self.ctx.progress.phase(
-                f"set {state.checked.name}: capacity step {len(sweep.records) + 1}"
+                f"set {state.checked.name}: capacity step {len(sweep.steps) + 1}"
             )
             if plan is None or closed is None:
                 tps = sweep.closed_step()
@@ -216,17 +254,17 @@ class _Turns:
     def finished(self, state: _SetState) -> SetSweep:
         """The set's sweep as it ended, kept with its session."""
         stopped = state.stopped or FAILED
-        if state.sweep is None:  # stopped before its first step
-            found = capacity_of((), state.closed, self.plan.policy, stopped)
+        if state.sweep is None:  # stopped before its first step (a resumed one: its steps)
+            found = capacity_of(state.before, state.closed, self.plan.policy, stopped)
             self.ctx.store.record_capacity(state.session_id, found)
-            return SetSweep(state.checked.name, state.session_id, (), found)
-        found = state.sweep.result(state.closed, stopped)
-        return SetSweep(state.checked.name, state.session_id,
-                        tuple(run_id for run_id, _ in state.sweep.records), found)  # fmt: skip
+        else:
+            found = state.sweep.result(state.closed, stopped)
+        return _ended(state.checked.name, state.session_id, found)
 
     def _sweep_of(self, state: _SetState, ready: Connected) -> Sweep:
         if state.sweep is None:
             state.sweep = Sweep(ready, self.spec, self.plan, self.ctx, self.cell,
                                 state.session_id, state.checked.name)  # fmt: skip
+            state.sweep.steps.extend(state.before)
         state.sweep.ready = ready
         return state.sweep

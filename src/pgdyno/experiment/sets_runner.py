@@ -379,6 +379,7 @@ def _sweeps(
     sweeps = SweepsJob(
         tuple(run.checked), run.spec, run.scales, plan, closed_rates(run.outcomes), design,
         job.command, (run.plan.name, run.comparison_id),
+        run.ctx.store.comparison_sweeps(run.comparison_id),  # --resume goes on with them
     )  # fmt: skip
     return sweep_sets(sweeps, apply, run.host, run.ctx)
 

@@ -21,6 +21,9 @@ CLIENT_LIMIT = "client-limit"  # the load generator could not keep up: not the s
 NEVER_OVER = "never-over"  # the highest rate tried still stayed under
 NEVER_UNDER = "never-under"  # even the lowest rate tried went over
 STEP_LIMIT = "step-limit"  # the most steps a sweep makes
+# Not stopped: the sweep as kept after each step; one interrupted stays so (compare --resume
+# goes on with it).
+RUNNING = "running"
 
 
 @dataclass(frozen=True, slots=True)

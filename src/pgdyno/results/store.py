@@ -281,18 +281,23 @@ class ResultsStore:
         """The capacity sweeps of a comparison's sets (`[matrix] capacity_p99`: each a session
         whose server names the comparison and the set), the newest per set, in the order they
         were made."""
+        return [(name, found) for name, (_, found) in self.comparison_sweeps(comparison_id).items()]
+
+    def comparison_sweeps(self, comparison_id: int) -> dict[str, tuple[int, Capacity]]:
+        """`comparison_capacities` with each sweep's session: set name -> (session, sweep)."""
         rows = self._query(
             "SELECT id, server, capacity FROM sessions WHERE capacity IS NOT NULL ORDER BY id"
         )
-        found: dict[str, Capacity] = {}
+        found: dict[str, tuple[int, Capacity]] = {}
         for row in rows:
             server = loads(str(row["server"]), f"session {row['id']}'s server")
             if not isinstance(server, dict) or server.get("comparison_id") != comparison_id:
                 continue
             where = f"session {row['id']}'s capacity sweep"
             found.pop(str(server.get("set")), None)
-            found[str(server.get("set"))] = capacity(loads(str(row["capacity"]), where), where)
-        return list(found.items())
+            sweep = capacity(loads(str(row["capacity"]), where), where)
+            found[str(server.get("set"))] = (int(row["id"]), sweep)
+        return found
 
     def session_run_ids(self, session_id: int) -> list[int]:
         """The runs of one bench session, in the order they ran."""
