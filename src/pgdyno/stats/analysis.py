@@ -210,6 +210,12 @@ def _change_notes(change: ChangeVerdict, name: str = "the candidate") -> list[st
 def _sequential_notes(change: ChangeVerdict, name: str) -> list[str]:
     """The adaptive comparison's own notes: its second figure, broken assumptions, the stop.
 
+    >>> ok = ChangeVerdict(0.4, -1.9, 2.8, "no detectable difference", False, None,
+    ...                    "sequential", 57, 0, 0.1, robust_pct=0.3, robust_low_pct=-2.4,
+    ...                    robust_high_pct=1.9)
+    >>> _sequential_notes(ok, "b")  # doctest: +NORMALIZE_WHITESPACE
+    ['robust centre +0.3% [-2.4, +1.9]', 'the two intervals together, which the verdict and the
+    stop judge: [-1.9, +1.9]']
     >>> c = ChangeVerdict(-3.1, -9.0, 3.2, "no detectable difference", False, None,
     ...                   "sequential", 40, 0, 0.1, robust_pct=0.2, robust_low_pct=-1.0,
     ...                   robust_high_pct=1.5, erratic=True)
@@ -222,6 +228,11 @@ def _sequential_notes(change: ChangeVerdict, name: str) -> list[str]:
     centre, r_low, r_high = change.robust_pct, change.robust_low_pct, change.robust_high_pct
     if centre is not None and r_low is not None and r_high is not None:
         notes.append(f"robust centre {centre:+.1f}% [{r_low:+.1f}, {r_high:+.1f}]")
+    both = change.verdict_interval
+    if not change.erratic and None not in both and both != (change.ci_low_pct, change.ci_high_pct):
+        # What the verdict and a precision stop judged: narrower than the mean's printed one.
+        notes.append(f"the two intervals together, which the verdict and the stop judge: "
+                     f"[{both[0]:+.1f}, {both[1]:+.1f}]")  # fmt: skip
     if change.erratic:
         notes.append(
             f"runs of {name} are erratic: the intervals of the mean change and of the robust "
