@@ -10,6 +10,7 @@ from conftest import PGDYNO, new_workdir, one_clear_sentence, remove_workdir, wa
 from pgdyno.postgres.client import compose, connect, identifier
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import BENCH_DB
+from pgdyno.postgres.server_lock import ServerLock
 from pgdyno.results.postgres_db import PostgresDatabase
 from pgdyno.results.store import ResultsStore
 from remote_checks import PLAN
@@ -83,6 +84,18 @@ def test_a_second_benchmark_of_one_server_is_refused_and_the_first_is_untouched(
         remove_workdir(first_dir)
     with connect(server.conninfo()) as client:  # the lock ended with the first bench
         assert client.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")[0][0] == 0
+
+
+def test_the_lock_is_free_when_a_command_lets_go_of_it(server: Sandbox) -> None:
+    """The next command on the server takes the lock at once: it was let go before the
+    connection closed, not when the server process got round to ending (a compare that came
+    right after another on one server was refused as "another pgdyno is benchmarking")."""
+    with connect(server.conninfo()) as observer:
+        for _ in range(20):
+            lock = ServerLock(server.conninfo(), None, "server")
+            lock.close()
+            held = observer.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+            assert held[0][0] == 0
 
 
 def test_a_hosts_file_naming_one_server_twice_is_refused(run_cli, workdir: Path) -> None:
