@@ -10,7 +10,6 @@ lock again on a new connection, and refuses if another pgdyno took it in between
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from pgdyno.postgres.server import ping
 
 BENCH_LOCK = 0x7067_6462  # "pgdb": the key of the benchmark lock (the results store uses "pgdy")
 APPLICATION = "pgdyno benchmark lock"  # the lock's connection, as pg_stat_activity shows it
-LET_GO_S = 3.0  # how long a lock with no holder to be seen is waited for
 
 
 class ServerLock:
@@ -36,17 +34,11 @@ class ServerLock:
     def _take(self) -> Client:
         client = Client(self.dsn, self.password)
         try:
-            deadline = time.monotonic() + LET_GO_S
-            while not client.records(load("bench_lock_take"), _Taken, {"key": BENCH_LOCK})[0].taken:
-                holder = _holder(client)
-                # No holder to be seen: its session is ending (a pgdyno killed a moment ago,
-                # whose server process has not exited yet): it lets go within moments.
-                if holder or time.monotonic() >= deadline:
-                    raise ClusterError(
-                        f"another pgdyno is benchmarking {self.label}{holder}: wait for it "
-                        "to finish, or benchmark another server."
-                    )
-                time.sleep(0.1)
+            if not client.records(load("bench_lock_take"), _Taken, {"key": BENCH_LOCK})[0].taken:
+                raise ClusterError(
+                    f"another pgdyno is benchmarking {self.label}{_holder(client)}: wait for it "
+                    "to finish, or benchmark another server."
+                )
         except BaseException:
             client.close()
             raise
