@@ -87,6 +87,7 @@ def main() -> None:
     parser.add_argument("--warehouses", type=int, default=8)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pgdyno-gain-", dir="/tmp"))
+    workdir.mkdir(parents=True, exist_ok=True)
     workdir.chmod(0o755)  # as root, the sandbox user must reach the clusters under it
     print(f"work directory: {workdir}", flush=True)
     workloads = ["tpcc"] if args.tpcc else ["select-only", "tpcb-like"]

@@ -1,7 +1,8 @@
 """On-CPU profiles as a user meets them (issue 34 section 2): a bench of two runs with
 --cpu-profile on an existing server (the module's sandbox, reached through --dsn); `runs show
 --profile` names functions of postgres per process type; the report draws a flame graph per
-run in a real headless Chromium; without perf on the PATH one line says so and the run goes on.
+run and, against a second session with prepared statements, a differential flame graph, in a
+real headless Chromium; without perf on the PATH one line says so and the run goes on.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ pytestmark = pytest.mark.skipif(shutil.which("perf") is None, reason="perf is no
 
 @pytest.fixture(scope="module")
 def profiled(cache_dir: Path, server: Sandbox) -> Iterator[tuple[Environment, list[int]]]:
-    """Two profiled runs of one bench session, in a work directory of the module's."""
+    """Two profiled runs of one bench session, then one of a second session with prepared
+    statements, in a work directory of the module's."""
     workdir = new_workdir()
     env = make_env(workdir, cache_dir)
     done = run_in(env, *BENCH, "--repeats", "2", "--cpu-profile", "--dsn", server.conninfo())
@@ -34,14 +36,18 @@ def profiled(cache_dir: Path, server: Sandbox) -> Iterator[tuple[Environment, li
     runs = json.loads(done.stdout)
     assert [r["status"] for r in runs] == ["ok", "ok"], runs
     assert all(r["profile"] is not None for r in runs), runs
-    yield env, [r["id"] for r in runs]
+    done = run_in(env, *BENCH, "-M", "prepared", "--cpu-profile", "--dsn", server.conninfo())
+    assert done.code == 0, done.stderr
+    (prepared,) = json.loads(done.stdout)
+    assert prepared["status"] == "ok" and prepared["profile"] is not None, prepared
+    yield env, [r["id"] for r in runs] + [prepared["id"]]
     remove_workdir(workdir)
 
 
 def test_runs_show_profile_names_postgres_functions(
     profiled: tuple[Environment, list[int]],
 ) -> None:
-    env, (run_id, _) = profiled
+    env, (run_id, *_) = profiled
     shown = run_in(env, "runs", "show", str(run_id), "--profile", "--json")
     assert shown.code == 0, shown.stderr
     found = json.loads(shown.stdout)
@@ -67,7 +73,7 @@ def test_runs_show_profile_names_postgres_functions(
     assert whole["profile"]["samples"] == profile["samples"]  # the whole run's JSON holds it
 
 
-def test_report_draws_a_flame_graph_per_run(
+def test_report_draws_a_flame_graph_per_run_and_a_differential_one(
     profiled: tuple[Environment, list[int]], tmp_path: Path
 ) -> None:
     env, run_ids = profiled
@@ -77,6 +83,8 @@ def test_report_draws_a_flame_graph_per_run(
     report = json.loads(data.read_text())
     assert "cpu_changes" in report  # [] when no function moved beyond sampling error
     assert all(r["profile"]["top"] for r in report["runs"])
+    # Two sessions: grouped by session, the second (prepared statements) against the first.
+    assert [c["id"] for c in report["cpu_flames"]] == ["flame-diff-1"]
     path = tmp_path / "profiles.html"
     done = run_in(env, "report", *map(str, run_ids), "-o", str(path))
     assert done.code == 0, done.stderr
@@ -94,6 +102,17 @@ def test_report_draws_a_flame_graph_per_run(
             assert drawn["type"] == "icicle" and drawn["ids"] > 2 and drawn["bars"] > 2, drawn
             text = page.evaluate(f"document.getElementById('run-{run_id}').innerText")
             assert "Top CPU functions" in text
+        page.wait_for("document.getElementById('flame-diff-1').dataset.drawn === 'yes'")
+        drawn = page.evaluate(
+            "(el => ({type: el.data[0].type, colours: el.data[0].marker.colors.length,"
+            " ids: el.data[0].ids.length, bars: el.querySelectorAll('g.slice').length,"
+            " scale: el.querySelectorAll('.colorbar').length}))"
+            "(document.getElementById('flame-diff-1'))"
+        )
+        assert drawn["type"] == "icicle" and drawn["colours"] == drawn["ids"] > 2, drawn
+        assert drawn["bars"] > 2 and drawn["scale"] == 1, drawn
+        text = page.evaluate("document.getElementById('cpu').innerText")
+        assert "Differential flame graphs" in text and "cannot be drawn in their shape" in text
         assert page.console_errors == []
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(ARTIFACTS / "report-profiles.png")

@@ -8,6 +8,8 @@ import io
 import json
 import math
 import re
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +20,18 @@ from pgdyno.host.perf import CLIENT_BACKEND, parse_script, process_type
 from pgdyno.records.health import RunHealth
 from pgdyno.records.profile import KERNEL_DSO, CpuProfile, FunctionShare
 from pgdyno.records.stored import RunOutcome
+from pgdyno.report import content, html
 from pgdyno.report.content import summary_rows
+from pgdyno.report.load import Selection, load
 from pgdyno.results.decode import profile
 from pgdyno.results.encode import profile_json
+from pgdyno.results.store import ResultsStore
 from pgdyno.stats.analysis import analyse
-from pgdyno.stats.cpu_profile import cpu_profile, moved, symbols_missing
+from pgdyno.stats.cpu_profile import cpu_profile, frame_moves, moved, symbols_missing
 from pgdyno.terminal.verdict_tables import CPU_HEADING, verdict_table
 
 DATA = Path(__file__).parent.parent / "data" / "perf"
+REPORT_FIXTURE = Path(__file__).parent.parent / "data" / "report" / "results.sqlite"
 
 
 def recorded(name: str) -> tuple[str, dict[int, str]]:
@@ -228,6 +234,93 @@ def test_a_function_that_vanishes_is_named() -> None:
         found = moved(_profiles(names, a), _profiles(names, b))
         named += bool(found) and found[0].function == "base_yyparse"
     assert named / 500 >= 0.8, named
+
+
+# -- the differential flame graph ------------------------------------------------------------
+
+
+def _stacks(text: str, types: dict[int, str]) -> tuple[list[str], np.ndarray]:
+    found = cpu_profile(parse_script(text), types, 99, max_stacks=100_000)
+    assert found is not None and found.folded_other == 0
+    counts = np.array([n for _, n in found.folded], dtype=float)
+    return [stack for stack, _ in found.folded], counts / counts.sum()
+
+
+def _stack_runs(stacks: list[str], counts: np.ndarray) -> list[CpuProfile]:
+    """Runs as the profiler keeps them: each run's 300 largest call chains, the rest counted."""
+    found = []
+    for row in counts:
+        n = int(row.sum())
+        kept = sorted(
+            ((s, int(c)) for s, c in zip(stacks, row, strict=True) if c),
+            key=lambda kv: (-kv[1], kv[0]),
+        )[:300]
+        found.append(CpuProfile(99, n, 0.0, (), (), tuple(kept), n - sum(c for _, c in kept)))
+    return found
+
+
+def test_the_differential_flame_graph_colours_no_frame_in_under_5_percent_of_a_a() -> None:
+    """A/A: both sets' runs draw their call chains from one recorded profile (select-only,
+    192 chains); `frame_moves`, the real rule, colours a frame in under 5% of 1,000
+    comparisons with its 95% upper bound (about 2% measured: Monte Carlo error 0.45 points).
+    Frames along one chain share their samples, so they are far fewer independent tests than
+    frames."""
+    stacks, p = _stacks(*recorded("select-only-simple-pg18"))
+    rng = np.random.default_rng(341)
+    alarms = 0
+    for _ in range(1000):
+        a, b = (_stack_runs(stacks, rng.multinomial(SAMPLES, p, size=RUNS)) for _ in range(2))
+        moves = frame_moves(a, b)
+        assert moves and {m.path for m in moves if m.samples} <= {
+            ";".join(s.split(";")[:d]) for s in stacks for d in range(1, len(s.split(";")) + 1)
+        }
+        alarms += any(m.change for m in moves)
+    rate = alarms / 1000
+    upper = rate + 1.96 * math.sqrt(max(rate, 1 / 1000) * (1 - rate) / 1000)
+    assert upper < 0.05, rate
+
+
+def test_the_differential_flame_graph_of_prepared_statements_names_the_parser_gone(
+    tmp_path: Path,
+) -> None:
+    """The recorded simple and prepared protocol profiles: drawn in the prepared runs' shape,
+    every frame's width is its samples there, the shares add up along each chain, and the
+    parser's frame (gone: a prepared statement is parsed once) is named in the caption."""
+    a_text, a_types = recorded("select-only-simple-pg18")
+    b_text, b_types = recorded("select-only-prepared-pg18")
+    a = cpu_profile(parse_script(a_text), a_types, 99)
+    b = cpu_profile(parse_script(b_text), b_types, 99)
+    assert a is not None and b is not None
+    moves = {m.path: m for m in frame_moves([a], [b])}
+    parser = next(m for path, m in moves.items() if path.endswith(";base_yyparse"))
+    assert parser.samples == 0 and parser.after == 0 and parser.change == -parser.before < -0.01
+    assert moves["client backend"].samples == b.samples - b.folded_other
+    assert frame_moves([a], [a]) and not any(m.change for m in frame_moves([a], [a]))
+
+    # In a report of a recorded comparison whose baseline's runs took the simple profile and
+    # the other set's runs the prepared one: a graph per cell, its caption naming the parser.
+    copy = tmp_path / "results.sqlite"
+    shutil.copy(REPORT_FIXTURE, copy)  # opening migrates: never touch the recorded file
+    with ResultsStore(copy) as store:
+        data = load(store, Selection(comparison_id=1))
+    runs = [replace(r, profile=a if r.set_name == "small-wal" else b) for r in data.runs]
+    report = content.build(replace(data, runs=runs), "2026-11-28T00:00:00+00:00", "test")
+    charts = report["cpu_flames"]
+    assert len(charts) == len(report["cells"]) >= 1
+    chart = charts[0]
+    trace = chart["figure"]["data"][0]
+    assert trace["type"] == "icicle" and "large-wal against small-wal" in str(chart["figure"])
+    assert "base_yyparse (client backend;[unknown];[unknown]) -3.8 points" in chart["note"]
+    children: dict[str, int] = {}
+    for parent, value in zip(trace["parents"], trace["values"], strict=True):
+        children[parent] = children.get(parent, 0) + value
+    widths = dict(zip(trace["ids"], trace["values"], strict=True))
+    assert all(total <= widths[parent] for parent, total in children.items() if parent)
+    colours = trace["marker"]["colors"]
+    assert len(colours) == len(trace["ids"]) and max(map(abs, colours)) > 0
+    assert json.loads(json.dumps(chart, allow_nan=False)) == chart
+    page = html.render(report)
+    assert "Differential flame graphs" in page and 'id="flame-diff-1"' in page
 
 
 def test_why_a_session_takes_no_profile_is_one_line(tmp_path: Path) -> None:

@@ -427,6 +427,15 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         # The functions whose share of the server's CPU moved most against the baseline,
         # beyond sampling error (stats/cpu_profile.py); [] for runs without a CPU profile.
         "cpu_changes": profiles.change_rows(analysis),
+        # Per cell and group, a flame graph of its call chains coloured by their move against
+        # the baseline's (judged runs, as the wait profiles); [] without call chains.
+        "cpu_flames": (
+            profiles.differential_flame_graphs(
+                [r for r in ok_runs if not r.interfered], groups, names, analysis.baseline
+            )
+            if comparing
+            else []
+        ),
         "wait_profiles": waits.profile_rows(
             [r for r in ok_runs if not r.interfered], groups, names
         ),

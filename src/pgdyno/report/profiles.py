@@ -1,5 +1,6 @@
-"""On-CPU profiles in the report: a flame graph per run, and the functions whose share of the
-server's CPU moved most against the baseline (pure).
+"""On-CPU profiles in the report: a flame graph per run, the functions whose share of the
+server's CPU moved most against the baseline, and per cell and group a differential flame graph
+against the baseline (pure).
 
 The flame graph is Plotly's icicle trace of the run's folded call chains, root at the bottom
 as in Gregg's flame graphs (Gregg, 2016, "The flame graph", Communications of the ACM 59(6)):
@@ -9,12 +10,16 @@ is inlined in the page, so it needs no network.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pgdyno.records.profile import CpuProfile
+from pgdyno.records.stored import StoredRun
 from pgdyno.report.charts import Figure, figure_layout
-from pgdyno.report.selection import cell_label
-from pgdyno.stats.analysis import Analysis
+from pgdyno.report.selection import cell_key, cell_label
+from pgdyno.report.series import chart
+from pgdyno.stats.analysis import Analysis, CellKey
+from pgdyno.stats.cpu_profile import FrameMove, frame_moves
 
 ROOT = "all"
 OTHER = "(call chains not kept)"
@@ -26,6 +31,17 @@ PROFILE_NOTE = (
     "no frame pointers. Click a bar to zoom, the bottom one to zoom out."
 )
 TOP_FUNCTIONS = 10
+DIFFERENTIAL_NOTE = (
+    "Differential flame graph: the frames as the {group} runs have them, as wide as their share "
+    "of its CPU samples; red took more of the CPU than in the baseline's runs, blue less, by "
+    "the points the colour scale shows, white within sampling error (3.5 standard errors, or "
+    "under a point; taken the way least in its favour where a run did not keep every call "
+    "chain). A frame the {group} runs never reached cannot be drawn in their shape: {gone}. "
+    "Click a bar to zoom, the bottom one to zoom out."
+)
+GONE_SHOWN = 5  # frames the other group never reached, named in the caption
+# Blue (less CPU than the baseline), white (no move beyond sampling error), red (more).
+DIFFERENTIAL_SCALE = ((0.0, "#2166ac"), (0.5, "#f7f7f7"), (1.0, "#b2182b"))
 
 
 def _pct(share: float) -> float:
@@ -109,3 +125,99 @@ def change_rows(analysis: Analysis) -> list[dict[str, Any]]:
         for r in analysis.results
         for c in r.cpu_changes
     ]
+
+
+def _gone(moves: Sequence[FrameMove]) -> str:
+    """The frames the group never reached whose fall is beyond sampling error, largest first.
+
+    >>> _gone([FrameMove("client backend;exec;parse", 0, 0.3, 0.0, -0.3)])
+    'gone beyond sampling error: parse (client backend;exec) -30.0 points'
+    >>> _gone([])
+    'none is gone beyond sampling error'
+    """
+    gone = sorted((m for m in moves if not m.samples and m.change), key=lambda m: m.change)
+    if not gone:
+        return "none is gone beyond sampling error"
+    named = [
+        f"{m.path.rsplit(';', 1)[-1]} ({m.path.rsplit(';', 1)[0]}) {_pct(m.change):+.1f} points"
+        if ";" in m.path
+        else f"{m.path} {_pct(m.change):+.1f} points"
+        for m in gone[:GONE_SHOWN]
+    ]
+    more = f" and {len(gone) - GONE_SHOWN} more" if len(gone) > GONE_SHOWN else ""
+    return "gone beyond sampling error: " + "; ".join(named) + more
+
+
+def _differential_figure(moves: Sequence[FrameMove], total: int, title: str) -> Figure:
+    """The icicle of a group's frames coloured by their move in points (`frame_moves`)."""
+    moves = [m for m in moves if m.samples]
+    kept = sum(m.samples for m in moves if ";" not in m.path)  # the process types' samples
+    ids = [ROOT] + [f"{ROOT};{m.path}" for m in moves]
+    changes = [0.0] + [_pct(m.change) for m in moves]
+    shares = ["all of the CPU in both"] + [
+        f"{_pct(m.before):.1f}% of the baseline's CPU, {_pct(m.after):.1f}% here" for m in moves
+    ]
+    values = [total] + [m.samples for m in moves]
+    if total > kept:
+        ids.append(f"{ROOT};{OTHER}")
+        changes.append(0.0)
+        shares.append(f"{_pct((total - kept) / total):.1f}% here")
+        values.append(total - kept)
+    reach = max((abs(c) for c in changes), default=0.0) or 1.0
+    said = [
+        f"{c:+.1f} points, beyond sampling error" if c else "within sampling error" for c in changes
+    ]
+    trace = {
+        "type": "icicle",
+        "ids": ids,
+        "labels": [i.rsplit(";", 1)[-1] for i in ids],
+        "parents": ["" if i == ROOT else i.rsplit(";", 1)[0] for i in ids],
+        "values": values,
+        "branchvalues": "total",
+        "tiling": {"orientation": "v", "flip": "y"},
+        "customdata": [[a, b] for a, b in zip(shares, said, strict=True)],
+        "hovertemplate": "%{label}<br>%{customdata[0]}: %{customdata[1]}<extra></extra>",
+        "marker": {
+            "colors": changes,
+            "colorscale": [list(stop) for stop in DIFFERENTIAL_SCALE],
+            "cmin": -reach,
+            "cmid": 0.0,
+            "cmax": reach,
+            "showscale": True,
+            "colorbar": {"title": {"text": "points"}, "thickness": 12},
+        },
+        "maxdepth": 12,
+    }
+    layout = figure_layout(title, height=FLAME_HEIGHT_PX)
+    layout["margin"] = {"l": 8, "r": 8, "t": 48, "b": 8}
+    return {"data": [trace], "layout": layout}
+
+
+def differential_flame_graphs(
+    runs: Sequence[StoredRun], groups: Mapping[int, str], names: Sequence[str], baseline: str
+) -> list[dict[str, Any]]:
+    """Per cell and group other than the baseline, its differential flame graph against the
+    baseline's runs of the cell (from `runs`: those the caller judges), as report charts;
+    [] where either side has no call chains."""
+    by_cell: dict[CellKey, dict[str, list[CpuProfile]]] = {}
+    for run in runs:
+        if run.profile is not None:
+            by_cell.setdefault(cell_key(run), {}).setdefault(groups[run.id], []).append(run.profile)
+    charts: list[dict[str, Any]] = []
+    for cell in sorted(by_cell):
+        base = by_cell[cell].get(baseline, [])
+        for name in (n for n in names if n != baseline and n in by_cell[cell]):
+            mine = by_cell[cell][name]
+            moves = frame_moves(base, mine)
+            if not moves:
+                continue
+            title = f"{cell_label(cell)}: {name} against {baseline}, CPU by call chain"
+            figure = _differential_figure(moves, sum(p.samples for p in mine), title)
+            charts.append(
+                chart(
+                    f"flame-diff-{len(charts) + 1}",
+                    figure,
+                    DIFFERENTIAL_NOTE.format(group=name, gone=_gone(moves)),
+                )
+            )
+    return charts

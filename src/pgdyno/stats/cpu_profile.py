@@ -238,3 +238,106 @@ def moved(
     ]  # fmt: skip
     found.sort(key=lambda m: (-abs(m.change), m.function))
     return tuple(found[:limit])
+
+
+@dataclass(frozen=True, slots=True)
+class FrameMove:
+    """A frame of the differential flame graph: a call-chain prefix (`process;outer;...;f`) of
+    the other set's runs, its pooled share of the CPU samples in each set (the least each set
+    had: what its kept call chains show) and its move, taken the way least in its favour; the
+    move is 0 within sampling error or under the floor."""
+
+    path: str
+    samples: int  # the other set's samples under this frame: the frame's width
+    before: float
+    after: float
+    change: float
+
+
+def _frame_counts(profiles: Sequence[CpuProfile]) -> tuple[Counter[str], int, int]:
+    """The samples under every prefix of the runs' kept call chains, the samples of the call
+    chains a run did not keep (any of them may lie under any prefix), and all the samples.
+
+    >>> p = CpuProfile(99, 4, 0.0, (), (), (("client backend;a;b", 2), ("client backend;a", 1)), 1)
+    >>> counts, other, total = _frame_counts([p, p])
+    >>> dict(counts), other, total
+    ({'client backend': 6, 'client backend;a': 6, 'client backend;a;b': 4}, 2, 8)
+    """
+    counts: Counter[str] = Counter()
+    for found in profiles:
+        for stack, n in found.folded:
+            frames = stack.split(";")
+            for depth in range(1, len(frames) + 1):
+                counts[";".join(frames[:depth])] += n
+    return (
+        counts,
+        sum(p.folded_other for p in profiles),
+        sum(p.samples for p in profiles),
+    )
+
+
+def _frame_change(
+    kept: tuple[int, int], other: tuple[int, int], total: tuple[int, int], z: float, floor: float
+) -> float:
+    """A frame's move from base to other share, the way least in its favour: a rise from the
+    most the base may have had (its kept samples plus all it did not keep) to the least the
+    other had, a fall the other way round; 0 unless beyond `z` standard errors and `floor`."""
+    (b_low, o_low), (b_high, o_high) = (
+        (kept[0] / total[0], kept[1] / total[1]),
+        ((kept[0] + other[0]) / total[0], (kept[1] + other[1]) / total[1]),
+    )
+    if o_low > b_high:
+        before, after = b_high, o_low
+    elif b_low > o_high:
+        before, after = b_low, o_high
+    else:
+        return 0.0
+    if after - before == 0 or abs(after - before) < floor:
+        return 0.0
+    return after - before if _clear(before, total[0], after, total[1], z) else 0.0
+
+
+def frame_moves(
+    before: Sequence[CpuProfile],
+    after: Sequence[CpuProfile],
+    *,
+    z: float = MOVE_Z,
+    floor: float = MOVE_FLOOR,
+) -> tuple[FrameMove, ...]:
+    """Every frame of the other set's kept call chains with its share in both sets and its
+    move: the differential flame graph (Gregg, 2014, "Differential Flame Graphs",
+    https://www.brendangregg.com/blog/2014-11-09/differential-flame-graphs.html), the frames
+    drawn as the other set has them, coloured by how much more or less of the CPU they took.
+    Then the frames the other set never reached whose caller it did (0 samples: they cannot
+    be drawn in its shape), so their loss can be said. The same rule as `moved`, per frame;
+    () when either side has no call chain.
+
+    >>> a = CpuProfile(99, 1000, 0.0, (), (), (("client backend;exec;parse", 300),
+    ...                                        ("client backend;exec;plan", 700)))
+    >>> b = CpuProfile(99, 1000, 0.0, (), (), (("client backend;exec;plan", 700),
+    ...                                        ("client backend;exec;cached", 300)))
+    >>> [(m.path.rsplit(";", 1)[-1], m.samples, round(m.change, 2)) for m in frame_moves([a], [b])]
+    [('client backend', 1000, 0.0), ('exec', 1000, 0.0), ('cached', 300, 0.3), \
+('plan', 700, 0.0), ('parse', 0, -0.3)]
+    """
+    if not any(p.folded for p in before) or not any(p.folded for p in after):
+        return ()
+    base, base_other, base_total = _frame_counts(before)
+    mine, mine_other, mine_total = _frame_counts(after)
+    gone = [
+        path for path in sorted(base)
+        if path not in mine and (";" not in path or path.rsplit(";", 1)[0] in mine)
+    ]  # fmt: skip
+    totals = (base_total, mine_total)
+    return tuple(
+        FrameMove(
+            path=path,
+            samples=mine.get(path, 0),
+            before=base.get(path, 0) / base_total,
+            after=mine.get(path, 0) / mine_total,
+            change=_frame_change(
+                (base.get(path, 0), mine.get(path, 0)), (base_other, mine_other), totals, z, floor
+            ),
+        )
+        for path in [*sorted(mine), *gone]
+    )

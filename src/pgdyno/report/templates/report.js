@@ -10,6 +10,7 @@
     (list || []).forEach(function (c) { figures[c.id] = c.figure; });
   }
   collect(report.charts);
+  collect(report.cpu_flames);
   report.cells.forEach(function (cell) { collect(cell.charts); });
   report.runs.forEach(function (run) { collect(run.charts); });
 
