@@ -1,6 +1,6 @@
 """Switching inside one run: a reload-only A/A to +-2% against the fixed protocol's machine time.
 
-    python benchmarks/switching.py [--precision 2] [--budget 20m] [--period 10] [--burn-in 2]
+    python benchmarks/switching.py [--precision 2] [--budget 20m] [--period 5] [--burn-in 1]
                                    [--fixed-seconds 300] [--run-fixed] [--clients N]
 
 Two sets that differ only by a setting a reload makes current and that changes nothing
@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from pgdyno.plan.model import DEFAULT_BURN_IN_S, DEFAULT_PERIOD_S
 
 RUN_OVERHEAD_S = 3.0  # pgdyno.experiment.matrix.RUN_OVERHEAD_S
 
@@ -91,8 +93,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--precision", type=float, default=2.0)
     parser.add_argument("--budget", default="20m")
-    parser.add_argument("--period", type=int, default=10)
-    parser.add_argument("--burn-in", type=int, default=2)
+    parser.add_argument("--period", type=int, default=DEFAULT_PERIOD_S)
+    parser.add_argument("--burn-in", type=int, default=DEFAULT_BURN_IN_S)
     parser.add_argument("--fixed-seconds", type=int, default=300)
     parser.add_argument("--run-fixed", action="store_true")
     parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))

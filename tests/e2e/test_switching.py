@@ -22,6 +22,7 @@ from conftest import cli_in, make_env, pgdyno_process, postmaster_running, wait_
 from host_conditions import no_steal, quiet_pgdyno
 from leftovers import processes_in
 from pgdyno.experiment.target import open_sandbox
+from pgdyno.plan.model import DEFAULT_BURN_IN_S, DEFAULT_PERIOD_S
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
@@ -57,9 +58,8 @@ def changes(before: State, after: State) -> dict[str, object]:
 Sets = Sequence[tuple[str, Mapping[str, object]]]
 # A reload-only A/A: the log's slow-statement threshold, which select-only never reaches
 AA = (("a", {"log_min_duration_statement": -1}), ("b", {"log_min_duration_statement": 100000}))
-AA_MATRIX: Mapping[str, object] = {
-    "warmup": 0, "period": 6, "burn_in": 2, "precision": 2.0, "budget": "40s",
-}  # fmt: skip
+# The default period and burn-in (plan/model.py DEFAULT_PERIOD_S, DEFAULT_BURN_IN_S).
+AA_MATRIX: Mapping[str, object] = {"warmup": 0, "precision": 2.0, "budget": "40s"}
 # A write workload whose commits wait for the WAL flush, then do not (the Ctrl-C test)
 SYNC = (("on", {"synchronous_commit": "on"}), ("off", {"synchronous_commit": "off"}))
 SYNC_MATRIX: Mapping[str, object] = {
@@ -107,8 +107,9 @@ def test_plan_check_names_the_design_and_why(shared_workdir: Path, tmp_path: Pat
         "design: switching inside runs: every set changes only reload settings that act at once"
         in checked.stdout
     )
-    assert "the sets take turns every 6 s, the first 2 s after each switch dropped" in (
-        checked.stdout
+    assert (
+        f"the sets take turns every {DEFAULT_PERIOD_S} s, the first {DEFAULT_BURN_IN_S} s after "
+        "each switch dropped" in checked.stdout
     )
     wal = (AA[0], ("b", {"max_wal_size": "2GB"}))
     per_run = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "wal", wal)))
@@ -142,8 +143,9 @@ def test_an_aa_comparison_switches_inside_one_pgbench_run(quiet_workdir: Path, t
     # One pgbench start for the whole comparison: every period names the same one.
     assert len({d["pgbench_started_at"] for d in details}) == 1
     assert len({r["pgbench_argv"] for r in stored}) == 1
-    for d in details:  # the burn-in dropped: the measured seconds start 2 s after the switch
-        assert d["first_second"] >= d["switched_at"] + 2
+    for d in details:  # the burn-in dropped: the measured seconds start 1 s after the switch
+        assert d["first_second"] >= d["switched_at"] + DEFAULT_BURN_IN_S
+        assert d["ended_at"] - d["switched_at"] >= DEFAULT_PERIOD_S
         assert d["last_second"] + 1 <= d["ended_at"]
     assert [d["period"] for d in details] == list(range(1, len(details) + 1))
     change = next(r for r in data["analysis"]["results"] if r["set_name"] == "b")["tps_change"]

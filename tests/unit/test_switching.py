@@ -128,7 +128,7 @@ def test_the_design_option():
 @pytest.mark.parametrize(
     ("matrix", "words"),
     [
-        ({"period": 4}, "a period of 4 s with a burn-in of 2 s leaves fewer than 3 whole seconds"),
+        ({"period": 4}, "a period of 4 s with a burn-in of 1 s leaves fewer than 3 whole seconds"),
         ({"period": 10, "burn_in": 7}, "give a period of at least 11 s"),
         ({"design": "sometimes"}, "input should be 'auto', 'inside', 'runs' or 'twins'"),
         ({"period": 1}, "period"),

@@ -12,14 +12,17 @@ slow random walk (0.1% a second), the switch landing anywhere within a second, a
 set-specific switch cost: every switch *into* set b costs b 30%, fading with a 0.5 s time
 constant (a reload processed by every backend, a plan cache emptied).
 
-- A/A with the default 2 s burn-in: the dip is gone before the first measured second, and 0
-  false verdicts in 60 plans bound the plan-wide rate below 5% (Clopper-Pearson, one-sided 95%).
+- A/A with the default 5 s periods and 1 s burn-in: what is left of the dip in the first
+  measured second (at most 1.8% of it) gives 4 false verdicts in 200 plans, which bounds the
+  plan-wide rate below 5% (Clopper-Pearson, one-sided 95%: 4.5%). With 10 s periods and a 2 s
+  burn-in (the default before): 0 in 60.
 - The same plans with no burn-in: the dip stays in b's periods (about -0.5% of a period on average)
   and the plan calls b worse than itself in most plans (0.65 of 20 here, MC se 0.11,
   at a precision of 0.3% so that the rounds go on long enough to see it): the
   burn-in is what makes the design valid under such a cost.
-- A real +3% for b with the 2 s burn-in: "better" in every plan of 20 (at most 40 rounds).
-Seeds are fixed; the whole file takes a few seconds.
+- A real +3% for b with the defaults: "better" in at least 18 plans of 20 (at most 40 rounds).
+The dip is a stress model: on this host a reload cost the load nothing measurable after 100 ms
+(benchmarks/reload_dip.py, docs/benchmarks.md). Seeds are fixed; the file takes about 20 s.
 """
 
 from __future__ import annotations
@@ -28,17 +31,18 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 
 from pgdyno.experiment.rounds import Adaptive, RoundLog, RoundLoop, RoundPlan, judge_round
 from pgdyno.experiment.schedule import Schedule
 from pgdyno.experiment.switching import PairOrders, measured_window
+from pgdyno.plan.model import DEFAULT_BURN_IN_S, DEFAULT_PERIOD_S
 from pgdyno.records.health import RunHealth
 from pgdyno.records.stored import RunOutcome
 from pgdyno.stats.family import PLAN_ALPHA
 from pgdyno.stats.verdict import BETTER, SAME
 from simulate import upper_bound
 
-PERIOD_S = 10.0
 ROUNDS = 40  # the budget, in rounds (pairs of periods)
 SETS = ("a", "b")
 SEED = 3320
@@ -50,6 +54,7 @@ class Switching:
 
     rng: np.random.Generator
     burn_in_s: float
+    period_s: float = DEFAULT_PERIOD_S
     b_change: float = 0.0  # b's true effect, on the log scale
     dip: float = math.log1p(-0.30)  # a switch into b, at the switch (log scale)
     dip_s: float = 0.5  # its time constant
@@ -65,7 +70,7 @@ class Switching:
         switched_at = self.clock + float(self.rng.uniform(0.0, 1.0))  # a reload's delay
         into_b = name == "b" and self.current != "b"
         self.current = name
-        ended_at = switched_at + PERIOD_S
+        ended_at = switched_at + self.period_s
         window = measured_window(switched_at, ended_at, self.burn_in_s)
         seconds = np.arange(window.first, window.last + 1) + 0.5  # each second's middle
         walk = self.level + np.cumsum(self.rng.normal(0.0, 0.001, seconds.size))
@@ -86,7 +91,7 @@ class Switching:
 def run_plan(noise: Switching, seed: int, precision_pct: float) -> str:
     """The first TPS verdict of b against a at any look (SAME: none)."""
     plan = RoundPlan(SETS, "a", "sets")
-    adaptive = Adaptive(precision_pct, budget_s=ROUNDS * 2 * (PERIOD_S + 0.5))
+    adaptive = Adaptive(precision_pct, budget_s=ROUNDS * 2 * (noise.period_s + 0.5))
     log = RoundLog(adaptive, clock=noise.now)
     verdicts: list[str] = []
 
@@ -100,29 +105,51 @@ def run_plan(noise: Switching, seed: int, precision_pct: float) -> str:
     return next((v for v in verdicts if v != SAME), SAME)  # any verdict at any look
 
 
-def plans(count: int, burn_in_s: float, b_change: float = 0.0, precision: float = 1.0) -> list[str]:
+def plans(
+    count: int,
+    burn_in_s: float,
+    b_change: float = 0.0,
+    precision: float = 1.0,
+    period_s: float = DEFAULT_PERIOD_S,
+) -> list[str]:
     return [
         run_plan(
-            Switching(np.random.default_rng(SEED + i), burn_in_s, b_change), SEED + i, precision
+            Switching(np.random.default_rng(SEED + i), burn_in_s, period_s, b_change),
+            SEED + i,
+            precision,
         )
         for i in range(count)
     ]
 
 
-def test_the_burn_in_keeps_an_aa_comparison_valid_under_a_switch_cost() -> None:
-    kept = plans(60, burn_in_s=2.0)
+@pytest.mark.parametrize(
+    ("period_s", "burn_in_s", "count"),
+    [(DEFAULT_PERIOD_S, DEFAULT_BURN_IN_S, 200), (10.0, 2.0, 60)],
+    ids=["defaults", "10s-periods"],
+)
+def test_the_burn_in_keeps_an_aa_comparison_valid_under_a_switch_cost(
+    period_s: float, burn_in_s: float, count: int
+) -> None:
+    kept = plans(count, burn_in_s=burn_in_s, period_s=period_s)
     hits = sum(v != SAME for v in kept)
+    print(
+        f"A/A by switching every {period_s:.0f} s, b dips 30% (0.5 s) at each switch into it: "
+        f"burn-in {burn_in_s:.0f} s {hits}/{count} false verdicts (95% upper bound "
+        f"{upper_bound(hits, count):.3f})"
+    )
+    assert upper_bound(hits, count) <= PLAN_ALPHA
+
+
+def test_without_a_burn_in_the_switch_cost_biases_the_verdict() -> None:
     bare = plans(20, burn_in_s=0.0, precision=0.3)
     biased = sum(v != SAME for v in bare) / len(bare)
     print(
-        f"A/A by switching, b dips 30% (0.5 s) at each switch into it: burn-in 2 s "
-        f"{hits}/60 false verdicts (95% upper bound {upper_bound(hits, 60):.3f}); no burn-in "
-        f"{biased:.2f} (MC se {math.sqrt(biased * (1 - biased) / 20):.2f}, 20 plans)"
+        f"no burn-in: {biased:.2f} false verdicts "
+        f"(MC se {math.sqrt(biased * (1 - biased) / 20):.2f}, 20 plans)"
     )
-    assert upper_bound(hits, 60) <= PLAN_ALPHA
     assert biased >= 0.5  # the same plans without a burn-in: the simulation sees the bias
 
 
 def test_a_real_change_is_found_by_switching() -> None:
-    found = plans(20, burn_in_s=2.0, b_change=math.log1p(0.03))
+    found = plans(20, burn_in_s=DEFAULT_BURN_IN_S, b_change=math.log1p(0.03))
     assert sum(v == BETTER for v in found) >= 18, found

@@ -23,9 +23,13 @@ INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1
 MAX_VALUE_CHARS = 4096
 # Switching inside one run (matrix.design): seconds per period, seconds dropped after each
 # switch, and the fewest whole seconds a period must keep after it (its figures are means of
-# its seconds; fewer would make each mostly noise).
-DEFAULT_PERIOD_S = 10
-DEFAULT_BURN_IN_S = 2
+# its seconds; fewer would make each mostly noise). 5 s and 1 s: a reload measurably cost the
+# load nothing after 100 ms here (benchmarks/reload_dip.py), and the A/A of
+# tests/unit/test_switching_sim.py holds at 5 s/1 s under a 30% dip fading in 0.5 s after
+# every switch; 5 s periods cut a reload-only A/A's machine time by 30-50% against 10 s
+# (docs/statistics.md, "Switching inside one run").
+DEFAULT_PERIOD_S = 5
+DEFAULT_BURN_IN_S = 1
 MIN_MEASURED_S = 3
 
 # Control characters (C0, DEL, C1) would reach a terminal, a log or postgresql.conf as they are.
