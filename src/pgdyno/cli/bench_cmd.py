@@ -163,7 +163,7 @@ from pgdyno.terminal.verdict_tables import rounds_summary
     "--cpu-profile/--no-cpu-profile",
     default=False,
     show_default=True,
-    help="Sample the server's processes with perf (cpu-clock, 99 Hz) over each run for the "
+    help="Sample the server's CPU with perf (cpu-clock, 99 Hz) over each run for the "
     "on-CPU profile (`runs show ID --profile`, the report's flame graphs). Needs perf "
     "(Debian: linux-perf) and a server on this host; without them one line says so.",
 )
