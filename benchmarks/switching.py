@@ -1,7 +1,7 @@
 """Switching inside one run: a reload-only A/A to +-2% against the fixed protocol's machine time.
 
     python benchmarks/switching.py [--precision 2] [--budget 20m] [--period 5] [--burn-in 1]
-                                   [--fixed-seconds 300] [--run-fixed] [--clients N]
+                                   [--fixed-seconds 300] [--run-fixed] [--clients N] [--hog]
 
 Two sets that differ only by a setting a reload makes current and that changes nothing
 measurable (log_min_duration_statement -1 against 100 s: no statement is that slow), select-only,
@@ -13,6 +13,11 @@ The fixed protocol of seeds 000/002 is 3 runs of `--fixed-seconds` (300) per set
 time is 2 x 3 x (300 s + 3 s of dataset copy and connections, pgdyno's RUN_OVERHEAD_S), which is
 what `--run-fixed` measures too (about 31 minutes; time_to_verdict.py runs it). Without
 `--run-fixed` the ratio uses that figure.
+
+`--hog` runs the comparison beside a process that takes half a CPU (busy 50 ms, asleep 50 ms,
+in turn), started before it and killed after: the issue's A/A beside a CPU hog, whose periods
+are kept and adjusted for the foreign CPU rather than discarded (target: a verdict within 3
+times the quiet host's time).
 
 Printed: the switching arm's machine time (the whole `pgdyno compare` command, wall clock:
 sandbox start, dataset, rate probe and pgbench's start included), its rounds, its interval and
@@ -34,6 +39,14 @@ from typing import Any
 
 from pgdyno.plan.model import DEFAULT_BURN_IN_S, DEFAULT_PERIOD_S
 
+HOG = (
+    "import time\n"
+    "while True:\n"
+    "    end = time.monotonic() + 0.05\n"
+    "    while time.monotonic() < end:\n"
+    "        pass\n"
+    "    time.sleep(0.05)\n"
+)
 RUN_OVERHEAD_S = 3.0  # pgdyno.experiment.matrix.RUN_OVERHEAD_S
 
 PLAN = """name = "{name}"
@@ -98,9 +111,11 @@ def main() -> None:
     parser.add_argument("--fixed-seconds", type=int, default=300)
     parser.add_argument("--run-fixed", action="store_true")
     parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--hog", action="store_true", help="beside a process taking half a CPU")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="pgdyno-switching-", dir="/tmp"))
     workdir.chmod(0o755)  # the sandbox user must reach it
+    hog = subprocess.Popen([sys.executable, "-c", HOG]) if args.hog else None
     try:
         inside = (
             f'design = "inside"\nperiod = {args.period}\nburn_in = {args.burn_in}\n'
@@ -116,6 +131,9 @@ def main() -> None:
             print(f"fixed protocol: {describe(fixed, fixed_took)}")
             fixed_s = fixed_took
     finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
         shutil.rmtree(workdir, ignore_errors=True)
     how = "measured" if args.run_fixed else "2 x 3 x (run + 3 s)"
     print(
