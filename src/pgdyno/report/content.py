@@ -381,6 +381,7 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
     flagged_figures = flagged.summary_figures(data.runs, groups)
     summary = summary_rows(analysis, flagged_figures) if comparing or ok_runs else []
     ladder_entries = ladders.entries(analysis, data, judging)
+    judged = [r for r in ok_runs if not r.interfered]  # what the wait and CPU views pool
     return {
         "title": data.title,
         "source": data.source,
@@ -430,15 +431,11 @@ def build(data: ReportInput, generated_at: str, version: str) -> dict[str, Any]:
         # Per cell and group, a flame graph of its call chains coloured by their move against
         # the baseline's (judged runs, as the wait profiles); [] without call chains.
         "cpu_flames": (
-            profiles.differential_flame_graphs(
-                [r for r in ok_runs if not r.interfered], groups, names, analysis.baseline
-            )
+            profiles.differential_flame_graphs(judged, groups, names, analysis.baseline)
             if comparing
             else []
         ),
-        "wait_profiles": waits.profile_rows(
-            [r for r in ok_runs if not r.interfered], groups, names
-        ),
+        "wait_profiles": waits.profile_rows(judged, groups, names),
         "cells": sections,
         "runs": [
             run_entry(

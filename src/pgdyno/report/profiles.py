@@ -67,13 +67,11 @@ def _nodes(found: CpuProfile) -> dict[str, int]:
     return nodes
 
 
-def flame_graph(found: CpuProfile | None, title: str) -> Figure | None:
-    """The run's flame graph as a Plotly figure; None without a profile or call chains."""
-    if found is None or not found.folded:
-        return None
-    nodes = _nodes(found)
+def _icicle(nodes: Mapping[str, int], title: str, **trace: Any) -> Figure:
+    """A flame graph of `nodes` (`all;process;outer;...` -> samples under it, parents before
+    children): Plotly's icicle, root at the bottom; `trace` adds to or overrides the trace."""
     ids = list(nodes)
-    trace = {
+    icicle = {
         "type": "icicle",
         "ids": ids,
         "labels": [i.rsplit(";", 1)[-1] for i in ids],
@@ -81,14 +79,25 @@ def flame_graph(found: CpuProfile | None, title: str) -> Figure | None:
         "values": [nodes[i] for i in ids],
         "branchvalues": "total",
         "tiling": {"orientation": "v", "flip": "y"},
-        "hovertemplate": "%{label}<br>%{value} samples, %{percentRoot:.1%} of the run's CPU"
-        "<extra></extra>",
-        "marker": {"colorscale": "YlOrRd"},
         "maxdepth": 12,
+        **trace,
     }
     layout = figure_layout(title, height=FLAME_HEIGHT_PX)
     layout["margin"] = {"l": 8, "r": 8, "t": 48, "b": 8}
-    return {"data": [trace], "layout": layout}
+    return {"data": [icicle], "layout": layout}
+
+
+def flame_graph(found: CpuProfile | None, title: str) -> Figure | None:
+    """The run's flame graph as a Plotly figure; None without a profile or call chains."""
+    if found is None or not found.folded:
+        return None
+    return _icicle(
+        _nodes(found),
+        title,
+        hovertemplate="%{label}<br>%{value} samples, %{percentRoot:.1%} of the run's CPU"
+        "<extra></extra>",
+        marker={"colorscale": "YlOrRd"},
+    )
 
 
 def run_functions(found: CpuProfile | None) -> dict[str, Any] | None:
@@ -138,46 +147,36 @@ def _gone(moves: Sequence[FrameMove]) -> str:
     gone = sorted((m for m in moves if not m.samples and m.change), key=lambda m: m.change)
     if not gone:
         return "none is gone beyond sampling error"
-    named = [
-        f"{m.path.rsplit(';', 1)[-1]} ({m.path.rsplit(';', 1)[0]}) {_pct(m.change):+.1f} points"
-        if ";" in m.path
-        else f"{m.path} {_pct(m.change):+.1f} points"
-        for m in gone[:GONE_SHOWN]
-    ]
+    named = []
+    for m in gone[:GONE_SHOWN]:
+        caller, _, frame = m.path.rpartition(";")
+        named.append(f"{frame}{f' ({caller})' if caller else ''} {_pct(m.change):+.1f} points")
     more = f" and {len(gone) - GONE_SHOWN} more" if len(gone) > GONE_SHOWN else ""
     return "gone beyond sampling error: " + "; ".join(named) + more
 
 
 def _differential_figure(moves: Sequence[FrameMove], total: int, title: str) -> Figure:
     """The icicle of a group's frames coloured by their move in points (`frame_moves`)."""
-    moves = [m for m in moves if m.samples]
-    kept = sum(m.samples for m in moves if ";" not in m.path)  # the process types' samples
-    ids = [ROOT] + [f"{ROOT};{m.path}" for m in moves]
-    changes = [0.0] + [_pct(m.change) for m in moves]
+    drawn = [m for m in moves if m.samples]
+    nodes = {ROOT: total} | {f"{ROOT};{m.path}": m.samples for m in drawn}
+    changes = [0.0] + [_pct(m.change) for m in drawn]
     shares = ["all of the CPU in both"] + [
-        f"{_pct(m.before):.1f}% of the baseline's CPU, {_pct(m.after):.1f}% here" for m in moves
+        f"{_pct(m.before):.1f}% of the baseline's CPU, {_pct(m.after):.1f}% here" for m in drawn
     ]
-    values = [total] + [m.samples for m in moves]
+    kept = sum(m.samples for m in drawn if ";" not in m.path)  # the process types' samples
     if total > kept:
-        ids.append(f"{ROOT};{OTHER}")
+        nodes[f"{ROOT};{OTHER}"] = total - kept
         changes.append(0.0)
         shares.append(f"{_pct((total - kept) / total):.1f}% here")
-        values.append(total - kept)
-    reach = max((abs(c) for c in changes), default=0.0) or 1.0
-    said = [
-        f"{c:+.1f} points, beyond sampling error" if c else "within sampling error" for c in changes
-    ]
-    trace = {
-        "type": "icicle",
-        "ids": ids,
-        "labels": [i.rsplit(";", 1)[-1] for i in ids],
-        "parents": ["" if i == ROOT else i.rsplit(";", 1)[0] for i in ids],
-        "values": values,
-        "branchvalues": "total",
-        "tiling": {"orientation": "v", "flip": "y"},
-        "customdata": [[a, b] for a, b in zip(shares, said, strict=True)],
-        "hovertemplate": "%{label}<br>%{customdata[0]}: %{customdata[1]}<extra></extra>",
-        "marker": {
+    reach = max(map(abs, changes)) or 1.0
+    said = [f"{c:+.1f} points, beyond sampling error" if c else "within sampling error"
+            for c in changes]  # fmt: skip
+    return _icicle(
+        nodes,
+        title,
+        customdata=[[a, b] for a, b in zip(shares, said, strict=True)],
+        hovertemplate="%{label}<br>%{customdata[0]}: %{customdata[1]}<extra></extra>",
+        marker={
             "colors": changes,
             "colorscale": [list(stop) for stop in DIFFERENTIAL_SCALE],
             "cmin": -reach,
@@ -186,11 +185,7 @@ def _differential_figure(moves: Sequence[FrameMove], total: int, title: str) -> 
             "showscale": True,
             "colorbar": {"title": {"text": "points"}, "thickness": 12},
         },
-        "maxdepth": 12,
-    }
-    layout = figure_layout(title, height=FLAME_HEIGHT_PX)
-    layout["margin"] = {"l": 8, "r": 8, "t": 48, "b": 8}
-    return {"data": [trace], "layout": layout}
+    )
 
 
 def differential_flame_graphs(

@@ -193,15 +193,39 @@ def _clear(before: float, n_before: int, after: float, n_after: int, z: float) -
     return abs(after - before) > z * math.sqrt(variance)
 
 
-def _move(name: str, base: Pooled, other: Pooled) -> FunctionMove:
-    """A function's move, taken the way least in its favour: a rise from the most it may
-    have had in the base to the least it had in the other; a fall the other way round."""
-    (b_low, b_high), (o_low, o_high) = base.bounds(name), other.bounds(name)
+def _least_favoured(
+    base: tuple[float, float], other: tuple[float, float]
+) -> tuple[float, float] | None:
+    """A share's move between two (least, most) bounds, taken the way least in its favour: a
+    rise from the most it may have had in the base to the least it had in the other, a fall
+    the other way round; None when the bounds overlap.
+
+    >>> _least_favoured((0.1, 0.2), (0.3, 0.4)), _least_favoured((0.1, 0.3), (0.2, 0.4))
+    ((0.2, 0.3), None)
+    """
+    (b_low, b_high), (o_low, o_high) = base, other
     if o_low > b_high:
-        return FunctionMove(name, b_high, o_low)
+        return b_high, o_low
     if b_low > o_high:
-        return FunctionMove(name, b_low, o_high)
-    return FunctionMove(name, b_low, b_low)
+        return b_low, o_high
+    return None
+
+
+def _shown(
+    before: float, n_before: int, after: float, n_after: int, z: float, floor: float
+) -> bool:
+    """A move is shown when at least `floor` and beyond `z` standard errors of sampling."""
+    return abs(after - before) >= floor and _clear(before, n_before, after, n_after, z)
+
+
+def _move(name: str, base: Pooled, other: Pooled) -> FunctionMove:
+    """A function's move, taken the way least in its favour (no move where the bounds
+    overlap)."""
+    found = _least_favoured(base.bounds(name), other.bounds(name))
+    if found is None:
+        low = base.bounds(name)[0]
+        return FunctionMove(name, low, low)
+    return FunctionMove(name, *found)
 
 
 def moved(
@@ -232,10 +256,7 @@ def moved(
     if not base.samples or not other.samples:
         return ()
     found = [_move(name, base, other) for name in sorted(set(base.low) | set(other.low))]
-    found = [
-        m for m in found
-        if abs(m.change) >= floor and _clear(m.before, base.samples, m.after, other.samples, z)
-    ]  # fmt: skip
+    found = [m for m in found if _shown(m.before, base.samples, m.after, other.samples, z, floor)]
     found.sort(key=lambda m: (-abs(m.change), m.function))
     return tuple(found[:limit])
 
@@ -279,22 +300,16 @@ def _frame_counts(profiles: Sequence[CpuProfile]) -> tuple[Counter[str], int, in
 def _frame_change(
     kept: tuple[int, int], other: tuple[int, int], total: tuple[int, int], z: float, floor: float
 ) -> float:
-    """A frame's move from base to other share, the way least in its favour: a rise from the
-    most the base may have had (its kept samples plus all it did not keep) to the least the
-    other had, a fall the other way round; 0 unless beyond `z` standard errors and `floor`."""
-    (b_low, o_low), (b_high, o_high) = (
-        (kept[0] / total[0], kept[1] / total[1]),
-        ((kept[0] + other[0]) / total[0], (kept[1] + other[1]) / total[1]),
+    """A frame's move from base to other share, the way least in its favour (each side's
+    share at least its kept samples, at most those plus all it did not keep); 0 unless
+    shown by `moved`'s rule."""
+    found = _least_favoured(
+        (kept[0] / total[0], (kept[0] + other[0]) / total[0]),
+        (kept[1] / total[1], (kept[1] + other[1]) / total[1]),
     )
-    if o_low > b_high:
-        before, after = b_high, o_low
-    elif b_low > o_high:
-        before, after = b_low, o_high
-    else:
+    if found is None or not _shown(found[0], total[0], found[1], total[1], z, floor):
         return 0.0
-    if after - before == 0 or abs(after - before) < floor:
-        return 0.0
-    return after - before if _clear(before, total[0], after, total[1], z) else 0.0
+    return found[1] - found[0]
 
 
 def frame_moves(
