@@ -30,22 +30,19 @@ import numpy as np
 from harness_overhead import pgdyno_run
 from throwaway import throwaway_sandbox
 
-from pgdyno.postgres.client import connect
 from pgdyno.postgres.cluster import Sandbox
 from pgdyno.postgres.footprint import BENCH_DB
-from pgdyno.postgres.server import conf_loaded_since, server_clock
+from pgdyno.postgres.server import reloaded
 
 VALUES = ("-1", "100s")
 BEFORE_S, AFTER_S = 1.0, 2.0
 
 
 def switch(box: Sandbox, value: str) -> float:
-    """The settings put in effect by the sandbox's reload; the epoch second it was seen done."""
-    with connect(box.conninfo()) as client:
-        asked = server_clock(client)
-        box.reload({"log_min_duration_statement": value})
-        while not conf_loaded_since(client, asked):
-            time.sleep(0.005)
+    """The settings put in effect as a switching comparison on the sandbox does it (its
+    switcher's own call, experiment/sandbox_sets.py); the epoch second it was seen done."""
+    reloaded(box.conninfo(), None, "the sandbox",
+             lambda _client: box.reload({"log_min_duration_statement": value}))  # fmt: skip
     return time.time()
 
 
