@@ -1,9 +1,9 @@
 # The two commands of the README. Both set themselves up from nothing (see scripts/bootstrap).
 VENV := .venv
 BIN := $(VENV)/bin
-# The suite mostly waits (on PostgreSQL, pgbench, child processes): 5 workers on 2 CPUs
+# The suite mostly waits (on PostgreSQL, pgbench, child processes): 6 workers on 2 CPUs
 # (docs/design.md, "Keeping the suite fast"). `make test TEST_WORKERS=0` runs it serially.
-TEST_WORKERS ?= 5
+TEST_WORKERS ?= 6
 
 .PHONY: demo test lint bench-datasets clean
 

@@ -1,8 +1,10 @@
 """Harness overhead: TPS of `pgdyno bench` (default collection: OS and PostgreSQL samplers,
-a latency log sampled to about 2,000 transactions a second) against bare pgbench with the same
+a latency log sampled to about 2,000 transactions a second, the on-CPU profile where perf can
+sample, wait events at 10 Hz) against bare pgbench with the same
 workload and no logging; and pgdyno bench with its wait-event sampling (10 looks a second at
 pg_stat_activity) against the same with it off (--wait-sample-hz 0); and pgdyno bench with
-its on-CPU profile (--cpu-profile: perf at 99 Hz on the server's processes) against without.
+its on-CPU profile (--cpu-profile: perf at 49 Hz on the server's processes) against
+--no-cpu-profile.
 
     python benchmarks/harness_overhead.py [--pairs 12] [--seconds 10] [--waits-only]
     python benchmarks/harness_overhead.py --profile-only [--pairs 12] [--seconds 10]
@@ -37,6 +39,7 @@ from ratios import summarise
 from throwaway import throwaway_sandbox
 
 from pgdyno.collect.waits import DEFAULT_HZ
+from pgdyno.host.perf import DEFAULT_HZ as PERF_HZ
 from pgdyno.pgbench.output import parse_summary
 from pgdyno.postgres.footprint import BENCH_DB
 
@@ -51,13 +54,13 @@ def pgdyno_run(
     seconds: int,
     latency_log: str,
     wait_hz: int = DEFAULT_HZ,
-    cpu_profile: bool = False,
+    cpu_profile: bool | None = None,  # None: pgdyno's default (on where perf can sample)
 ) -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "pgdyno", "bench", "--workdir", str(workdir), "--pg-version", "18",
         "-w", "select-only", "-s", "small", "-c", str(clients), "-T", str(seconds),
         "--latency-log", latency_log, "--wait-sample-hz", str(wait_hz), "--json",
-        *(["--cpu-profile"] if cpu_profile else []),
+        *([] if cpu_profile is None else ["--cpu-profile" if cpu_profile else "--no-cpu-profile"]),
     ]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     run: dict[str, Any] = json.loads(out)[0]
@@ -193,7 +196,7 @@ def main() -> None:
                       f"{summarise(found[hz])} ({args.pairs} rounds)")  # fmt: skip
             return
         if not args.waits_only:
-            print("CPU profile (perf at 99 Hz) against without (pgdyno bench both):")
+            print(f"CPU profile (perf at {PERF_HZ} Hz) against without (pgdyno bench both):")
             profiled = profile_rounds(args, workdir)
             print(f"harness_overhead: CPU profile / without, pgdyno bench TPS ratio "
                   f"{summarise(profiled)} (target >= 0.99; {args.pairs} rounds)")  # fmt: skip

@@ -22,7 +22,12 @@ from psycopg import sql
 import parallel
 from debian_cluster import WAIT_SAMPLING, DebianCluster, debian_cluster, wait_sampling_missing
 from pgdyno.cli import main
-from pgdyno.environment import Environment, ResultsLocation, default_cache_dir
+from pgdyno.environment import (
+    CPU_PROFILE_ENV,
+    Environment,
+    ResultsLocation,
+    default_cache_dir,
+)
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.client import connect
@@ -33,6 +38,10 @@ from sshd import SshServer
 from storage_guard import take_down
 
 IS_ROOT = os.geteuid() == 0
+# The on-CPU profile is on by default; here its default is off, as each run would pay perf's
+# start and read. Tests about profiles ask for it, and tests/e2e/test_profiles.py checks the
+# default with the variable removed.
+os.environ[CPU_PROFILE_ENV] = "off"
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
 
 

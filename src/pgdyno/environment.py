@@ -25,6 +25,10 @@ ROOT_CACHE_DIR = Path("/var/cache/pgdyno")
 # PGPASSWORD, which every connection of the process would send, the results store's included):
 # `fleet run` hands each host's password to its child this way.
 DSN_PASSWORD_ENV = "PGDYNO_DSN_PASSWORD"
+# off: no on-CPU profile unless asked (`--cpu-profile`, `[matrix] cpu_profile = true`): for a
+# host where perf should not run unasked, and for the test suite, which would pay perf's start
+# and read (about 0.4 s) on every run (collect/cpu_profile.py `wanted`).
+CPU_PROFILE_ENV = "PGDYNO_CPU_PROFILE"
 
 
 def _xdg(env: Mapping[str, str], var: str, fallback: str) -> Path:

@@ -1,5 +1,5 @@
-"""On-CPU profiles as a user meets them (issue 34 section 2): a bench of two runs with
---cpu-profile on an existing server (the module's sandbox, reached through --dsn); `runs show
+"""On-CPU profiles as a user meets them (issue 34 section 2): a bench of two runs, profiled
+by default, on an existing server (the module's sandbox, reached through --dsn); `runs show
 --profile` names functions of postgres per process type; the report draws a flame graph per
 run and, against a second session with prepared statements, a differential flame graph, in a
 real headless Chromium; without perf on the PATH one line says so and the run goes on.
@@ -8,6 +8,7 @@ real headless Chromium; without perf on the PATH one line says so and the run go
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import replace
@@ -17,7 +18,8 @@ import pytest
 from tests.browser import chromium
 
 from conftest import ARTIFACTS, make_env, new_workdir, remove_workdir, run_in
-from pgdyno.environment import Environment
+from pgdyno.environment import CPU_PROFILE_ENV, Environment
+from pgdyno.host.perf import DEFAULT_HZ
 from pgdyno.postgres.cluster import Sandbox
 
 BENCH = ("bench", "-w", "select-only", "-s", "1", "-c", "2", "-T", "2", "--json")
@@ -30,11 +32,12 @@ def profiled(cache_dir: Path, server: Sandbox) -> Iterator[tuple[Environment, li
     """Two profiled runs of one bench session, then one of a second session with prepared
     statements, in a work directory of the module's."""
     workdir = new_workdir()
-    env = make_env(workdir, cache_dir)
+    # The profile's default as a user has it (the suite turns it off: tests/conftest.py).
+    plain = {k: v for k, v in os.environ.items() if k != CPU_PROFILE_ENV}
+    env = replace(make_env(workdir, cache_dir), env=plain)
     # Beside the suite's other tests a run may be flagged for foreign CPU, and the report's
     # differential graph leaves flagged runs out, as the verdicts do: none is flagged here.
-    done = run_in(env, *BENCH, "--repeats", "2", "--cpu-profile", *UNFLAGGED, "--dsn",
-                  server.conninfo())  # fmt: skip
+    done = run_in(env, *BENCH, "--repeats", "2", *UNFLAGGED, "--dsn", server.conninfo())
     assert done.code == 0, done.stderr
     assert "CPU profile" not in done.stderr, done.stderr
     runs = json.loads(done.stdout)
@@ -57,7 +60,7 @@ def test_runs_show_profile_names_postgres_functions(
     assert shown.code == 0, shown.stderr
     found = json.loads(shown.stdout)
     profile = found["profile"]
-    assert found["id"] == run_id and profile["sample_hz"] == 99 and profile["samples"] > 0
+    assert found["id"] == run_id and profile["sample_hz"] == DEFAULT_HZ and profile["samples"] > 0
     assert sum(profile["by_process"].values()) == pytest.approx(1.0)
     assert "client backend" in profile["by_process"]
     # Which functions a 2 s run samples is chance, so a class of names is checked: user-space
@@ -72,7 +75,7 @@ def test_runs_show_profile_names_postgres_functions(
 
     table = run_in(env, "runs", "show", str(run_id), "--profile")
     assert table.code == 0, table.stderr
-    assert f"run {run_id} CPU profile: perf cpu-clock at 99 Hz" in table.stdout
+    assert f"run {run_id} CPU profile: perf cpu-clock at {DEFAULT_HZ} Hz" in table.stdout
     assert "client backend: top functions (self)" in table.stdout
     whole = json.loads(run_in(env, "runs", "show", str(run_id), "--json").stdout)
     assert whole["profile"]["samples"] == profile["samples"]  # the whole run's JSON holds it
@@ -148,3 +151,18 @@ def test_without_perf_one_line_says_so_and_the_run_goes_on(
     assert json.loads(run_in(env, "runs", "show", run_id, "--json").stdout)["profile"] is None
     refused = run_in(env, "runs", "show", run_id, "--profile")
     assert refused.code == 2 and "has no CPU profile" in refused.stderr
+
+
+def test_the_default_turned_off_takes_no_profile_and_says_nothing(
+    workdir: Path, cache_dir: Path, server: Sandbox
+) -> None:
+    """PGDYNO_CPU_PROFILE=off (as the suite has it): no profile and no line about it, unless
+    `--cpu-profile` asks (the module's fixture does)."""
+    env = make_env(workdir, cache_dir)
+    assert env.env[CPU_PROFILE_ENV] == "off"
+    done = run_in(env, *BENCH[:-3], "-T", "1", "--json", "--dsn", server.conninfo())
+    assert done.code == 0, done.stderr
+    assert "CPU profile" not in done.stderr, done.stderr
+    run_id = str(json.loads(done.stdout)[0]["id"])
+    refused = run_in(env, "runs", "show", run_id, "--profile")
+    assert refused.code == 2 and "PGDYNO_CPU_PROFILE=off" in refused.stderr, refused.stderr

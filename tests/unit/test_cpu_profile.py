@@ -176,7 +176,7 @@ def test_verdict_rows_name_the_cpu_functions_that_moved() -> None:
 # -- the rule that a function "moved", by simulation ------------------------------------------
 
 REPS = 2000
-RUNS, SAMPLES = 3, 300  # per set: three 2-3 s runs of a busy 2-CPU server at 99 Hz
+RUNS, SAMPLES = 3, 300  # per set: three 3 s runs of a busy 2-CPU server at 49 Hz (or 2 s at 99)
 
 
 def _shares(text: str, types: dict[int, str]) -> tuple[list[str], np.ndarray]:

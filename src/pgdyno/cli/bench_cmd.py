@@ -161,11 +161,11 @@ from pgdyno.terminal.verdict_tables import rounds_summary
 )
 @click.option(
     "--cpu-profile/--no-cpu-profile",
-    default=False,
-    show_default=True,
-    help="Sample the server's CPU with perf (cpu-clock, 99 Hz) over each run for the "
-    "on-CPU profile (`runs show ID --profile`, the report's flame graphs). Needs perf "
-    "(Debian: linux-perf) and a server on this host; without them one line says so.",
+    default=None,
+    help="Sample the server's CPU with perf (cpu-clock, 49 Hz) over each run for the "
+    "on-CPU profile (`runs show ID --profile`, the report's flame graphs); on by default "
+    "(env PGDYNO_CPU_PROFILE=off turns the default off). Needs perf (Debian: linux-perf) "
+    "and a server on this host; without them one line says so and the run goes on.",
 )
 @click.option(
     "--prewarm",
@@ -258,7 +258,7 @@ def bench(
     per_statement: bool,
     pgbench_progress: bool,
     wait_sample_hz: int,
-    cpu_profile: bool,
+    cpu_profile: bool | None,
     foreign_cpu_limit: float | None,
     latency_log: str,
     trim: int | None,

@@ -29,6 +29,7 @@ from pgdyno.errors import PgbenchFailed, UsageError
 from pgdyno.experiment.compare import cell_count, unresolved_failures
 from pgdyno.experiment.server_sets import ServerOptions
 from pgdyno.experiment.storage_sets import describe_storage
+from pgdyno.experiment.switching import plan_slow_settings
 from pgdyno.formatting import burn_in_line
 from pgdyno.lab.compare import CompareRequest, Executed, execute_compare
 from pgdyno.plan.load import Plan, load_plan
@@ -179,6 +180,7 @@ def compare(
                 "runs": [to_json(r) for r in runs],
                 "idle_twins": [share.as_dict() for share in outcome.idle],
                 "capacity": _capacity_json(done),
+                "slow_settings": plan_slow_settings(plan),
             },
         )
     else:
@@ -188,6 +190,9 @@ def compare(
             out(env).print(line)
         history = outcome.rounds.history()
         out(env).print(rounds_summary(history))
+        slow = plan_slow_settings(plan)
+        if slow is not None:
+            out(env).print(slow)
         out(env).print(design_line(history))
         matrix = plan.spec.matrix
         switching = history.design == "switching"

@@ -71,6 +71,8 @@ def _show(console: Console, preview: PlanPreview) -> None:
     )
     if preview.capacity:
         console.print(preview.capacity)
+    if preview.slow_settings:
+        console.print(preview.slow_settings)
     if preview.seed is not None:
         console.print(
             f"seed: {preview.seed} (the plan's [matrix] seed): every compare of this plan, on "

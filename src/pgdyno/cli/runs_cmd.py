@@ -9,7 +9,7 @@ import click
 from rich.text import Text
 
 from pgdyno.cli.common import environment, json_option, out, print_json, workdir_options
-from pgdyno.environment import Environment
+from pgdyno.environment import CPU_PROFILE_ENV, Environment
 from pgdyno.errors import UsageError
 from pgdyno.lab import runs as runs_in
 from pgdyno.postgres.settings import shown_settings
@@ -96,7 +96,8 @@ def list_runs(
 @click.option(
     "--profile",
     is_flag=True,
-    help="Show the run's on-CPU profile (bench --cpu-profile): the server's CPU by process "
+    help="Show the run's on-CPU profile (bench's --cpu-profile, on by default): the server's "
+    "CPU by process "
     "type and each type's top functions, as % of the server's CPU samples.",
 )
 @json_option
@@ -167,12 +168,13 @@ def _show_profile(env: Environment, run_id: int, run: StoredRun, as_json: bool) 
 def _no_cpu_profile(run_id: int, status: str) -> str:
     """Why a run has no CPU profile.
 
-    >>> _no_cpu_profile(7, "ok")[:58]
-    'run 7 has no CPU profile: it ran without --cpu-profile, or'
+    >>> _no_cpu_profile(7, "ok")[:61]
+    'run 7 has no CPU profile: it ran with --no-cpu-profile (or in'
     """
     return _missing(run_id, status, "CPU profile") or (
-        f"run {run_id} has no CPU profile: it ran without --cpu-profile, or perf could not "
-        "sample the server (the bench's log said why); bench again with --cpu-profile."
+        f"run {run_id} has no CPU profile: it ran with --no-cpu-profile (or in an environment "
+        f"with {CPU_PROFILE_ENV}=off), or perf could not sample the server (the bench's log said "
+        "why); bench again with --cpu-profile."
     )
 
 

@@ -9,8 +9,9 @@ ended before the run did; a child that came and went between two looks is not co
 Without root (and kernel.perf_event_paranoid above 0) perf follows the postmaster and its
 children instead (`-p`), whose backends forked later inherit the sampling.
 
-Anything that stops perf from sampling (not installed, not permitted, a server on another
-host) is one line in the log and the run goes on without a profile.
+On by default (`wanted`); anything that stops perf from sampling (not installed, not
+permitted, a server on another host) is one line in the log and the run goes on without a
+profile.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from pgdyno.environment import CPU_PROFILE_ENV
 from pgdyno.errors import ProcessError
 from pgdyno.host import perf
 from pgdyno.records.profile import CpuSample
@@ -39,6 +41,19 @@ class ProfileData:
     samples: tuple[CpuSample, ...]
     types: Mapping[int, str]
     sample_hz: int
+
+
+def wanted(asked: bool | None, env: Mapping[str, str]) -> bool:
+    """Whether to profile the server's CPU: as asked, else on unless the environment turns the
+    default off.
+
+    >>> off = {CPU_PROFILE_ENV: "off"}
+    >>> wanted(None, {}), wanted(None, off), wanted(True, off), wanted(False, {})
+    (True, False, True, False)
+    """
+    if asked is not None:
+        return asked
+    return env.get(CPU_PROFILE_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
 
 
 def unavailable(env: Mapping[str, str], server_pid: int | None, remote: bool) -> str | None:

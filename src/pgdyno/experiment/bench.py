@@ -9,7 +9,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pgdyno.collect.cpu_profile import unavailable
+from pgdyno.collect.cpu_profile import unavailable, wanted
 from pgdyno.collect.interference import server_pid
 from pgdyno.collect.timeline import sampling_rate
 from pgdyno.errors import (
@@ -140,7 +140,7 @@ class Connected:
         }  # fmt: skip
 
 
-def _perf(spec: BenchSpec, postmaster: int | None, ctx: RunContext) -> Path | None:
+def _perf(postmaster: int | None, ctx: RunContext) -> Path | None:
     """perf for the session's CPU profiles; None, said in one line, when it cannot run."""
     problem = unavailable(ctx.env, postmaster, remote=ctx.remote is not None)
     if problem is not None:
@@ -196,7 +196,7 @@ def connected(
             foreign_cpu_limit_pct=spec.foreign_cpu_limit_pct,
             server_pid=postmaster,
             remote=ctx.remote.host if ctx.remote else None,
-            perf=_perf(spec, postmaster, ctx) if spec.cpu_profile else None,
+            perf=_perf(postmaster, ctx) if wanted(spec.cpu_profile, ctx.env) else None,
         )
         if ctx.remote is not None:
             log(f"interference not measured: the process table of {ctx.remote.host.name} is "

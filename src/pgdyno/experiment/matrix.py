@@ -61,8 +61,9 @@ class BenchSpec(BaseModel):
     progress: bool = False  # pgbench -P 1, kept as the series pgbench.progress_tps
     # Looks a second at pg_stat_activity for the wait-event profile (collect/waits.py); 0: off
     wait_sample_hz: Annotated[int, Field(ge=0, le=MAX_HZ)] = DEFAULT_HZ
-    # Sample the server's processes with perf for the on-CPU profile (collect/cpu_profile.py)
-    cpu_profile: bool = False
+    # Sample the server's processes with perf for the on-CPU profile (collect/cpu_profile.py);
+    # None: as the environment says (`wanted`: on unless PGDYNO_CPU_PROFILE=off)
+    cpu_profile: bool | None = None
     # A run is flagged (and left out of verdicts) when other processes took more than this % of
     # the machine's CPU during it (collect/interference.py).
     foreign_cpu_limit_pct: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = (

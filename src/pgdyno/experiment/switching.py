@@ -31,6 +31,7 @@ from pgdyno.errors import UsageError
 from pgdyno.experiment.matrix import BenchSpec, run_count
 from pgdyno.plan.check import CheckedSet, MetaLoader
 from pgdyno.plan.load import Plan
+from pgdyno.plan.model import applied_sets
 from pgdyno.postgres.settings import SettingMeta
 
 SWITCHING_DATA = Path(str(resources.files("pgdyno") / "data" / "switching.toml"))
@@ -86,6 +87,57 @@ def parse_knowledge(text: str) -> Knowledge:
 @cache
 def knowledge() -> Knowledge:
     return parse_knowledge(SWITCHING_DATA.read_text(encoding="utf-8"))
+
+
+# Runs shorter than this cannot show what the [[carry_over]] settings do: the default
+# checkpoint_timeout, the longest of the cycles they act on (checkpoints; autovacuum's 1 min
+# naptime is shorter).
+SLOW_HORIZON_S = 300
+
+
+def slow_settings_note(
+    sets: Sequence[Mapping[str, str]], duration_s: int, known: Knowledge | None = None
+) -> str | None:
+    """What runs of `duration_s` cannot show: the PostgreSQL settings that differ between the
+    `sets` and act over minutes, in one sentence (`plan check`, `compare`); None when there are
+    none or the runs are long enough. One run per set and round still measures them, for those
+    seconds.
+
+    >>> k = parse_knowledge('[[carry_over]]\\nname = "max_wal_size"\\nreason = "minutes of WAL"\\n'
+    ...                     'evidence = "https://x"\\n')
+    >>> sets = [{}, {"max_wal_size": "4GB", "work_mem": "8MB"}]
+    >>> print(slow_settings_note(sets, 20, k))  # doctest: +NORMALIZE_WHITESPACE
+    runs of 20 s and settings that act over minutes: max_wal_size (minutes of WAL). A run this
+    short meets a checkpoint or a vacuum pass by chance, so a verdict on these settings is on
+    those 20 s, and "no detectable difference" does not say they do nothing; runs of at least
+    300 s (duration) would show what they do.
+    >>> slow_settings_note(sets, 300, k) is None, slow_settings_note(sets[:1], 20, k) is None
+    (True, True)
+    """
+    if duration_s >= SLOW_HORIZON_S:
+        return None
+    known = known or knowledge()
+    slow = [
+        (name, rule.reason)
+        for name in differing(sets)
+        if (rule := next((r for r in known.carry_over if r.matches(name)), None)) is not None
+    ]
+    if not slow:
+        return None
+    (first, why), *rest = slow
+    names = ", ".join([f"{first} ({why})", *(name for name, _ in rest)])
+    return (
+        f"runs of {duration_s} s and settings that act over minutes: {names}. A run this short "
+        "meets a checkpoint or a vacuum pass by chance, so a verdict on these settings is on "
+        f'those {duration_s} s, and "no detectable difference" does not say they do nothing; '
+        f"runs of at least {SLOW_HORIZON_S} s (duration) would show what they do."
+    )
+
+
+def plan_slow_settings(plan: Plan) -> str | None:
+    """`slow_settings_note` for the plan's sets as they run (ladders cumulative)."""
+    sets = [{name: str(value) for name, value in s.pg.items()} for s in applied_sets(plan.spec)]
+    return slow_settings_note(sets, plan.spec.matrix.duration)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,11 @@ from pgdyno.process import Child, run
 from pgdyno.records.profile import UNKNOWN, CpuSample, Frame
 
 PERF = "perf"
-DEFAULT_HZ = 99  # not 100: off the kernel's tick, so samples do not lock step with timers
+# 49, not 50: off the kernel's tick, so samples do not lock step with timers. Not 99: at 99 Hz
+# the profile cost 0.989 [0.978, 1.000] and 0.999 [0.985, 1.014] of select-only's TPS, at 49 Hz
+# 1.000 [0.993, 1.006] (docs/profiles.md, "What it costs"); half the samples, +-1.1 points
+# instead of +-0.75 on a 10% function over a 10 s run of 2 busy CPUs.
+DEFAULT_HZ = 49
 SCRIPT_TIMEOUT_S = 300.0
 ENABLE_TIMEOUT_S = 20.0  # perf acknowledges in about 0.3 s on a loaded 2-vCPU VM
 INSTALL_HINT = "install it (Debian: apt-get install linux-perf)"
@@ -95,14 +99,16 @@ def record_argv(
 
     >>> argv = record_argv(Path("/usr/bin/perf"), [10, 12], 99, Path("/tmp/p.data"), "fifo:c,a")
     >>> argv[1:8], argv[8:]
-    (['record', '-e', 'cpu-clock', '-F', '99', '-g', '-D'], ['-1', '--control', 'fifo:c,a', \
-'-o', '/tmp/p.data', '-p', '10,12'])
+    (['record', '-e', 'cpu-clock', '-F', '99', '-g', '--no-bpf-event'], ['-D', '-1', \
+'--control', 'fifo:c,a', '-o', '/tmp/p.data', '-p', '10,12'])
     >>> record_argv(Path("perf"), None, 99, Path("p.data"), "fifo:c,a")[-1]
     '-a'
     """
     target = ["-a"] if pids is None else ["-p", ",".join(str(p) for p in pids)]
+    # --no-bpf-event: no side-band thread for BPF program events, whose 1 s poll held perf's
+    # exit for up to a second after every profiled run (perf 6.1: 0.1 s without it).
     return [
-        str(perf), "record", "-e", "cpu-clock", "-F", str(hz), "-g",
+        str(perf), "record", "-e", "cpu-clock", "-F", str(hz), "-g", "--no-bpf-event",
         "-D", "-1", "--control", control, "-o", str(output), *target,
     ]  # fmt: skip
 

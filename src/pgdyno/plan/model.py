@@ -278,8 +278,9 @@ class MatrixSpec(BaseModel):
     progress: bool = False
     # Looks a second at the server's sessions for the wait-event profile (0: off; at most 50)
     wait_sample_hz: Annotated[int, Field(ge=0, le=MAX_HZ)] = DEFAULT_HZ
-    # Sample the server's processes with perf for the on-CPU profile (docs/profiles.md)
-    cpu_profile: bool = False
+    # Sample the server's processes with perf for the on-CPU profile (docs/profiles.md); unset:
+    # on, unless PGDYNO_CPU_PROFILE=off (collect/cpu_profile.py `wanted`)
+    cpu_profile: bool | None = None
     # Adaptive rounds instead of a fixed `repeats`: rounds go on until every comparison's
     # interval is `precision` % wide each way (or decided), or `budget` ("20m") is spent.
     precision: Annotated[float, Field(gt=0, le=50)] | None = None

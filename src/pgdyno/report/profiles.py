@@ -25,7 +25,7 @@ ROOT = "all"
 OTHER = "(call chains not kept)"
 FLAME_HEIGHT_PX = 460
 PROFILE_NOTE = (
-    "On-CPU profile (perf, cpu-clock at 99 Hz): each bar is a function, as wide as its share "
+    "On-CPU profile (perf, cpu-clock samples): each bar is a function, as wide as its share "
     "of the server's CPU samples, on top of the function that called it; the bottom row is all "
     "of them, the one above it the process type. Call chains stop short where the binary has "
     "no frame pointers. Click a bar to zoom, the bottom one to zoom out."

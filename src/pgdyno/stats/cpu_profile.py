@@ -3,8 +3,8 @@
 Shares are fractions of all the samples of the server's processes: with perf's cpu-clock event
 at a fixed rate per CPU a process is on, a share is that fraction of the server's CPU time
 (Gregg, 2016, "The flame graph", Communications of the ACM 59(6)). The share of a function
-over n samples has a binomial standard error sqrt(p (1 - p) / n): at 99 Hz a 60 s run of two
-busy backends gives about 12,000 samples, so a 10% function is known to +/- 0.3 points.
+over n samples has a binomial standard error sqrt(p (1 - p) / n): at 49 Hz a 60 s run on two
+busy CPUs gives about 5,900 samples, so a 10% function is known to +/- 0.4 points.
 """
 
 from __future__ import annotations
