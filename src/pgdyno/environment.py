@@ -27,7 +27,7 @@ ROOT_CACHE_DIR = Path("/var/cache/pgdyno")
 DSN_PASSWORD_ENV = "PGDYNO_DSN_PASSWORD"
 # off: no on-CPU profile unless asked (`--cpu-profile`, `[matrix] cpu_profile = true`): for a
 # host where perf should not run unasked, and for the test suite, which would pay perf's start
-# and read (about 0.4 s) on every run (collect/cpu_profile.py `wanted`).
+# (about 0.1 s) and its stop and read (0.2 s) on every run (collect/cpu_profile.py `wanted`).
 CPU_PROFILE_ENV = "PGDYNO_CPU_PROFILE"
 
 

@@ -97,8 +97,7 @@ def list_runs(
     "--profile",
     is_flag=True,
     help="Show the run's on-CPU profile (bench's --cpu-profile, on by default): the server's "
-    "CPU by process "
-    "type and each type's top functions, as % of the server's CPU samples.",
+    "CPU by process type and each type's top functions, as % of the server's CPU samples.",
 )
 @json_option
 @workdir_options

@@ -20,7 +20,7 @@ end and on every way out; `pgdyno rollback` covers a crash.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -50,7 +50,7 @@ from pgdyno.experiment.schedule import Balanced, Design, Rotation, Schedule
 from pgdyno.experiment.session import finished_as, recorded_session
 from pgdyno.experiment.storage_sets import expected_dataset_bytes
 from pgdyno.experiment.switched_run import SwitchedRun, SwitchJob
-from pgdyno.experiment.switching import Choice, slow_settings_note
+from pgdyno.experiment.switching import Choice, plan_slow_settings
 from pgdyno.experiment.target import Target, open_sandbox, running
 from pgdyno.experiment.twin_sets import IDLE_EVENT, IdleShare, TwinSwitcher, choose, idle_shares
 from pgdyno.host.machine import HostFacts
@@ -328,7 +328,7 @@ def run_compare(
                 f"comparison {comparison_id} (session {session_id}): "
                 f"`pgdyno runs list --comparison {comparison_id}` lists its runs"
             )
-        for line in _design_lines(choice, design, checked, spec):
+        for line in _design_lines(choice, design, plan):
             ctx.log(line)
         stack.enter_context(finished_as(partial(comparisons.finish, comparison_id)))
         run = _CompareRun(
@@ -494,26 +494,16 @@ def _switched(
             run.made += engine.made
 
 
-def _design_lines(
-    choice: Choice, design: Design, checked: Sequence[CheckedSet], spec: BenchSpec
-) -> list[str]:
+def _design_lines(choice: Choice, design: Design, plan: Plan) -> list[str]:
     """What the log says of the design as the comparison starts: twins, the orders, and what
-    runs this short cannot show.
-
-    >>> from types import SimpleNamespace as S
-    >>> sets = [S(pg={}), S(pg={"max_wal_size": "4GB"})]  # CheckedSet's settings
-    >>> said = _design_lines(Choice("runs", "r"), Balanced(7), sets, S(duration_s=20))
-    >>> said[0], said[1][:47]
-    ('orders: balanced design (carry-over balanced), seed 7; `--seed 7` replays them', \
-'runs of 20 s and settings that act over minutes')
-    """
+    runs this short cannot show (`plan_slow_settings`, as `plan check` and the result say it)."""
     lines = [choice.note()] if choice.design == "twins" else []
     lines.append(
         _design_note(design) if not choice.inside
         else f"{choice.note()}; orders drawn from seed {design.seed} (`--seed {design.seed}` "
         "replays them)"
     )  # fmt: skip
-    slow = slow_settings_note([c.pg for c in checked], spec.duration_s)
+    slow = plan_slow_settings(plan)
     return lines if slow is None else [*lines, slow]
 
 

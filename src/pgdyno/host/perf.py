@@ -42,8 +42,8 @@ from pgdyno.records.profile import UNKNOWN, CpuSample, Frame
 PERF = "perf"
 # 49, not 50: off the kernel's tick, so samples do not lock step with timers. Not 99: at 99 Hz
 # the profile cost 0.989 [0.978, 1.000] and 0.999 [0.985, 1.014] of select-only's TPS, at 49 Hz
-# 1.000 [0.993, 1.006] (docs/profiles.md, "What it costs"); half the samples, +-1.1 points
-# instead of +-0.75 on a 10% function over a 10 s run of 2 busy CPUs.
+# 1.000 [0.993, 1.006] and 1.008 [0.986, 1.032] (docs/profiles.md, "What it costs"); half the
+# samples: +-1.1 points instead of +-0.75 on a 10% function over a 10 s run of 2 busy CPUs.
 DEFAULT_HZ = 49
 SCRIPT_TIMEOUT_S = 300.0
 ENABLE_TIMEOUT_S = 20.0  # perf acknowledges in about 0.3 s on a loaded 2-vCPU VM

@@ -22,7 +22,7 @@ from pgdyno.experiment.compare import sandbox_host
 from pgdyno.experiment.matrix import BenchSpec, bench_spec, run_count, seconds_per_run
 from pgdyno.experiment.schedule import orders_note
 from pgdyno.experiment.storage_sets import describe_storage, expected_dataset_bytes, storage_notes
-from pgdyno.experiment.switching import Choice, slow_settings_note
+from pgdyno.experiment.switching import Choice, plan_slow_settings
 from pgdyno.experiment.twin_sets import choose
 from pgdyno.host.machine import read_host
 from pgdyno.pgbench.scale import DEFAULT_SHARED_BUFFERS, choose_scale
@@ -124,7 +124,7 @@ def preview_plan(env: Environment, plan_file: Path, allowed: Allowed) -> PlanPre
         switching=choice.inside,
         burn_in_s=plan.spec.matrix.burn_in,
         capacity=_capacity(capacity_plan(plan, len(checked)), len(checked)),
-        slow_settings=slow_settings_note([c.pg for c in checked], spec.duration_s) or "",
+        slow_settings=plan_slow_settings(plan) or "",
     )
 
 
