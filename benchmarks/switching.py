@@ -1,6 +1,6 @@
 """Switching inside one run: a reload-only A/A to +-2% against the fixed protocol's machine time.
 
-    python benchmarks/switching.py [--precision 2] [--budget 20m] [--period 5] [--burn-in 1]
+    python benchmarks/switching.py [--precision 2] [--budget 20m] [--period 3] [--burn-in 0.5]
                                    [--fixed-seconds 300] [--run-fixed] [--clients N] [--hog]
 
 Two sets that differ only by a setting a reload makes current and that changes nothing
@@ -27,9 +27,12 @@ verdict, and the ratio to the fixed protocol's time. Target (issue 33): at most 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,7 +101,48 @@ def describe(result: dict[str, Any], took: float) -> str:
     return (
         f"{rounds['design']}: {rounds['rounds']} rounds in {rounds['seconds']:.0f} s "
         f"({took:.0f} s for the whole command), stopped: {rounds['stopped']}; {found}; "
-        f"{discarded} periods discarded for interference"
+        f"{discarded} periods discarded for interference; {paired_spread(result)}"
+    )
+
+
+def paired_spread(result: dict[str, Any]) -> str:
+    """The standard deviation of the rounds' log TPS ratios b/a (what the rounds needed grow
+    with, as its square), and the machine seconds a round took."""
+    by_round: dict[int, dict[str, float]] = {}
+    for run in result["runs"]:
+        if run["status"] == "ok" and run["tps"]:
+            by_round.setdefault(run["repeat"], {})[run["set_name"]] = run["tps"]
+    ratios = [math.log(r["b"] / r["a"]) for r in by_round.values() if {"a", "b"} <= r.keys()]
+    if len(ratios) < 2:
+        return "paired spread: too few rounds"
+    per_round = result["rounds"]["seconds"] / max(result["rounds"]["rounds"], 1)
+    return (
+        f"paired spread {100 * statistics.stdev(ratios):.2f}% over {len(ratios)} rounds "
+        f"of {per_round:.1f} s; {switch_gaps(result)}"
+    )
+
+
+def switch_gaps(result: dict[str, Any]) -> str:
+    """From each period's `switching_period` event: the time from a period's end to the next
+    switch taking effect, inside a round (the reload) and across rounds (the look, then the
+    reload), and the whole seconds measured per period."""
+    periods = sorted(
+        (e["detail"] for run in result["runs"] for e in run["events"]
+         if e["kind"] == "switching_period"),
+        key=lambda d: d["period"],
+    )  # fmt: skip
+    inside, across = [], []
+    for before, after in itertools.pairwise(periods):
+        gap = after["switched_at"] - before["ended_at"]
+        (inside if after["round"] == before["round"] else across).append(gap)
+    measured = [d["last_second"] - d["first_second"] + 1 for d in periods]
+    if not inside or not across:
+        return "switch gaps: too few periods"
+    return (
+        f"switch took effect {statistics.median(inside):.2f} s after a period's end inside a "
+        f"round, {statistics.median(across):.2f} s across rounds (max "
+        f"{max(across):.2f}: the look); measured seconds a period: median "
+        f"{statistics.median(measured):g}, min {min(measured)}"
     )
 
 
@@ -107,7 +151,7 @@ def main() -> None:
     parser.add_argument("--precision", type=float, default=2.0)
     parser.add_argument("--budget", default="20m")
     parser.add_argument("--period", type=int, default=DEFAULT_PERIOD_S)
-    parser.add_argument("--burn-in", type=int, default=DEFAULT_BURN_IN_S)
+    parser.add_argument("--burn-in", type=float, default=DEFAULT_BURN_IN_S)
     parser.add_argument("--fixed-seconds", type=int, default=300)
     parser.add_argument("--run-fixed", action="store_true")
     parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))

@@ -135,7 +135,7 @@ def _carryover_warning(fit: CarryOverFit, name: str, size: str, design: str) -> 
     )
 
 
-def burn_in_line(warmup_s: int | None, *, switching: bool = False) -> str:
+def burn_in_line(warmup_s: float | None, *, switching: bool = False) -> str:
     """What drops the first seconds after each set switch (a reload, a restart, a host
     change): the unmeasured warm-up every run starts with once its set is in effect
     (`[matrix] warmup`, `bench --warmup`), said by `plan check`, `compare` and the report.
@@ -143,7 +143,7 @@ def burn_in_line(warmup_s: int | None, *, switching: bool = False) -> str:
     inside one run (`switching`), the seconds dropped after each switch ([matrix] burn_in).
 
     >>> burn_in_line(2, switching=True)
-    'Burn-in: the first 2 s after each switch inside the run are dropped from its period ([matrix] burn_in).'
+    'Burn-in: at least the first 2 s after each switch inside the run are dropped from its period, to the next whole second ([matrix] burn_in).'
     >>> burn_in_line(5)
     'Burn-in: every run started with 5 s of unmeasured load after its set was put in effect ([matrix] warmup), so the first seconds after each set switch are not in its figures.'
     >>> print(burn_in_line(0))
@@ -151,8 +151,8 @@ def burn_in_line(warmup_s: int | None, *, switching: bool = False) -> str:
     """  # noqa: E501
     if switching:  # the sets take turns inside one run: each period starts with its burn-in
         return (
-            f"Burn-in: the first {warmup_s} s after each switch inside the run are dropped from "
-            "its period ([matrix] burn_in)."
+            f"Burn-in: at least the first {warmup_s:g} s after each switch inside the run are "
+            "dropped from its period, to the next whole second ([matrix] burn_in)."
         )
     if warmup_s is None:
         return "Burn-in: the runs had different warm-ups (see each run's warmup_s)."

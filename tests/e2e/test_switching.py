@@ -8,7 +8,9 @@ the host's other work does not flag their periods for foreign CPU."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -108,8 +110,8 @@ def test_plan_check_names_the_design_and_why(shared_workdir: Path, tmp_path: Pat
         in checked.stdout
     )
     assert (
-        f"the sets take turns every {DEFAULT_PERIOD_S} s, the first {DEFAULT_BURN_IN_S} s after "
-        "each switch dropped" in checked.stdout
+        f"the sets take turns every {DEFAULT_PERIOD_S} s, the first {DEFAULT_BURN_IN_S:g} s "
+        "after each switch dropped (to the next whole second)" in checked.stdout
     )
     wal = (AA[0], ("b", {"max_wal_size": "2GB"}))
     per_run = run_cli(shared_workdir, "plan", "check", str(plan(tmp_path, "wal", wal)))
@@ -143,10 +145,12 @@ def test_an_aa_comparison_switches_inside_one_pgbench_run(quiet_workdir: Path, t
     # One pgbench start for the whole comparison: every period names the same one.
     assert len({d["pgbench_started_at"] for d in details}) == 1
     assert len({r["pgbench_argv"] for r in stored}) == 1
-    for d in details:  # the burn-in dropped: the measured seconds start 1 s after the switch
+    for d in details:  # the burn-in dropped; the period ends on a whole second
         assert d["first_second"] >= d["switched_at"] + DEFAULT_BURN_IN_S
-        assert d["ended_at"] - d["switched_at"] >= DEFAULT_PERIOD_S
-        assert d["last_second"] + 1 <= d["ended_at"]
+        assert d["last_second"] == math.floor(d["ended_at"]) - 1
+        assert d["last_second"] >= d["first_second"]  # a whole second measured at least
+    for d, after in itertools.pairwise(details):  # the next switch after this period's end
+        assert after["switched_at"] >= d["ended_at"]
     assert [d["period"] for d in details] == list(range(1, len(details) + 1))
     change = next(r for r in data["analysis"]["results"] if r["set_name"] == "b")["tps_change"]
     assert change is None or change["verdict"] not in ("better", "worse"), change

@@ -128,8 +128,8 @@ def test_the_design_option():
 @pytest.mark.parametrize(
     ("matrix", "words"),
     [
-        ({"period": 4}, "a period of 4 s with a burn-in of 1 s leaves fewer than 3 whole seconds"),
-        ({"period": 10, "burn_in": 7}, "give a period of at least 11 s"),
+        ({"period": 2, "burn_in": 1.5}, "a period of 2 s with a burn-in of 1.5 s leaves no whole"),
+        ({"period": 7, "burn_in": 7}, "give a period of at least 8 s"),
         ({"design": "sometimes"}, "input should be 'auto', 'inside', 'runs' or 'twins'"),
         ({"period": 1}, "period"),
         ({"burn_in": -1}, "burn_in"),
@@ -188,6 +188,27 @@ def test_the_router_files_complete_lines_under_their_period(tmp_path: Path):
     assert second.transactions == 2  # the line completed by the second read counts
     padded_rows = padded(rows, Window(100, 101))
     assert [r.t for r in padded_rows] == [99, 100, 101, 102]
+
+
+def test_the_router_gives_each_period_the_numbers_before_it(tmp_path: Path):
+    """A sampled log: each period's transactions are counted from pgbench's per-client
+    numbers, from the number each client had reached before the period (lines of the burn-in
+    included), so a period counts exactly what ended in it."""
+    run_dir, out = tmp_path / "run", tmp_path / "periods"
+    run_dir.mkdir()
+    router = _LogRouter(run_dir, out)
+    router.windows = {1: Window(100, 100), 2: Window(102, 102)}
+    numbered = [(0, 40, 99), (0, 90, 100), (0, 130, 100), (0, 170, 101), (0, 230, 102)]
+    (run_dir / "tx.5").write_text("".join(f"{c} {n} 900 0 {t} 5\n" for c, n, t in numbered))
+    (run_dir / "tx.5.1").write_text("1 60 900 0 102 7\n")  # client 1's first line is here
+    router.read(final=True)
+    assert router.numbers_before(1) == {0: 40} and router.numbers_before(2) == {0: 170}
+    _, first = summarize(router.files(1), 0.05, numbers_before=router.numbers_before(1))
+    assert first.transactions == 130 - 40
+    _, second = summarize(router.files(2), 0.05, numbers_before=router.numbers_before(2))
+    # client 0: 230 - 170 = 60 for its one line; client 1's line has no number before it, so
+    # it stands for what client 0's numbered line did
+    assert second.transactions == 120
 
 
 def design_of(

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import pgdyno.pgbench.txlog as txlog
 from pgdyno.errors import ParseError
+from pgdyno.pgbench.output import parse_summary
 from pgdyno.pgbench.txlog import LatencySummary, iter_summaries, parse_line, summarize
 
 DATA = Path(__file__).parent.parent / "data" / "pgbench"
@@ -189,17 +190,82 @@ def test_lag_and_retries_together(tmp_path: Path) -> None:
 
 
 @versions
-def test_sampling_rate_scales_the_estimates(version: int) -> None:
+def test_a_full_log_read_as_sampled_counts_what_its_numbers_say(version: int) -> None:
+    """Every line's number follows the last: each stands for one transaction, whatever rate
+    the caller says (before, 1 / rate each: 2,000 here)."""
     rows, total = summarize([recorded(version)], sampling_rate=0.1)
-    assert (total.transactions, total.logged) == (2000, 200)
-    assert all(r.transactions == 10 * r.logged for r in rows)
+    assert (total.transactions, total.logged) == (200, 200)
+    assert all(r.transactions == r.logged for r in rows)
     assert summarize([recorded(version)])[1].p99_ms == total.p99_ms  # latencies unchanged
 
 
+def sampled(version: int) -> list[Path]:
+    return sorted((DATA / f"pg{version}").glob("sampled.tx.*.log"))
+
+
+def numbered_by_second(paths: list[Path]) -> dict[int, int]:
+    """The test's own count: per second, each client's last number in it minus its last
+    number before (from 0)."""
+    last: dict[int, int] = {}
+    out: dict[int, int] = defaultdict(int)
+    for path in paths:
+        for text in path.read_text().splitlines():
+            client, number, _, _, second, _ = map(int, text.split())
+            out[second] += number - last.get(client, 0)
+            last[client] = number
+    return out
+
+
+@versions
+def test_a_sampled_log_counts_every_transaction_from_its_numbers(version: int) -> None:
+    """A real log of one transaction in 100 (recorded): each second's count is exact from
+    pgbench's per-client numbers, and the run's is the summary's processed count but for the
+    transactions after each client's last logged line."""
+    paths = sampled(version)
+    rows, total = summarize(paths, sampling_rate=0.01)
+    counted = numbered_by_second(paths)
+    assert {r.t: r.transactions for r in rows if r.transactions} == dict(counted)
+    assert total.transactions == sum(counted.values())
+    processed = parse_summary((DATA / f"pg{version}" / "sampled.stdout").read_text()).transactions
+    assert 0 <= processed - total.transactions < 2 * 500  # 2 clients, a line in 100 each
+    assert total.logged < total.transactions / 50  # sampled: the lines are far fewer
+
+
+@versions
+def test_a_slice_of_a_sampled_log_counts_from_the_numbers_before_it(
+    version: int, tmp_path: Path
+) -> None:
+    """A period's lines (a switched run's router files them apart): given each client's
+    number before the slice, its seconds count as in the whole log; without, a client's first
+    line in the slice is not counted and the rest are scaled by the numbered lines."""
+    paths = sampled(version)
+    cut = sorted(numbered_by_second(paths))[1]  # from the second second on
+    before: dict[int, int] = {}
+    sliced = []
+    for path in paths:
+        kept = []
+        for text in path.read_text().splitlines():
+            client, number, _, _, second, _ = map(int, text.split())
+            if second < cut:
+                before[client] = number
+            else:
+                kept.append(text)
+        sliced.append(write(tmp_path / path.name, kept))
+    whole = {r.t: r.transactions for r in summarize(paths, sampling_rate=0.01)[0]}
+    rows, total = summarize(sliced, sampling_rate=0.01, numbers_before=before)
+    assert {r.t: r.transactions for r in rows} == {t: n for t, n in whole.items() if t >= cut}
+    _, unknown = summarize(sliced, sampling_rate=0.01, numbers_before={})
+    assert abs(unknown.transactions - total.transactions) < 0.01 * total.transactions
+
+
 def test_sampling_rate_scales_failures_and_skips(tmp_path: Path) -> None:
-    lines = [f"0 1 900 0 {T0} 1 5", f"0 2 skipped 0 {T0} 2 6", f"0 3 failed 0 {T0} 3 7"]
+    """The numbers say each line stands for 4 transactions: the split among successful,
+    skipped and failed is the sampled lines'."""
+    lines = [f"0 4 900 0 {T0} 1 5", f"0 8 skipped 0 {T0} 2 6", f"0 12 failed 0 {T0} 3 7"]
     _, total = summarize([write(tmp_path / "tx.1", lines)], sampling_rate=0.25)
     assert (total.transactions, total.skipped, total.failed, total.logged) == (4, 4, 4, 3)
+    _, full = summarize([tmp_path / "tx.1"])  # read as a full log: one transaction a line
+    assert (full.transactions, full.skipped, full.failed) == (1, 1, 1)
     with pytest.raises(ValueError):
         summarize([tmp_path / "tx.1"], sampling_rate=0)
 

@@ -24,6 +24,7 @@ pgbench.txlog, as for a whole run), so they are exact up to the log's sampling.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -51,7 +52,7 @@ from pgdyno.experiment.measure import (
 )
 from pgdyno.experiment.rounds import RoundLog, RoundLoop
 from pgdyno.experiment.schedule import Schedule
-from pgdyno.experiment.switching import PairOrders, Window, measured_window
+from pgdyno.experiment.switching import PairOrders, Window, measured_window, period_end
 from pgdyno.pgbench.command import RunOptions
 from pgdyno.pgbench.driver import Driver
 from pgdyno.pgbench.execute import PgbenchResult
@@ -88,6 +89,11 @@ class _LogRouter:
     windows: dict[int, Window] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
     newest: dict[str, int] = field(default_factory=dict)  # per file, the last second read
+    # each client's last transaction number read, and per period each client's number before
+    # its first line there (None: its first line of the run), so that a period's transactions
+    # are counted exactly from a sampled log (`summarize`'s numbers_before)
+    numbers: dict[int, int] = field(default_factory=dict)
+    before: dict[int, dict[int, int | None]] = field(default_factory=dict)
 
     def read(self, *, final: bool = False) -> None:
         for path in sorted(self.run_dir.glob("tx.*")):
@@ -106,15 +112,20 @@ class _LogRouter:
         by_period: dict[int, list[str]] = {}
         for line in text.splitlines(keepends=True):
             try:
-                second = int(line.split(" ", 5)[4])
+                fields = line.split(" ", 5)
+                client, transaction, second = int(fields[0]), int(fields[1]), int(fields[4])
             except (IndexError, ValueError):
-                raise ParseError(f"pgbench's transaction log {name} has a line without its "
-                                 f"completion time: {line[:80]!r}") from None  # fmt: skip
+                raise ParseError(
+                    f"pgbench's transaction log {name} has a line without its client, number "
+                    f"or completion time: {line[:80]!r}"
+                ) from None
             self.newest[name] = second
             for number, window in self.windows.items():
                 if window.holds(second):
                     by_period.setdefault(number, []).append(line)
+                    self.before.setdefault(number, {}).setdefault(client, self.numbers.get(client))
                     break
+            self.numbers[client] = transaction
         for number, lines in by_period.items():
             target = self.out / f"p{number}" / name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -127,6 +138,10 @@ class _LogRouter:
 
     def files(self, number: int) -> list[Path]:
         return sorted((self.out / f"p{number}").glob("tx.*"))
+
+    def numbers_before(self, number: int) -> dict[int, int]:
+        """Each client's last transaction number before its first line in period `number`."""
+        return {c: n for c, n in self.before.get(number, {}).items() if n is not None}
 
 
 @dataclass
@@ -207,7 +222,7 @@ class Period:
     before: ProcessTable | None
     after: ProcessTable | None
 
-    def event(self, pgbench_started_at: float, burn_in_s: int) -> Event:
+    def event(self, pgbench_started_at: float, burn_in_s: float) -> Event:
         """What marks the stored run as this period of the switched run."""
         return Event(self.switched_at, PERIOD_EVENT, {
             "design": "inside", "period": self.number, "round": self.round_no,
@@ -266,7 +281,7 @@ class SwitchJob:
     spec: BenchSpec
     ctx: RunContext
     ids: tuple[int, int]  # (session, comparison)
-    timing: tuple[int, int]  # (period_s, burn_in_s)
+    timing: tuple[int, float]  # (period_s, burn_in_s)
     seed: int
     switch: Callable[[CheckedSet], dict[str, Any]]
     # --resume: the rounds and periods an earlier invocation stored (this one goes on after)
@@ -437,6 +452,7 @@ class SwitchedRun:
         """One period of `checked`: put in effect (unless it already is), then waited out."""
         job, ctx = self.job, self.job.ctx
         ctx.progress.phase(f"switching inside one run: round {round_no}, set {checked.name}")
+        begun = time.time()
         if checked.name != self.current:
             effective = job.switch(checked)
             self.current = checked.name
@@ -445,7 +461,7 @@ class SwitchedRun:
                 self.effective[checked.name] = non_default_settings(ready.client)
         switched_at = time.time()
         before = process_table(ready.runner.collect, ctx.log)
-        self._sleep_until(switched_at + job.timing[0])
+        self._sleep_until(period_end(begun, switched_at, *job.timing))
         ended_at = time.time()
         after = process_table(ready.runner.collect, ctx.log)
         window = measured_window(switched_at, ended_at, job.timing[1])
@@ -501,6 +517,7 @@ class SwitchedRun:
             files, request.sampling_rate, with_lag=request.opts.rate is not None,
             with_retries=request.opts.max_tries != 1,
             scripts=len(request.opts.workload.scripts),
+            numbers_before=self.router.numbers_before(p.number),
         ) if files else ([], LatencySummary(None, 0, 0, None, None, None, None, None, 0, 0,
                                             None, None))  # fmt: skip
         window = p.window
@@ -518,7 +535,7 @@ class SwitchedRun:
         cell = replace(job.cell, index=p.number - 1, repeat=p.round_no)
         return replace(
             ready.base, cell=cell, started_at=_iso(p.switched_at), finished_at=_iso(p.ended_at),
-            duration_s=window.seconds, warmup_s=job.timing[1],
+            duration_s=window.seconds, warmup_s=math.ceil(job.timing[1]),
             pgbench_argv=tuple(request.driver.argv(
                 request.dsn, request.opts, request.run_dir / "tx",
                 sampling_rate=request.sampling_rate, scale=request.scale)),

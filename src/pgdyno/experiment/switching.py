@@ -320,6 +320,28 @@ class Window:
         return self.first <= t <= self.last
 
 
+def period_end(begun: float, switched_at: float, period_s: int, burn_in_s: float) -> float:
+    """When a period ends (epoch seconds): a whole second, about `period_s` after its switch
+    began (`begun`), so that its last measured second ends just before the next switch
+    starts; and never before one whole second after its burn-in (a slow switch lengthens
+    the period instead of leaving it nothing to measure).
+
+    Ending on whole seconds is what makes short periods pay: pgbench stamps a transaction
+    with the second it completed in, so a period measures only whole seconds, and an end in
+    mid-second would waste the rest of it. With the default burn-in (0.5 s) the switch's own
+    second is the one dropped (the look after a round and the reload fit in it), and a
+    period of 3 s measures 2.
+
+    >>> period_end(100.2, 100.3, 3, 0.5)  # switch at 100.3: measured 101 and 102
+    103
+    >>> period_end(100.2, 101.1, 3, 0.5)  # a slow switch: 102 is measured, not nothing
+    103
+    >>> period_end(100.2, 101.6, 3, 0.5)
+    104
+    """
+    return max(round(begun + period_s), math.ceil(switched_at + burn_in_s) + 1)
+
+
 def measured_window(switched_at: float, ended_at: float, burn_in_s: float) -> Window:
     """The whole seconds of a period left after its burn-in: a second counts when it starts at
     least `burn_in_s` after the switch took effect (`switched_at`, epoch seconds) and ends by

@@ -87,7 +87,7 @@ class PlanPreview:
     # One run per set and round, or switching inside one run, and why (experiment/switching.py)
     design: str = ""
     switching: bool = False  # the sets take turns inside one run: burn_in, not warmup, applies
-    burn_in_s: int = 0  # [matrix] burn_in: seconds dropped after each switch inside the run
+    burn_in_s: float = 0  # [matrix] burn_in: seconds dropped after each switch inside the run
     capacity: str = ""  # [matrix] capacity_p99: every set swept on capacity after the rounds
     # Settings that act over minutes measured by shorter runs (experiment/switching.py)
     slow_settings: str = ""
@@ -153,7 +153,8 @@ def _orders(choice: Choice, sets: int, matrix: MatrixSpec) -> str:
         return orders_note(sets)
     return (
         f"orders: one pgbench run; the sets take turns every {matrix.period} s, the first "
-        f"{matrix.burn_in} s after each switch dropped, the order within each round drawn at "
+        f"{matrix.burn_in:g} s after each switch dropped (to the next whole second), the order "
+        "within each round drawn at "
         "random from a seed that is printed and stored (`compare --seed N` replays it)."
     )
 

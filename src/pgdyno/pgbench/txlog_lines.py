@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Sequence
 from itertools import compress
 from pathlib import Path
 from typing import NamedTuple
@@ -133,11 +134,13 @@ class Part:
     the lags, and the retries."""
 
     __slots__ = (
+        "ended",
         "lag_max",
         "lag_n",
         "lag_sum",
         "line",
         "logged",
+        "numbered",
         "path",
         "retried",
         "retries",
@@ -149,6 +152,9 @@ class Part:
         self.line = line  # of its first line, for messages
         self.scripts: dict[int, Counter[str]] = {}  # script number -> digits or _WORDS
         self.logged = 0
+        # transactions that ended with the `numbered` lines whose client's previous number is
+        # known: each such line stands for the transactions since that client's last line
+        self.ended = self.numbered = 0
         self.lag_sum = 0
         self.lag_n = 0
         self.lag_max: int | None = None
@@ -181,6 +187,8 @@ class _Chunk(NamedTuple):
     """A chunk's columns, checked for bulk counting."""
 
     fields: int
+    clients: list[str]
+    numbers: list[str]
     epochs: list[str]
     times: list[str]
     scripts: str  # one digit a line
@@ -215,17 +223,68 @@ def _count_scripts(part: Part, times: list[str], scripts: str) -> None:
         part.tokens(int(d)).update(compress(times, digits.translate(_MASKS[d])))
 
 
+class Numbers:
+    """Each client's last transaction number seen, shared by the readers of one run's thread
+    files (a client's lines are all in one file, and client ids are unique across threads).
+
+    pgbench numbers each client's transactions from 1, every one that ends (skipped and failed
+    ones too) and whether or not ``--sampling-rate`` logs it, so two logged lines of a client
+    tell exactly how many transactions ended between them. ``before`` holds the numbers known
+    before the lines read: a whole run's log starts from 0 for every client (``whole_run``);
+    a slice of a log (a period of a switched run) starts from the numbers its router saw, and
+    a client without one counts only from its second line.
+    """
+
+    __slots__ = ("last", "whole_run")
+
+    def __init__(self, before: dict[int, int] | None = None) -> None:
+        self.whole_run = before is None
+        self.last: dict[int, int] = {} if before is None else dict(before)
+
+    def take(self, part: Part, clients: Sequence[str], numbers: Sequence[str]) -> None:
+        """Count one second's lines of one file (`clients` and `numbers`: their columns)."""
+        if len(set(clients)) == 1:  # the common case: a thread's only client in this second
+            self._client(part, int(clients[0]), int(numbers[0]), int(numbers[-1]), len(clients))
+            return
+        lines = Counter(clients)
+        last = dict(zip(clients, numbers, strict=True))
+        first = dict(zip(reversed(clients), reversed(numbers), strict=True))
+        for client, count in lines.items():
+            self._client(part, int(client), int(first[client]), int(last[client]), count)
+
+    def line(self, part: Part, client: int, number: int) -> None:
+        """Count one line (the line-by-line reading)."""
+        self._client(part, client, number, number, 1)
+
+    def _client(self, part: Part, client: int, first: int, last: int, lines: int) -> None:
+        before = self.last.get(client, 0 if self.whole_run else None)
+        if before is None:
+            part.ended += last - first
+            part.numbered += lines - 1
+        else:
+            part.ended += last - before
+            part.numbered += lines
+        self.last[client] = last
+
+
 class FileReader:
     """Turns the chunks of one thread's log into one :class:`Part` per second.
 
     ``scripts``, when given, is the number of scripts of the run: a higher script number is
-    an error.
+    an error. ``numbers``, when given, counts the transactions each line stands for (a log
+    sampled by ``--sampling-rate``).
     """
 
     def __init__(
-        self, path: Path, with_lag: bool, with_retries: bool = False, scripts: int | None = None
+        self,
+        path: Path,
+        with_lag: bool,
+        with_retries: bool = False,
+        scripts: int | None = None,
+        numbers: Numbers | None = None,
     ) -> None:
         self.path = path
+        self.numbers = numbers
         self.with_lag = with_lag
         self.with_retries = with_retries
         self.scripts = scripts
@@ -295,7 +354,17 @@ class FileReader:
             return None
         lags = tokens[lag_col::fields] if lag_col is not None else None
         retries = tokens[retries_col::fields] if retries_col is not None else None
-        return _Chunk(fields, epochs, times, scripts, lags, retries, words)
+        return _Chunk(
+            fields,
+            tokens[0::fields],
+            tokens[1::fields],
+            epochs,
+            times,
+            scripts,
+            lags,
+            retries,
+            words,
+        )
 
     def _script_digits(self, column: list[str]) -> str | None:
         """The script numbers as one string of a digit a line, or None when one is not a
@@ -330,6 +399,8 @@ class FileReader:
             segment = times[i:j]
             _count_scripts(part, segment, chunk.scripts[i:j])
             part.logged += j - i
+            if self.numbers is not None:
+                self.numbers.take(part, chunk.clients[i:j], chunk.numbers[i:j])
             if lags is not None:
                 part.add_lags(_lag_values(segment, lags[i:j], chunk.words))
             if retried and chunk.retries is not None:
@@ -357,6 +428,8 @@ class FileReader:
             token = row.outcome if row.latency_us is None else str(row.latency_us)
             part.tokens(row.script_no)[token] += 1
             part.logged += 1
+            if self.numbers is not None:
+                self.numbers.line(part, row.client_id, row.transaction_no)
             if row.lag_us is not None and row.latency_us is not None:
                 part.add_lags([row.lag_us])
             if row.retries:

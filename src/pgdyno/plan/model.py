@@ -28,9 +28,11 @@ MAX_VALUE_CHARS = 4096
 # tests/unit/test_switching_sim.py holds at 5 s/1 s under a 30% dip fading in 0.5 s after
 # every switch; 5 s periods cut a reload-only A/A's machine time by 30-50% against 10 s
 # (docs/statistics.md, "Switching inside one run").
-DEFAULT_PERIOD_S = 5
-DEFAULT_BURN_IN_S = 1
-MIN_MEASURED_S = 3
+# Switching inside one run: 3 s periods, the switch's own second dropped (a burn-in of 0.5 s
+# after the reload took effect). Cut from the same pgbench run, they needed 0.50-0.89 of the
+# machine time per verdict of 5 s periods (docs/benchmarks.md, "Which period length").
+DEFAULT_PERIOD_S = 3
+DEFAULT_BURN_IN_S = 0.5
 
 # Control characters (C0, DEL, C1) would reach a terminal, a log or postgresql.conf as they are.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -303,7 +305,7 @@ class MatrixSpec(BaseModel):
     # a restart makes current when their servers fit in memory side by side.
     design: Literal["auto", "inside", "runs", "twins"] = "auto"
     period: Annotated[int, Field(ge=2, le=3600)] = DEFAULT_PERIOD_S
-    burn_in: Annotated[int, Field(ge=0, le=600)] = DEFAULT_BURN_IN_S
+    burn_in: Annotated[float, Field(ge=0, le=600)] = DEFAULT_BURN_IN_S
     # A capacity sweep of every set beside TPS (docs/capacity.md): the p99 target ("5ms"; none:
     # no sweep), the machine time all sets' sweeps share ("10m", split evenly), the seconds of
     # each step (one pgbench -R run) and the runs at each end of a capacity's interval.
@@ -324,13 +326,13 @@ class MatrixSpec(BaseModel):
 
     @model_validator(mode="after")
     def _period_measures(self) -> MatrixSpec:
-        """A period keeps MIN_MEASURED_S whole seconds after its burn-in (the switch lands
-        inside a second, which is then not whole)."""
-        if self.period - self.burn_in - 1 < MIN_MEASURED_S:
+        """A period keeps a whole second after its burn-in: the switch lands inside a second,
+        which is then not whole (pgdyno.experiment.switching.period_end)."""
+        if self.period < math.ceil(self.burn_in) + 1:
             raise ValueError(
-                f"a period of {self.period} s with a burn-in of {self.burn_in} s leaves fewer "
-                f"than {MIN_MEASURED_S} whole seconds to measure: give a period of at least "
-                f"{self.burn_in + MIN_MEASURED_S + 1} s"
+                f"a period of {self.period} s with a burn-in of {self.burn_in:g} s leaves no "
+                f"whole second to measure: give a period of at least "
+                f"{math.ceil(self.burn_in) + 1} s"
             )
         return self
 
