@@ -32,6 +32,7 @@ import json
 import math
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -118,19 +119,22 @@ def paired_spread(result: dict[str, Any]) -> str:
     per_round = result["rounds"]["seconds"] / max(result["rounds"]["rounds"], 1)
     return (
         f"paired spread {100 * statistics.stdev(ratios):.2f}% over {len(ratios)} rounds "
-        f"of {per_round:.1f} s; {switch_gaps(result)}"
+        f"of {per_round:.1f} s"
     )
 
 
-def switch_gaps(result: dict[str, Any]) -> str:
-    """From each period's `switching_period` event: the time from a period's end to the next
-    switch taking effect, inside a round (the reload) and across rounds (the look, then the
-    reload), and the whole seconds measured per period."""
-    periods = sorted(
-        (e["detail"] for run in result["runs"] for e in run["events"]
-         if e["kind"] == "switching_period"),
-        key=lambda d: d["period"],
-    )  # fmt: skip
+def switch_gaps(workdir: Path, comparison_id: int) -> str:
+    """From each period's `switching_period` event (in the results store: compare's JSON does
+    not carry events): the time from a period's end to the next switch taking effect, inside a
+    round (the reload) and across rounds (the look, then the reload), and the whole seconds
+    measured per period."""
+    with sqlite3.connect(workdir / "results.sqlite") as db:
+        rows = db.execute(
+            "SELECT e.detail FROM run_events e JOIN runs r ON r.id = e.run_id"
+            " WHERE e.kind = 'switching_period' AND r.comparison_id = ?",
+            (comparison_id,),
+        ).fetchall()
+    periods = sorted((json.loads(detail) for (detail,) in rows), key=lambda d: d["period"])
     inside, across = [], []
     for before, after in itertools.pairwise(periods):
         gap = after["switched_at"] - before["ended_at"]
@@ -167,6 +171,7 @@ def main() -> None:
         )
         result, took = compare(workdir, "switching", args.clients, inside, 0)
         print(f"switching inside one run: {describe(result, took)}")
+        print(f"  {switch_gaps(workdir, result['comparison']['id'])}")
         fixed_s = 2 * 3 * (args.fixed_seconds + RUN_OVERHEAD_S)
         if args.run_fixed:
             fixed, fixed_took = compare(workdir, "fixed", args.clients,
