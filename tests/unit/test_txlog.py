@@ -258,6 +258,14 @@ def test_a_slice_of_a_sampled_log_counts_from_the_numbers_before_it(
     assert abs(unknown.transactions - total.transactions) < 0.01 * total.transactions
 
 
+def test_a_client_numbered_anew_is_not_counted_backwards(tmp_path: Path) -> None:
+    """A number below the client's last in an earlier second (logs of two runs in one file):
+    that line starts the client's count again instead of taking transactions away."""
+    lines = [f"0 6 900 0 {T0} 1", f"0 12 900 0 {T0} 2", f"0 2 900 0 {T0 + 1} 3"]
+    _, total = summarize([write(tmp_path / "tx.1", lines)], sampling_rate=0.5)
+    assert total.transactions == 3 * 6  # the two numbered lines stood for 6 each
+
+
 def test_sampling_rate_scales_failures_and_skips(tmp_path: Path) -> None:
     """The numbers say each line stands for 4 transactions: the split among successful,
     skipped and failed is the sampled lines'."""

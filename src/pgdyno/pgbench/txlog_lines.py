@@ -258,6 +258,8 @@ class Numbers:
 
     def _client(self, part: Part, client: int, first: int, last: int, lines: int) -> None:
         before = self.last.get(client, 0 if self.whole_run else None)
+        if before is not None and last <= before:  # numbered anew: not one run's log
+            before = None
         if before is None:
             part.ended += last - first
             part.numbered += lines - 1
