@@ -36,12 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from ratios import summarise
-from throwaway import throwaway_sandbox
+from throwaway import select_only, throwaway_sandbox
 
 from pgdyno.collect.waits import DEFAULT_HZ
 from pgdyno.host.perf import DEFAULT_HZ as PERF_HZ
 from pgdyno.pgbench.output import parse_summary
-from pgdyno.postgres.footprint import BENCH_DB
 
 # Every order of the three arms: each arm in each position, and right after each other arm,
 # twice per cycle of six rounds.
@@ -180,9 +179,7 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     with throwaway_sandbox("pgdyno-overhead-") as (workdir, binaries, box):
-        bare = [str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(args.clients),
-                "-j", str(args.clients), "-T", str(args.seconds), "-M", "simple",
-                box.conninfo(BENCH_DB)]  # fmt: skip
+        bare = select_only(binaries, box, args.clients, args.seconds)
         log_dir = workdir / "bare-logs"
         log_dir.mkdir(mode=0o777)
         log_dir.chmod(0o777)

@@ -27,10 +27,9 @@ import statistics
 import subprocess
 
 from harness_overhead import pgdyno_run
-from throwaway import throwaway_sandbox
+from throwaway import select_only, throwaway_sandbox
 
 from pgdyno.pgbench.txlog import summarize
-from pgdyno.postgres.footprint import BENCH_DB
 
 # (period P, seconds dropped at its start D): measured P - D
 DESIGNS = ((5, 2), (5, 1), (4, 1), (3, 1), (2, 1))
@@ -60,10 +59,15 @@ def main() -> None:
         pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset
         log_dir = workdir / "tx-logs"
         log_dir.mkdir()
-        argv = [str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(args.clients),
-                "-j", str(args.clients), "-T", str(args.seconds), "-M", "simple", "-l",
-                f"--log-prefix={log_dir / 'tx'}", f"--sampling-rate={args.rate}",
-                box.conninfo(BENCH_DB)]  # fmt: skip
+        argv = select_only(
+            binaries,
+            box,
+            args.clients,
+            args.seconds,
+            "-l",
+            f"--log-prefix={log_dir / 'tx'}",
+            f"--sampling-rate={args.rate}",
+        )
         subprocess.run(argv, check=True, capture_output=True)
         rows, _ = summarize(sorted(log_dir.glob("tx.*")), args.rate)
     rows = rows[2:-2]  # the run's start and end

@@ -28,10 +28,9 @@ from pathlib import Path
 
 import numpy as np
 from harness_overhead import pgdyno_run
-from throwaway import throwaway_sandbox
+from throwaway import select_only, throwaway_sandbox
 
 from pgdyno.postgres.cluster import Sandbox
-from pgdyno.postgres.footprint import BENCH_DB
 from pgdyno.postgres.server import reloaded
 
 VALUES = ("-1", "100s")
@@ -105,9 +104,8 @@ def main() -> None:
         pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset
         log_dir = workdir / "tx-logs"
         log_dir.mkdir()
-        argv = [str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(args.clients),
-                "-j", str(args.clients), "-T", str(args.seconds), "-M", "simple", "-l",
-                f"--log-prefix={log_dir / 'tx'}", box.conninfo(BENCH_DB)]  # fmt: skip
+        argv = select_only(binaries, box, args.clients, args.seconds, "-l",
+                           f"--log-prefix={log_dir / 'tx'}")  # fmt: skip
         stop = threading.Event()
         found: list[tuple[list[float], list[float]]] = []
         worker = threading.Thread(target=lambda: found.append(switching(box, args.every, stop)))

@@ -15,6 +15,7 @@ from pgdyno.environment import Environment, ResultsLocation, default_cache_dir
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries, resolve
 from pgdyno.postgres.cluster import Sandbox
+from pgdyno.postgres.footprint import BENCH_DB
 
 
 @contextmanager
@@ -39,3 +40,14 @@ def throwaway_sandbox(prefix: str) -> Iterator[tuple[Path, Binaries, Sandbox]]:
         signal.signal(signal.SIGTERM, previous)
         box.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def select_only(
+    binaries: Binaries, box: Sandbox, clients: int, seconds: int, *options: str
+) -> list[str]:
+    """Bare pgbench's select-only command line on the sandbox's bench database: `clients`
+    clients on as many threads for `seconds`, simple protocol, then `options` (a log...)."""
+    return [
+        str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(clients),
+        "-j", str(clients), "-T", str(seconds), "-M", "simple", *options, box.conninfo(BENCH_DB),
+    ]  # fmt: skip

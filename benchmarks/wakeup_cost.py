@@ -21,9 +21,7 @@ import sys
 
 from harness_overhead import bare_tps, pgdyno_run
 from ratios import summarise
-from throwaway import throwaway_sandbox
-
-from pgdyno.postgres.footprint import BENCH_DB
+from throwaway import select_only, throwaway_sandbox
 
 WAKER = """
 import sys, threading, time
@@ -70,9 +68,7 @@ def main() -> None:
     ratios, extra_cpu = [], []
     with throwaway_sandbox("pgdyno-wakeups-") as (workdir, binaries, box):
         pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset
-        argv = [str(binaries.tool("pgbench")), "-n", "-b", "select-only", "-c", str(args.clients),
-                "-j", str(args.clients), "-T", str(args.seconds), "-M", "simple",
-                box.conninfo(BENCH_DB)]  # fmt: skip
+        argv = select_only(binaries, box, args.clients, args.seconds)
         for i in range(args.pairs):
             arms = ("waker", "alone") if i % 2 == 0 else ("alone", "waker")
             found = {
