@@ -39,3 +39,16 @@ def test_a_run_that_ends_between_whole_seconds_keeps_its_last_part_second() -> N
     assert time.monotonic() - seen >= 0.7
     assert len({t for t, *_ in samples}) >= 1
     assert {"cpu.user_pct", "sys.context_switches_per_s"} <= {name for _, name, _ in samples}
+
+
+def test_pgbench_cpu_is_named_by_the_second_its_look_was_due_at() -> None:
+    """A look 0.7 s late (a busy host) names its interval after the second it was due at, as
+    the other samples of that interval are named: rounding its clock named it after the next
+    second, whose own sample then collided with it in the store."""
+    sampler = TimelineSampler(log=lambda _: None, proc_root=Path("/proc"))
+    sampler._client_cpu((100.7, 101.0), 30, 100)
+    sampler._client_cpu((101.0, 102.0), 30, 101)
+    assert [(t, name) for t, name, _ in sampler.timeline.samples] == [
+        (100, "client.cpu_pct"),
+        (101, "client.cpu_pct"),
+    ]

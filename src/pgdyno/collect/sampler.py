@@ -251,7 +251,9 @@ class TimelineSampler:
                 self._record(span, (prev_os, cur_os), (prev_pg, cur_pg))
                 if prev_cpu is not None and ticks is not None and prev_cpu[0] == pid:
                     used = ticks - prev_cpu[1]
-                    self._guard("pgbench CPU", partial(self._client_cpu, (prev_tick, tick), used))
+                    self._guard(
+                        "pgbench CPU", partial(self._client_cpu, (prev_tick, tick), used, span[2])
+                    )
             prev_os, prev_pg, prev_tick, prev_due = cur_os, cur_pg, tick, last
             prev_cpu = (pid, ticks) if pid and ticks is not None else None
             if stopping:
@@ -262,10 +264,14 @@ class TimelineSampler:
         if self.waits is not None:
             self._guard("wait events", partial(self.waits.look, tick))
 
-    def _client_cpu(self, interval: tuple[float, float], used: int) -> None:
+    def _client_cpu(self, interval: tuple[float, float], used: int, t: int) -> None:
+        """pgbench's CPU between two looks, named `t`: the second the first look was due at,
+        as every other sample of the interval (rounding the look's own clock named a late
+        look's interval after the next second, and a switched run failed to store its period:
+        UNIQUE constraint on run_samples, seen in the suite on a busy host)."""
         seconds = interval[1] - interval[0]
         pct = 100.0 * used / CLOCK_TICKS / seconds
-        self.timeline.samples.append((round(interval[0]), "client.cpu_pct", pct))
+        self.timeline.samples.append((t, "client.cpu_pct", pct))
         self.timeline.client_cpu_ticks += used
         self.timeline.client_seconds += seconds
 
