@@ -96,7 +96,11 @@ def test_figures_are_present_and_sane(calibration):
     rows = calibration["resolve"]
     assert [r["target"] for r in rows] == ["10%", "5%", "2%"]
     seconds = [r["seconds"] for r in rows]
-    assert seconds[0] <= seconds[1] <= seconds[2] and seconds[0] < seconds[2]
+    capped = [r["capped"] for r in rows]
+    assert seconds[0] <= seconds[1] <= seconds[2]
+    assert capped == sorted(capped)  # a finer target is capped whenever a coarser one is
+    # equal only when even 10% needs the most rounds forecast (a host as noisy as CI's once)
+    assert seconds[0] < seconds[2] or capped[0], rows
     for row in rows:
         assert row["seconds"] == pytest.approx(row["rounds"] * calibration["round_seconds"])
     assert calibration["precision"]["target"] == "+-2%" and calibration["precision"]["rounds"] >= 2
