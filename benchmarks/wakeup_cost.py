@@ -35,24 +35,22 @@ wake()
 """
 
 
-def with_waker(argv: list[str], hz: float, threads: int) -> tuple[float, float]:
-    """Bare pgbench's TPS with the waker beside it, and the waker's CPU seconds."""
+def measured(argv: list[str], waker: tuple[float, int] | None) -> tuple[float, float]:
+    """Bare pgbench's TPS, beside the waker (`waker`: its rate and threads) or alone, and the
+    CPU seconds of the children that ended meanwhile (pgbench, and the waker when there is
+    one: the difference between the arms is the waker's, as near as one run tells)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    waker = subprocess.Popen([sys.executable, "-c", WAKER, str(hz), str(threads)])
+    beside = (
+        subprocess.Popen([sys.executable, "-c", WAKER, str(waker[0]), str(waker[1])])
+        if waker is not None
+        else None
+    )
     try:
         tps = bare_tps(argv)
     finally:
-        waker.kill()
-        waker.wait()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # RUSAGE_CHILDREN holds pgbench too: take the waker's own share from /proc would race its
-    # exit, so the caller subtracts a bare run's pgbench CPU measured the same way.
-    return tps, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-
-
-def alone(argv: list[str]) -> tuple[float, float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    tps = bare_tps(argv)
+        if beside is not None:
+            beside.kill()
+            beside.wait()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return tps, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
@@ -72,7 +70,7 @@ def main() -> None:
         for i in range(args.pairs):
             arms = ("waker", "alone") if i % 2 == 0 else ("alone", "waker")
             found = {
-                arm: with_waker(argv, args.hz, args.threads) if arm == "waker" else alone(argv)
+                arm: measured(argv, (args.hz, args.threads) if arm == "waker" else None)
                 for arm in arms
             }
             ratios.append(found["waker"][0] / found["alone"][0])
