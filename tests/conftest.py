@@ -64,11 +64,12 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """An exclusive test holds its group's lock, from the first of a row of tests of that group
-    to the last (tests/parallel.py)."""
+    to the last; a simulation runs at a lower priority (tests/parallel.py)."""
     group = parallel.exclusive_group(item)
     _group_lock.take(group)
     try:
-        yield
+        with parallel.lowered_priority(parallel.is_simulation(item, item.config.rootpath)):
+            yield
     finally:
         if nextitem is None or parallel.exclusive_group(nextitem) != group:
             _group_lock.release()

@@ -425,20 +425,24 @@ class _Packed:
 class _Wealth:
     """The bets of some trials, restricted to the pairs seen so far."""
 
-    d: Floats
+    d: Floats  # NaN where unused
     scale: Floats
-    fraction: Floats
+    fraction: Floats  # 0 where unused: an unused pair bets nothing
     used: Bools
+    seen: Floats  # d with 0 where unused, for the bets
 
     @classmethod
     def of(cls, packed: _Packed, k: Ints, rows: Ints) -> _Wealth:
-        d = packed.diffs[rows]
-        used = np.arange(d.shape[1])[None, :] < k[:, None]
-        fraction = np.where(used, packed.fraction[rows], 0.0)
-        return cls(np.where(used, d, np.nan), packed.scale[rows], fraction, used)
+        # Only the columns some trial has reached: the bisection calls `log` 40 times an end.
+        width = max(int(k.max()), 1) if k.size else 1
+        d = packed.diffs[rows, :width]
+        used = np.arange(width)[None, :] < k[:, None]
+        fraction = np.where(used, packed.fraction[rows, :width], 0.0)
+        seen = np.where(used, np.nan_to_num(d), 0.0)
+        return cls(np.where(used, d, np.nan), packed.scale[rows, :width], fraction, used, seen)
 
     def log(self, mu: Floats, side: int) -> Floats:
-        bets = np.clip((np.nan_to_num(self.d) - mu[:, None]) / self.scale, -1.0, 1.0)
+        bets = np.clip((self.seen - mu[:, None]) / self.scale, -1.0, 1.0)
         return np.asarray(np.log1p(side * self.fraction * bets).sum(axis=1), dtype=np.float64)
 
     def end(self, inside: Floats, outside: Floats, side: int, threshold: float) -> Floats:
@@ -446,7 +450,10 @@ class _Wealth:
         end = np.where(np.isnan(end) & (self.log(inside, side) >= threshold), inside, end)
         todo = np.flatnonzero(np.isnan(end))
         if todo.size:
-            part = _Wealth(self.d[todo], self.scale[todo], self.fraction[todo], self.used[todo])
+            part = _Wealth(
+                self.d[todo], self.scale[todo], self.fraction[todo], self.used[todo],
+                self.seen[todo],
+            )  # fmt: skip
             low, high = inside[todo].copy(), outside[todo].copy()
             for _ in range(robust.BITS):  # a bisection: one bit a step
                 mid = 0.5 * (low + high)

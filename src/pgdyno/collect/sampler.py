@@ -61,20 +61,32 @@ def process_cpu_ticks(pid: int, proc_root: Path) -> int | None:
         return None
 
 
-def whole_tick(
-    planned: float, at: float, steps: tuple[float, float], last: int | None
-) -> int | None:
+def next_planned(now: float, step: float) -> float:
+    """The next tick after `now` on the grid of `step` seconds: ticks stay on the grid however
+    late a look ends.
+
+    >>> next_planned(10.25, 0.1), next_planned(10.999, 0.5)
+    (10.3, 11.0)
+    """
+    return round((math.floor(now / step + 1e-9) + 1) * step, 9)
+
+
+def whole_tick(planned: float, at: float, steps: tuple[float, float], last: int) -> int | None:
     """The interval whose once-an-interval work (OS and pg_stat snapshots) a tick does, or None
     for a tick between intervals (a wait look only). `steps`: (the tick step, the interval).
 
     A tick planned on an interval boundary does it; so does the first tick after a boundary
-    that a slow look made the sampler miss, so that no interval goes unrecorded.
+    that a slow look made the sampler miss, so that no interval goes unrecorded. `last` starts
+    as the interval sampling began in: wait looks slower than a step (a loaded host) can plan
+    every tick past the first boundaries, and a short run then had no snapshot at all.
 
     >>> whole_tick(10.0, 10.001, (0.1, 1.0), 9), whole_tick(10.1, 10.1, (0.1, 1.0), 10)
     (10, None)
     >>> whole_tick(10.2, 10.21, (0.1, 1.0), 9)  # the tick at 10.0 came after 10.1: caught up
     10
-    >>> whole_tick(10.3, 10.3, (0.1, 1.0), None)  # before the first boundary: a look only
+    >>> whole_tick(10.3, 10.3, (0.1, 1.0), 10)  # before the first boundary: a look only
+    >>> whole_tick(11.1, 11.05, (0.1, 1.0), 10)  # slow looks planned past 11.0: caught up
+    11
     >>> whole_tick(11.0, 10.9999, (0.1, 1.0), 10)  # woken a hair early: still the boundary
     11
     """
@@ -82,7 +94,7 @@ def whole_tick(
     if round(planned / step) % round(interval / step) == 0:
         return round(planned / interval)
     passed = math.floor(at / interval + 1e-9)
-    return passed if last is not None and passed > last else None
+    return passed if passed > last else None
 
 
 def checkpoint_event(event: CheckpointEvent) -> Event:
@@ -220,14 +232,16 @@ class TimelineSampler:
         prev_cpu: tuple[int, int] | None = None  # (pid, ticks)
         prev_tick: float | None = None
         step = self.interval_s / (self.waits.tick_hz if self.waits is not None else 1)
-        last: int | None = None  # the interval whose once-an-interval work was done last
+        # The interval whose once-an-interval work was done last; at first, the one sampling
+        # began in (its snapshot would cover part of it only).
+        last = math.floor(time.time() / self.interval_s + 1e-9)
         # The interval a snapshot was taken for names its sample, not the clock at the look: a
         # look half a second late (a slow wait look caught up after it) rounded to the next
         # second, the one the next look names, and the two samples collided in the store.
         prev_due: int | None = None
         while True:
             now = time.time()
-            next_tick = (math.floor(now / step + 1e-9) + 1) * step
+            next_tick = next_planned(now, step)
             stopping = self._stop.wait(next_tick - now)
             tick = time.time()
             if stopping:

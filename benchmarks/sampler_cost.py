@@ -1,0 +1,188 @@
+"""What each of pgdyno's samplers costs a CPU-saturated run, switched on and off inside one
+pgbench run (issue 34, section 3): the same paired design as switching inside a run
+(docs/statistics.md), so that the host's drift from one run to the next, which makes
+`harness_overhead.py`'s run-against-run ratios 3-5 points wide, cancels within each pair.
+
+    python benchmarks/sampler_cost.py [--arm waits|timeline|both] [--hz 10] [--pairs 60]
+                                      [--period 4] [--seed 1]
+
+One bare pgbench run (select-only, small scale, clients = CPUs, an aggregated log of one line a
+second per thread, which costs both halves of every pair alike) on a throwaway PostgreSQL 18
+sandbox. Beside it, `--pairs` pairs of `--period`-second periods in random order within the
+pair (seeded): in one the arm runs, in the other nothing. The arms are pgdyno's own code,
+as a run starts it:
+
+- waits: the wait-event sampler alone (`WaitSampler.look` on its own connection, `--hz` looks
+  a second, as the timeline sampler's thread makes them);
+- timeline: the timeline sampler without waits (/proc and the pg_stat snapshot once a second);
+- both: the timeline sampler with its wait looks at `--hz` (pgdyno's default collection but
+  for the CPU profile, measured by harness_overhead.py --profile-only, and pgbench's log).
+
+The arm is started at a period's first whole second and stopped at its end; that second (the
+switch, the first snapshot) is left out of both halves, so the ratio is what the sampler costs
+while it runs. Printed: the geometric mean of the per-pair TPS ratios (on / off) with its 95%
+t interval, and the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Protocol
+
+from harness_overhead import pgdyno_run
+from ratios import summarise
+from throwaway import select_only, throwaway_sandbox
+
+from pgdyno.collect.pgstats import PgStatsSampler
+from pgdyno.collect.sampler import TimelineSampler, next_planned
+from pgdyno.collect.waits import WaitSampler
+from pgdyno.postgres.client import Client, connect
+from pgdyno.postgres.footprint import BENCH_DB
+
+
+class Arm(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class WaitLooks:
+    """The wait sampler alone: `hz` looks a second from a thread of nice 10, as the timeline
+    sampler's thread makes them."""
+
+    def __init__(self, client: Client, hz: int) -> None:
+        self.sampler = WaitSampler(client, BENCH_DB, hz, print)
+        self.step = 1.0 / hz
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        while True:
+            now = time.time()
+            if self._stop.wait(next_planned(now, self.step) - now):
+                return
+            self.sampler.look(time.time())
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class Timeline:
+    """The timeline sampler as a run starts it, with wait looks at `hz` (0: none)."""
+
+    def __init__(self, client: Client, hz: int) -> None:
+        self.client, self.hz = client, hz
+        self.version = client.server_info().version_num
+        self.sampler: TimelineSampler | None = None
+
+    def start(self) -> None:
+        pg = PgStatsSampler(self.client, self.version, BENCH_DB, print, wait_hz=self.hz)
+        self.sampler = TimelineSampler(log=print, proc_root=Path("/proc"), pg=pg)
+        self.sampler.start()
+
+    def stop(self) -> None:
+        if self.sampler is not None:
+            timeline = self.sampler.stop()
+            if timeline.gaps:
+                print(f"  the sampler had gaps: {timeline.gaps}")
+
+
+def sleep_until(at: float) -> None:
+    delay = at - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def per_second(prefix: Path) -> dict[int, int]:
+    """Transactions per second summed over pgbench's threads, from its aggregated logs (each
+    line: interval start, transactions, ...)."""
+    counts: dict[int, int] = defaultdict(int)
+    for path in prefix.parent.glob(f"{prefix.name}.*"):
+        for line in path.read_text().splitlines():
+            fields = line.split()
+            counts[int(fields[0])] += int(fields[1])
+    return counts
+
+
+def switched(arm: Arm, args: argparse.Namespace, argv: list[str], prefix: Path) -> list[float]:
+    """Per pair: TPS with the arm on / off, over the whole seconds after each period's first."""
+    rng = random.Random(args.seed)
+    orders = [rng.random() < 0.5 for _ in range(args.pairs)]  # True: on first
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as load:
+        begin = float(int(time.time()) + 2 * args.period)  # a warm-up first
+        periods: list[tuple[int, bool]] = []  # (first second, arm on)
+        at = begin
+        for on_first in orders:
+            for on in (on_first, not on_first):
+                sleep_until(at)
+                if on:
+                    arm.start()
+                periods.append((int(at), on))
+                at += args.period
+                sleep_until(at)
+                if on:
+                    arm.stop()
+        _, err = load.communicate(timeout=120)
+        if load.returncode != 0:
+            raise SystemExit(f"pgbench failed: {err.decode(errors='replace').strip()}")
+    counts = per_second(prefix)
+    ratios = []
+    for i in range(0, len(periods), 2):
+        tps = {}
+        for first, on in periods[i : i + 2]:
+            seconds = range(first + 1, first + args.period)  # the switch's second left out
+            tps[on] = sum(counts.get(s, 0) for s in seconds) / len(seconds)
+        ratios.append(tps[True] / tps[False])
+    return ratios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arm", choices=("waits", "timeline", "both"), default="both")
+    parser.add_argument("--hz", type=int, default=10, help="wait looks a second")
+    parser.add_argument("--pairs", type=int, default=60)
+    parser.add_argument("--period", type=int, default=4, help="seconds (the first left out)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))
+    args = parser.parse_args()
+    if args.period < 2:
+        parser.error("--period must be at least 2 (its first second is left out)")
+    seconds = (2 * args.pairs + 3) * args.period
+    with throwaway_sandbox("pgdyno-sampler-cost-") as (workdir, binaries, box):
+        pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset
+        log_dir = workdir / "load-log"
+        log_dir.mkdir(mode=0o777)
+        log_dir.chmod(0o777)
+        prefix = log_dir / "tx"
+        argv = select_only(
+            binaries, box, args.clients, seconds, "-l", f"--log-prefix={prefix}",
+            "--aggregate-interval=1",
+        )  # fmt: skip
+        with connect(box.conninfo(BENCH_DB)) as client:
+            hz = args.hz if args.arm != "timeline" else 0
+            arm: Arm = WaitLooks(client, hz) if args.arm == "waits" else Timeline(client, hz)
+            print(f"select-only, small scale, {args.clients} clients, one {seconds} s pgbench run;"
+                  f" arm {args.arm} (waits at {hz} Hz), {args.pairs} pairs of {args.period} s "
+                  "periods")  # fmt: skip
+            ratios = switched(arm, args, argv, prefix)
+    print(f"sampler_cost: {args.arm} (waits at {hz} Hz) on / off, TPS ratio "
+          f"{summarise(ratios)} ({args.pairs} pairs of {args.period} s periods, the first "
+          "second of each left out)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
