@@ -83,17 +83,9 @@ EXCLUSIVE_MODULES = {
 # another on one worker. No lock: nothing outside them looks. The SSH modules look at state
 # every SSH test shares (the agents' directories in /tmp, which `remote_checks.agent_dirs`
 # lists: one test's live agent is another's "left behind").
-#
-# The simulations that cache their simulated comparisons per process (functools.cache) run on one
-# worker too: spread over six, each worker drew and judged the same thousands of comparisons
-# again, on two CPUs every other test needs (test_sequential_sim took 430 worker-seconds that way,
-# about 90 s alone).
 SHARED_MODULES = {
     "tests/e2e/test_fleet.py": "ssh-agents",
     "tests/e2e/test_remote_host.py": "ssh-agents",
-    "tests/unit/test_sequential_sim.py": "sequential-sim",
-    "tests/unit/test_noise_forecast.py": "noise-forecast-sim",
-    "tests/unit/test_capacity_sim.py": "capacity-sim",
 }
 
 
