@@ -3,8 +3,8 @@ pgbench run (issue 34, section 3): the same paired design as switching inside a 
 (docs/statistics.md), so that the host's drift from one run to the next, which makes
 `harness_overhead.py`'s run-against-run ratios 3-5 points wide, cancels within each pair.
 
-    python benchmarks/sampler_cost.py [--arm waits|timeline|both] [--hz 10] [--pairs 60]
-                                      [--period 4] [--seed 1]
+    python benchmarks/sampler_cost.py [--arm waits|timeline|both|perf|all] [--hz 10] [--pairs 60]
+                                      [--period 4] [--burn-in 1] [--seed 1]
 
 One bare pgbench run (select-only, small scale, clients = CPUs, an aggregated log of one line a
 second per thread, which costs both halves of every pair alike) on a throwaway PostgreSQL 18
@@ -16,10 +16,16 @@ as a run starts it:
   a second, as the timeline sampler's thread makes them);
 - timeline: the timeline sampler without waits (/proc and the pg_stat snapshot once a second);
 - both: the timeline sampler with its wait looks at `--hz` (pgdyno's default collection but
-  for the CPU profile, measured by harness_overhead.py --profile-only, and pgbench's log).
+  for the CPU profile and pgbench's log);
+- perf: the on-CPU profile alone (perf at its default rate over every CPU, as `pgdyno bench`
+  runs it, stopped as below);
+- all: both, and the on-CPU profile (perf at its default rate over every CPU, as `pgdyno bench`
+  runs it; stopped at the period's end without reading its samples, which a run does after
+  pgbench has ended): every default sampler.
 
-The arm is started at a period's first whole second and stopped at its end; that second (the
-switch, the first snapshot) is left out of both halves, so the ratio is what the sampler costs
+The arm is started at a period's first whole second and stopped at its end; the first
+`--burn-in` seconds of every period (the switch, the sampler's start and first snapshot, perf's
+start) are left out of both halves, so the ratio is what the sampler costs
 while it runs. Printed: the geometric mean of the per-pair TPS ratios (on / off) with its 95%
 t interval, and the median.
 """
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import subprocess
 import threading
 import time
@@ -40,11 +47,15 @@ from harness_overhead import pgdyno_run
 from ratios import summarise
 from throwaway import select_only, throwaway_sandbox
 
+from pgdyno.collect.cpu_profile import CpuProfiler
 from pgdyno.collect.pgstats import PgStatsSampler
 from pgdyno.collect.sampler import TimelineSampler, next_planned
 from pgdyno.collect.waits import WaitSampler
+from pgdyno.host.perf import find_perf
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.footprint import BENCH_DB
+
+ARMS = ("waits", "timeline", "both", "perf", "all")
 
 
 class Arm(Protocol):
@@ -101,6 +112,35 @@ class Timeline:
                 print(f"  the sampler had gaps: {timeline.gaps}")
 
 
+class Nothing:
+    """No sampler: the arm the profile alone is added to."""
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class Profiled:
+    """Another arm with the on-CPU profile beside it."""
+
+    def __init__(self, inner: Arm, perf: Path, postmaster: int, run_dir: Path) -> None:
+        self.inner = inner
+        self.profiler = lambda: CpuProfiler(perf, postmaster, run_dir, log=print)
+        self.running: CpuProfiler | None = None
+
+    def start(self) -> None:
+        self.running = self.profiler()
+        self.running.start()
+        self.inner.start()
+
+    def stop(self) -> None:
+        self.inner.stop()
+        if self.running is not None:
+            self.running.abort()
+
+
 def sleep_until(at: float) -> None:
     delay = at - time.time()
     if delay > 0:
@@ -140,27 +180,33 @@ def switched(arm: Arm, args: argparse.Namespace, argv: list[str], prefix: Path) 
         if load.returncode != 0:
             raise SystemExit(f"pgbench failed: {err.decode(errors='replace').strip()}")
     counts = per_second(prefix)
-    ratios = []
+    ratios, levels = [], []
     for i in range(0, len(periods), 2):
         tps = {}
         for first, on in periods[i : i + 2]:
-            seconds = range(first + 1, first + args.period)  # the switch's second left out
+            seconds = range(first + args.burn_in, first + args.period)  # the switch left out
             tps[on] = sum(counts.get(s, 0) for s in seconds) / len(seconds)
         ratios.append(tps[True] / tps[False])
+        levels.append(tps[False])
+    print(
+        f"  the load without the arm: {min(levels):,.0f}-{max(levels):,.0f} TPS a period "
+        f"(median {statistics.median(levels):,.0f}): the host's state during the run"
+    )
     return ratios
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arm", choices=("waits", "timeline", "both"), default="both")
+    parser.add_argument("--arm", choices=ARMS, default="all")
     parser.add_argument("--hz", type=int, default=10, help="wait looks a second")
     parser.add_argument("--pairs", type=int, default=60)
     parser.add_argument("--period", type=int, default=4, help="seconds (the first left out)")
+    parser.add_argument("--burn-in", type=int, default=1, help="whole seconds left out")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--clients", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
-    if args.period < 2:
-        parser.error("--period must be at least 2 (its first second is left out)")
+    if not 1 <= args.burn_in < args.period:
+        parser.error("--burn-in must be at least 1 and under --period")
     seconds = (2 * args.pairs + 3) * args.period
     with throwaway_sandbox("pgdyno-sampler-cost-") as (workdir, binaries, box):
         pgdyno_run(workdir, args.clients, 3, "auto")  # the dataset
@@ -175,13 +221,20 @@ def main() -> None:
         with connect(box.conninfo(BENCH_DB)) as client:
             hz = args.hz if args.arm != "timeline" else 0
             arm: Arm = WaitLooks(client, hz) if args.arm == "waits" else Timeline(client, hz)
+            if args.arm == "perf":
+                hz, arm = 0, Nothing()
+            if args.arm in {"perf", "all"}:
+                perf, postmaster = find_perf(os.environ), box.postmaster_pid()
+                if perf is None or postmaster is None:
+                    raise SystemExit("the profile needs perf (linux-perf) and a running sandbox")
+                arm = Profiled(arm, perf, postmaster, workdir / "perf")
             print(f"select-only, small scale, {args.clients} clients, one {seconds} s pgbench run;"
                   f" arm {args.arm} (waits at {hz} Hz), {args.pairs} pairs of {args.period} s "
                   "periods")  # fmt: skip
             ratios = switched(arm, args, argv, prefix)
     print(f"sampler_cost: {args.arm} (waits at {hz} Hz) on / off, TPS ratio "
           f"{summarise(ratios)} ({args.pairs} pairs of {args.period} s periods, the first "
-          "second of each left out)")  # fmt: skip
+          f"{args.burn_in} s of each left out)")  # fmt: skip
 
 
 if __name__ == "__main__":
