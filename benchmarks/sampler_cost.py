@@ -219,10 +219,12 @@ def main() -> None:
             "--aggregate-interval=1",
         )  # fmt: skip
         with connect(box.conninfo(BENCH_DB)) as client:
-            hz = args.hz if args.arm != "timeline" else 0
-            arm: Arm = WaitLooks(client, hz) if args.arm == "waits" else Timeline(client, hz)
-            if args.arm == "perf":
-                hz, arm = 0, Nothing()
+            hz = 0 if args.arm in {"timeline", "perf"} else args.hz
+            arm: Arm = (
+                Nothing() if args.arm == "perf"
+                else WaitLooks(client, hz) if args.arm == "waits"
+                else Timeline(client, hz)
+            )  # fmt: skip
             if args.arm in {"perf", "all"}:
                 perf, postmaster = find_perf(os.environ), box.postmaster_pid()
                 if perf is None or postmaster is None:

@@ -1,6 +1,6 @@
-"""The timeline sampler's tick plan (collect/sampler.py: `next_planned`, `whole_tick`) when
-every wait look takes longer than a tick's step, as on a loaded host: the planning is driven
-exactly as the sampler's loop drives it, with the looks' durations given."""
+"""The timeline sampler's tick plan (collect/sampler.py: `TickPlan`, which its loop uses) when
+every wait look takes longer than a tick's step, as on a loaded host: the plan is driven as
+the loop drives it, with the looks' durations given instead of the clock."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from pgdyno.collect.sampler import next_planned, whole_tick
+from pgdyno.collect.sampler import TickPlan
 
 STEP, INTERVAL = 0.1, 1.0  # waits at 10 Hz, snapshots once a second
 
@@ -16,19 +16,18 @@ STEP, INTERVAL = 0.1, 1.0  # waits at 10 Hz, snapshots once a second
 def snapshots(start: float, end: float, look_s: float) -> list[int]:
     """The intervals whose snapshot the loop takes between `start` and `end` when each wait look
     takes `look_s` and a snapshot look 0.05 s."""
-    last = math.floor(start / INTERVAL + 1e-9)  # as the loop starts
+    plan = TickPlan(start, STEP, INTERVAL)
     now, taken = start, []
     while True:
-        planned = next_planned(now, STEP)
+        planned = plan.next(now)
         tick = max(planned, now)
         if tick >= end:
             return taken
-        due = whole_tick(planned, tick, (STEP, INTERVAL), last)
+        due = plan.due(planned, tick)
         if due is None:
             now = tick + look_s
             continue
         taken.append(due)
-        last = due
         now = tick + 0.05 + look_s
 
 

@@ -97,6 +97,25 @@ def whole_tick(planned: float, at: float, steps: tuple[float, float], last: int)
     return passed if passed > last else None
 
 
+class TickPlan:
+    """The sampler thread's ticks: where the next one is planned (`next`) and whether a tick
+    does the once-an-interval work (`due`), remembering the interval it was last done for; at
+    first, the one sampling began in (its snapshot would cover part of it only)."""
+
+    def __init__(self, start: float, step: float, interval: float) -> None:
+        self.step, self.interval = step, interval
+        self.last = math.floor(start / interval + 1e-9)
+
+    def next(self, now: float) -> float:
+        return next_planned(now, self.step)
+
+    def due(self, planned: float, at: float) -> int | None:
+        found = whole_tick(planned, at, (self.step, self.interval), self.last)
+        if found is not None:
+            self.last = found
+        return found
+
+
 def checkpoint_event(event: CheckpointEvent) -> Event:
     detail = {k: v for k, v in asdict(event).items() if k not in ("at", "phase") and v is not None}
     return Event(event.at, f"checkpoint_{event.phase}", detail)
@@ -232,16 +251,14 @@ class TimelineSampler:
         prev_cpu: tuple[int, int] | None = None  # (pid, ticks)
         prev_tick: float | None = None
         step = self.interval_s / (self.waits.tick_hz if self.waits is not None else 1)
-        # The interval whose once-an-interval work was done last; at first, the one sampling
-        # began in (its snapshot would cover part of it only).
-        last = math.floor(time.time() / self.interval_s + 1e-9)
+        plan = TickPlan(time.time(), step, self.interval_s)
         # The interval a snapshot was taken for names its sample, not the clock at the look: a
         # look half a second late (a slow wait look caught up after it) rounded to the next
         # second, the one the next look names, and the two samples collided in the store.
         prev_due: int | None = None
         while True:
             now = time.time()
-            next_tick = next_planned(now, step)
+            next_tick = plan.next(now)
             stopping = self._stop.wait(next_tick - now)
             tick = time.time()
             if stopping:
@@ -250,11 +267,9 @@ class TimelineSampler:
                 if prev_tick is None or tick - prev_tick < FINAL_PART * self.interval_s:
                     return
             else:
-                due = whole_tick(next_tick, tick, (step, self.interval_s), last)
-                if due is None:
+                if plan.due(next_tick, tick) is None:
                     self._look_at_waits(tick)  # a tick between whole seconds
                     continue
-                last = due
             cur_os = self._guard("OS", proc.snapshot)
             cur_pg = self._guard("PostgreSQL", self.pg.snapshot) if self.pg else None
             pid = self._pid
@@ -268,7 +283,7 @@ class TimelineSampler:
                     self._guard(
                         "pgbench CPU", partial(self._client_cpu, (prev_tick, tick), used, span[2])
                     )
-            prev_os, prev_pg, prev_tick, prev_due = cur_os, cur_pg, tick, last
+            prev_os, prev_pg, prev_tick, prev_due = cur_os, cur_pg, tick, plan.last
             prev_cpu = (pid, ticks) if pid and ticks is not None else None
             if stopping:
                 return
