@@ -28,6 +28,11 @@ The arm is started at a period's first whole second and stopped at its end; the 
 start) are left out of both halves, so the ratio is what the sampler costs
 while it runs. Printed: the geometric mean of the per-pair TPS ratios (on / off) with its 95%
 t interval, and the median.
+
+Also printed, to tell a sampler that takes CPU from the load from one that slows it otherwise:
+the arm's own CPU (this process's threads, its server backend and perf, from just before its
+start to just after its stop) as a share of the CPU the host used, the context switches a
+second and the steal, each averaged over the on and the off periods (/proc/stat).
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ import statistics
 import subprocess
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -49,11 +55,13 @@ from throwaway import select_only, throwaway_sandbox
 
 from pgdyno.collect.cpu_profile import CpuProfiler
 from pgdyno.collect.pgstats import PgStatsSampler
-from pgdyno.collect.sampler import TimelineSampler, next_planned
+from pgdyno.collect.procfs import ProcStat, parse_stat
+from pgdyno.collect.sampler import TimelineSampler, next_planned, process_cpu_ticks
 from pgdyno.collect.waits import WaitSampler
 from pgdyno.host.perf import find_perf
 from pgdyno.postgres.client import Client, connect
 from pgdyno.postgres.footprint import BENCH_DB
+from pgdyno.postgres.server import backend_pid
 
 ARMS = ("waits", "timeline", "both", "perf", "all")
 
@@ -61,6 +69,81 @@ ARMS = ("waits", "timeline", "both", "perf", "all")
 class Arm(Protocol):
     def start(self) -> None: ...
     def stop(self) -> None: ...
+
+
+def host_stat() -> ProcStat:
+    return parse_stat(Path("/proc/stat").read_text())
+
+
+class CpuAccount:
+    """What the arm used and what the host did, period by period: the arm's own CPU (this
+    process, its server backend, perf) over the measured seconds as a share of the host's busy
+    CPU, the context switches a second and the steal share; and the CPU of each start and stop
+    beyond the steady rate."""
+
+    def __init__(self, sampler_backend: int) -> None:
+        self.pids = (os.getpid(), sampler_backend)
+        self.perf_pid: Callable[[], int | None] = lambda: None  # set by Profiled
+        self.perf_at_stop = 0  # perf's ticks just before it was stopped
+        self.share: dict[bool, list[float]] = defaultdict(list)  # on -> share of busy CPU
+        self.ctxt: dict[bool, list[float]] = defaultdict(list)
+        self.steal: dict[bool, list[float]] = defaultdict(list)
+        self.start_stop: list[float] = []  # seconds of CPU
+        self.by_part: Counter[str] = Counter()  # on periods' measured ticks, per part
+        self.busy_on = 0  # the host's busy ticks over the same seconds
+
+    def parts(self) -> Counter[str]:
+        """Ticks so far of pgdyno's threads (by name), its server backend and perf."""
+        perf = self.perf_pid()
+        pids = {"its backend": self.pids[1], "perf": perf}
+        found = Counter(
+            {part: process_cpu_ticks(pid, Path("/proc")) or 0 for part, pid in pids.items() if pid}
+        )
+        for thread in threading.enumerate():
+            tid = thread.native_id
+            ticks = process_cpu_ticks(tid, Path(f"/proc/{self.pids[0]}/task")) if tid else None
+            found[f"pgdyno thread {thread.name}"] += ticks or 0
+        return found
+
+    def own(self) -> int:
+        return sum(self.parts().values())
+
+    def add(self, on: bool, steady: int, window: tuple[ProcStat, ProcStat], seconds: float) -> None:
+        """One period: the arm's ticks over its measured `seconds` and the host's /proc/stat
+        at their ends."""
+        a, b = window[1].cpu, window[0].cpu
+        busy = sum(getattr(a, f) - getattr(b, f) for f in ("user", "nice", "system", "irq",
+                                                           "softirq", "steal"))  # fmt: skip
+        total = busy + (a.idle - b.idle) + (a.iowait - b.iowait)
+        self.share[on].append(steady / busy if busy else 0.0)
+        if on:
+            self.busy_on += busy
+        self.ctxt[on].append((window[1].ctxt - window[0].ctxt) / seconds)
+        self.steal[on].append((a.steal - b.steal) / total if total else 0.0)
+
+    def add_whole(self, whole: int, steady: int, seconds: tuple[float, float]) -> None:
+        """An on period's ticks from just before its start to just after its stop, against
+        its steady ticks over the measured part: (whole period, measured) seconds."""
+        extra = whole + self.perf_at_stop - steady * seconds[0] / seconds[1]
+        self.start_stop.append(extra / os.sysconf("SC_CLK_TCK"))
+        self.perf_at_stop = 0
+
+    def print(self) -> None:
+        for on in (True, False):
+            print(
+                f"  arm {'on ' if on else 'off'}: its own CPU "
+                f"{100 * statistics.mean(self.share[on]):.2f}% of the host's busy CPU, "
+                f"{statistics.mean(self.ctxt[on]):,.0f} context switches a second, steal "
+                f"{100 * statistics.mean(self.steal[on]):.1f}%"
+            )
+        split = ", ".join(
+            f"{part} {100 * n / self.busy_on:.2f}%" for part, n in self.by_part.most_common()
+        )
+        print(f"  the arm's own CPU, on: {split}")
+        print(
+            f"  each start and stop: about {1000 * statistics.mean(self.start_stop):.0f} ms of "
+            "CPU beyond the steady rate (a run pays it once)"
+        )
 
 
 class WaitLooks:
@@ -125,10 +208,13 @@ class Nothing:
 class Profiled:
     """Another arm with the on-CPU profile beside it."""
 
-    def __init__(self, inner: Arm, perf: Path, postmaster: int, run_dir: Path) -> None:
-        self.inner = inner
+    def __init__(
+        self, inner: Arm, perf: Path, postmaster: int, run_dir: Path, account: CpuAccount
+    ) -> None:
+        self.inner, self.account = inner, account
         self.profiler = lambda: CpuProfiler(perf, postmaster, run_dir, log=print)
         self.running: CpuProfiler | None = None
+        account.perf_pid = lambda: self.running.perf_pid if self.running is not None else None
 
     def start(self) -> None:
         self.running = self.profiler()
@@ -138,7 +224,10 @@ class Profiled:
     def stop(self) -> None:
         self.inner.stop()
         if self.running is not None:
+            pid = self.running.perf_pid  # its ticks before it ends, not its file's writing
+            self.account.perf_at_stop = (process_cpu_ticks(pid, Path("/proc")) or 0) if pid else 0
             self.running.abort()
+            self.running = None
 
 
 def sleep_until(at: float) -> None:
@@ -158,8 +247,11 @@ def per_second(prefix: Path) -> dict[int, int]:
     return counts
 
 
-def switched(arm: Arm, args: argparse.Namespace, argv: list[str], prefix: Path) -> list[float]:
-    """Per pair: TPS with the arm on / off, over the whole seconds after each period's first."""
+def switched(
+    arm: Arm, args: argparse.Namespace, argv: list[str], prefix: Path, account: CpuAccount
+) -> list[float]:
+    """Per pair: TPS with the arm on / off, over the whole seconds after each period's first;
+    `account` gets each period's CPU."""
     rng = random.Random(args.seed)
     orders = [rng.random() < 0.5 for _ in range(args.pairs)]  # True: on first
     with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as load:
@@ -169,13 +261,23 @@ def switched(arm: Arm, args: argparse.Namespace, argv: list[str], prefix: Path) 
         for on_first in orders:
             for on in (on_first, not on_first):
                 sleep_until(at)
+                first = account.own()
                 if on:
                     arm.start()
                 periods.append((int(at), on))
+                sleep_until(at + args.burn_in)
+                before, used = host_stat(), account.parts()
                 at += args.period
                 sleep_until(at)
+                now = account.parts()
+                steady, after = sum(now.values()) - sum(used.values()), host_stat()
+                if on:
+                    account.by_part.update(now - used)
+                account.add(on, steady, (before, after), args.period - args.burn_in)
                 if on:
                     arm.stop()
+                    whole = (account.own() - first, steady)
+                    account.add_whole(*whole, (args.period, args.period - args.burn_in))
         _, err = load.communicate(timeout=120)
         if load.returncode != 0:
             raise SystemExit(f"pgbench failed: {err.decode(errors='replace').strip()}")
@@ -219,6 +321,7 @@ def main() -> None:
             "--aggregate-interval=1",
         )  # fmt: skip
         with connect(box.conninfo(BENCH_DB)) as client:
+            account = CpuAccount(backend_pid(client))
             hz = 0 if args.arm in {"timeline", "perf"} else args.hz
             arm: Arm = (
                 Nothing() if args.arm == "perf"
@@ -229,11 +332,12 @@ def main() -> None:
                 perf, postmaster = find_perf(os.environ), box.postmaster_pid()
                 if perf is None or postmaster is None:
                     raise SystemExit("the profile needs perf (linux-perf) and a running sandbox")
-                arm = Profiled(arm, perf, postmaster, workdir / "perf")
+                arm = Profiled(arm, perf, postmaster, workdir / "perf", account)
             print(f"select-only, small scale, {args.clients} clients, one {seconds} s pgbench run;"
                   f" arm {args.arm} (waits at {hz} Hz), {args.pairs} pairs of {args.period} s "
                   "periods")  # fmt: skip
-            ratios = switched(arm, args, argv, prefix)
+            ratios = switched(arm, args, argv, prefix, account)
+            account.print()
     print(f"sampler_cost: {args.arm} (waits at {hz} Hz) on / off, TPS ratio "
           f"{summarise(ratios)} ({args.pairs} pairs of {args.period} s periods, the first "
           f"{args.burn_in} s of each left out)")  # fmt: skip
