@@ -134,3 +134,29 @@ def test_destroy_removes_everything(workdir, cache_dir, binaries):
     box.start({}, owner_pid=None)
     box.destroy()
     assert not box.root.exists()
+
+
+def test_two_processes_stopping_one_sandbox_at_once_both_succeed(tmp_path: Path):
+    """A killed command's watchdog and the next command's `recover` stop the sandbox at the
+    same moment, and both save its state: each through a temporary file of its own (with one
+    shared name, the second rename found the file gone and the command failed)."""
+    root = tmp_path / "pg18"
+    root.mkdir()
+    state = '{"name": "pg18", "version": "18", "bin_dir": "/nonexistent", "port": 54330, '
+    state += '"os_user": "nobody", "owner_pid": 1, "owner_started": null, "home_port": 54330}\n'
+    (root / "cluster.json").write_text(state)
+    # No postmaster: stop() only clears the owner, which saves the state; 400 times each.
+    code = (
+        "import sys; from pathlib import Path; from pgdyno.postgres.cluster import Sandbox\n"
+        "box = Sandbox(Path(sys.argv[1]), None)\n"
+        "for _ in range(400): box.stop()\n"
+    )
+    stoppers = [
+        subprocess.Popen([sys.executable, "-c", code, str(root)], stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    for stopper in stoppers:
+        _, err = stopper.communicate(timeout=120)
+        assert stopper.returncode == 0, err.decode()
+    assert Sandbox(root, None).state().owner_pid is None
+    assert [p.name for p in root.iterdir()] == ["cluster.json"]  # no temporary file left

@@ -110,7 +110,10 @@ class Sandbox:
             ) from exc
 
     def _save(self, state: ClusterState) -> None:
-        tmp = self.state_file.with_suffix(".tmp")
+        # A temporary file of this process's own: a killed command's watchdog and the next
+        # command's `recover` stop the sandbox and save its state at the same moment, and with
+        # one shared name the second rename found the file gone (seen in the suite).
+        tmp = self.state_file.with_name(f"{self.state_file.name}.{os.getpid()}.tmp")
         tmp.write_text(strict_json(asdict(state)) + "\n")
         tmp.replace(self.state_file)
 
