@@ -106,7 +106,11 @@ class CpuAccount:
         return found
 
     def own(self) -> int:
-        return sum(self.parts().values())
+        """Ticks so far of pgdyno's process (its ended threads too, which `parts` cannot name),
+        its server backend and perf."""
+        perf = self.perf_pid()
+        pids = (*self.pids, *([perf] if perf else []))
+        return sum(process_cpu_ticks(pid, Path("/proc")) or 0 for pid in pids)
 
     def add(self, on: bool, steady: int, window: tuple[ProcStat, ProcStat], seconds: float) -> None:
         """One period: the arm's ticks over its measured `seconds` and the host's /proc/stat
