@@ -30,9 +30,10 @@ while it runs. Printed: the geometric mean of the per-pair TPS ratios (on / off)
 t interval, and the median.
 
 Also printed, to tell a sampler that takes CPU from the load from one that slows it otherwise:
-the arm's own CPU (this process's threads, its server backend and perf, from just before its
-start to just after its stop) as a share of the CPU the host used, the context switches a
-second and the steal, each averaged over the on and the off periods (/proc/stat).
+the arm's own CPU over each period's measured seconds (this process's threads by name, its
+server backend, perf) as a share of the CPU the host used, the context switches a second and
+the steal (/proc/stat), each averaged over the on and the off periods; and the CPU each start
+and stop costs beyond that steady rate (from just before the start to just after the stop).
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import psycopg
@@ -16,7 +18,7 @@ from pgdyno.environment import Environment
 from pgdyno.experiment.target import open_sandbox
 from pgdyno.postgres.binaries import Binaries
 from pgdyno.postgres.client import connect
-from pgdyno.postgres.cluster import Sandbox, recover, taken_ports
+from pgdyno.postgres.cluster import ClusterState, Sandbox, recover, taken_ports
 from pgdyno.postgres.sandbox_user import SANDBOX_USER, sandbox_user
 from pgdyno.postgres.server import non_default_settings
 
@@ -142,9 +144,8 @@ def test_two_processes_stopping_one_sandbox_at_once_both_succeed(tmp_path: Path)
     shared name, the second rename found the file gone and the command failed)."""
     root = tmp_path / "pg18"
     root.mkdir()
-    state = '{"name": "pg18", "version": "18", "bin_dir": "/nonexistent", "port": 54330, '
-    state += '"os_user": "nobody", "owner_pid": 1, "owner_started": null, "home_port": 54330}\n'
-    (root / "cluster.json").write_text(state)
+    owned = ClusterState("pg18", "18", "/nonexistent", 54330, "nobody", owner_pid=1)
+    (root / "cluster.json").write_text(json.dumps(asdict(owned)))
     # No postmaster: stop() only clears the owner, which saves the state; 400 times each.
     code = (
         "import sys; from pathlib import Path; from pgdyno.postgres.cluster import Sandbox\n"
