@@ -214,6 +214,10 @@ class Browser:
             raise
         return page
 
+    def tab_count(self) -> int:
+        """How many tabs the browser has open now."""
+        return len(self._context.pages)
+
     def close(self) -> None:
         """Close every page, then the browser (`chromium()` does this)."""
         for page in self._pages:

@@ -180,21 +180,32 @@ def test_wait_for_times_out_with_a_clear_error(browser: Browser, tmp_path: Path)
         "never.html",
         "<body><script>console.error('chart data missing');</script></body>",
     )
+    # Loaded first with the default deadline: a busy CI host has taken over a second to load
+    # even this page, and the wait's own message is what is checked here.
+    page = browser.open(path)
     with pytest.raises(WaitTimeout) as raised:
-        browser.open(path, wait_for="window.reportReady === true", timeout=1)
+        page.wait_for("window.reportReady === true", timeout=1)
     message = str(raised.value)
     assert "window.reportReady === true" in message
     assert "was not true within 1 s" in message
     assert "chart data missing" in message
     assert any("chart data missing" in e for e in raised.value.console_errors)
 
-    page = browser.open(path)
     with pytest.raises(WaitTimeout, match=r"the last evaluation: it threw: .*notDefinedYet"):
         page.wait_for("notDefinedYet.ready", timeout=0.5)
     with pytest.raises(WaitTimeout, match="did not finish"):
         page.wait_for("new Promise(() => {})", timeout=0.5)
     # The page is still usable after both.
     assert page.evaluate("1 + 1") == 2
+
+
+def test_open_that_times_out_closes_its_tab(browser: Browser, tmp_path: Path):
+    path = write_page(tmp_path, "never2.html", "<body>never ready</body>")
+    before = browser.tab_count()
+    with pytest.raises(WaitTimeout, match=r"never2\.html"):
+        # One deadline covers loading and waiting: whichever phase it ends in, the tab goes.
+        browser.open(path, wait_for="window.reportReady === true", timeout=1)
+    assert browser.tab_count() == before
 
 
 def test_screenshot_is_a_png_of_the_page(browser: Browser, tmp_path: Path):
